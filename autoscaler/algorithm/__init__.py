@@ -1,0 +1,52 @@
+"""The Kubernetes HPA algorithm as a pure library: no I/O, no clock reads, no logging.
+
+Build an ``AutoscalerSpec``, gather the target's ``ScaleState``, its ``Pod`` list and one
+``MetricValues`` per metric spec, and call ``decide`` with the target's ``History`` and ``now``.
+After a successful scale write, fold the change into the history with ``record_scale_event``.
+"""
+
+from autoscaler.algorithm.behavior import record_scale_event, resolve_behavior
+from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
+from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.algorithm.model import (
+    AlgorithmSettings,
+    AutoscalerSpec,
+    Behavior,
+    ConditionStatus,
+    Container,
+    ExternalMetricValues,
+    History,
+    MetricSourceType,
+    MetricSpec,
+    MetricTarget,
+    MetricTargetType,
+    MetricUnavailable,
+    MetricValues,
+    Milli,
+    ObjectMetricValue,
+    Pod,
+    PodMetricValues,
+    PodPhase,
+    PodSample,
+    PolicyType,
+    Recommendation,
+    ScaleEvent,
+    ScaleState,
+    ScalingPolicy,
+    ScalingRules,
+    SelectPolicy,
+)
+from autoscaler.algorithm.quantity import QuantityError, format_milli, parse_milli
+from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.algorithm.replicas import MetricCurrent, MetricProposal, Tolerances
+
+__all__ = [
+    "AlgorithmSettings", "AutoscalerSpec", "Behavior", "Bounds", "Condition", "ConditionStatus",
+    "ConditionType", "Container", "Decision", "ExternalMetricValues", "History", "MetricCurrent",
+    "MetricOutcome", "MetricProposal", "MetricSourceType", "MetricSpec", "MetricTarget",
+    "MetricTargetType", "MetricUnavailable", "MetricValues", "Milli", "ObjectMetricValue", "Pod",
+    "PodMetricValues", "PodPhase", "PodSample", "PolicyType", "QuantityError", "Reason",
+    "Recommendation", "ScaleEvent", "ScaleState", "ScalingPolicy", "ScalingRules",
+    "SelectPolicy", "Step", "Tolerances", "decide", "format_milli", "parse_milli",
+    "record_scale_event", "resolve_behavior",
+]

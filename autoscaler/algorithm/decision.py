@@ -1,0 +1,299 @@
+"""One reconcile decision for one target: upstream's ``reconcileAutoscaler`` minus its I/O.
+
+``decide`` takes the scale, the pods, each metric's values (or why they are unavailable), the
+history and ``now``; it returns the desired count, the conditions upstream would set, each
+metric's status and the updated history. The caller writes the scale and, once the write
+succeeded, calls ``record_scale_event``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.algorithm.behavior import (
+    Normalized,
+    normalize_with_behavior,
+    normalize_without_behavior,
+    resolve_behavior,
+    tolerances_for,
+)
+from autoscaler.algorithm.metric import MetricOutcome, evaluate_metric
+from autoscaler.algorithm.model import (
+    AlgorithmSettings,
+    AutoscalerSpec,
+    History,
+    MetricValues,
+    Pod,
+    Recommendation,
+    ScaleState,
+    Seconds,
+)
+from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Condition:
+    type: ConditionType
+    status: bool
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounds:
+    """The replica bounds this pass clamps to (the spec's, or a schedule's override)."""
+
+    min_replicas: int
+    max_replicas: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    current_replicas: int
+    desired_replicas: int
+    proposal: int | None = None
+    """The metrics' combined proposal before normalization; ``None`` if none was made."""
+    stabilized: int | None = None
+    """The proposal after the stabilization windows, before rate limits and bounds."""
+    rescale_reason: str = ""
+    """Upstream's SuccessfulRescale reason text ("cpu resource utilization ... above target")."""
+    conditions: tuple[Condition, ...] = ()
+    metrics: tuple[MetricOutcome, ...] = ()
+    steps: tuple[Step, ...] = ()
+    history: History = field(default_factory=History)
+    error: str | None = None
+    """The pass's error (the first invalid metric), also set when scaling went ahead."""
+
+    @property
+    def rescale(self) -> bool:
+        return self.desired_replicas != self.current_replicas
+
+    def condition(self, type_: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type is type_), None)
+
+
+class _Conditions:
+    """``setCondition`` within one pass: a type set again replaces its entry in place."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[ConditionType, Condition] = {}
+
+    def set(self, type_: ConditionType, status: bool, reason: Reason, message: str) -> None:
+        self._by_type[type_] = Condition(type=type_, status=status, reason=reason, message=message)
+
+    def all(self) -> tuple[Condition, ...]:
+        return tuple(self._by_type.values())
+
+
+def seed_history(history: History, current: int, now: Seconds) -> History:
+    """``recordInitialRecommendation``: a target seen for the first time cannot scale down
+    on its first pass, because the current count enters the stabilization window."""
+    if history.seeded:
+        return history
+    return History(
+        recommendations=(Recommendation(replicas=current, timestamp=now),),
+        scale_up_events=history.scale_up_events,
+        scale_down_events=history.scale_down_events,
+    )
+
+
+def decide(
+    *,
+    spec: AutoscalerSpec,
+    scale: ScaleState,
+    metrics: Sequence[MetricValues],
+    pods: Sequence[Pod],
+    history: History,
+    now: Seconds,
+    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
+    bounds: Bounds | None = None,
+) -> Decision:
+    """Decide the desired replica count for one target, as kube-controller-manager would.
+
+    ``metrics`` is aligned with ``spec.metrics``. ``bounds`` replaces the spec's min/max for
+    this pass (schedules); by default the spec's own bounds apply.
+    """
+    if len(metrics) != len(spec.metrics):
+        raise ValueError(f"got {len(metrics)} metric values for {len(spec.metrics)} metric specs")
+    bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
+    current = scale.spec_replicas
+    history = seed_history(history, current, now)
+    conditions = _Conditions()
+    conditions.set(
+        ConditionType.ABLE_TO_SCALE, True, Reason.SUCCEEDED_GET_SCALE,
+        "the HPA controller was able to get the target's current scale",
+    )
+
+    def done(desired: int, **fields: object) -> Decision:
+        return Decision(
+            current_replicas=current, desired_replicas=desired,
+            conditions=conditions.all(), history=history, **fields,  # type: ignore[arg-type]
+        )
+
+    if current == 0 and bounds.min_replicas != 0:
+        conditions.set(
+            ConditionType.SCALING_ACTIVE, False, Reason.SCALING_DISABLED,
+            "scaling is disabled since the replica count of the target is zero",
+        )
+        return done(0, steps=(Step.SCALING_DISABLED,))
+    if current > bounds.max_replicas:
+        return done(
+            bounds.max_replicas, steps=(Step.REPLICA_LIMIT,),
+            rescale_reason="Current number of replicas above Spec.MaxReplicas",
+        )
+    if current < bounds.min_replicas:
+        return done(
+            bounds.min_replicas, steps=(Step.REPLICA_LIMIT,),
+            rescale_reason="Current number of replicas below Spec.MinReplicas",
+        )
+
+    tolerances = tolerances_for(spec.behavior, settings)
+    outcomes = tuple(
+        evaluate_metric(
+            metric_spec, values, scale=scale, pods=pods, tolerances=tolerances,
+            now=now, settings=settings,
+        )
+        for metric_spec, values in zip(spec.metrics, metrics, strict=True)
+    )
+    combined = _combine(outcomes, scale.spec_replicas)
+    if isinstance(combined, _Failure):
+        conditions.set(ConditionType.SCALING_ACTIVE, False, combined.reason, combined.message)
+        return done(
+            current, metrics=outcomes, error=combined.error, steps=(Step.INVALID_METRICS,)
+        )
+    proposal, description, error = combined
+    conditions.set(
+        ConditionType.SCALING_ACTIVE, True, Reason.VALID_METRIC_FOUND,
+        f"the HPA was able to successfully calculate a replica count from {description}",
+    )
+    rescale_reason = ""
+    if proposal > current:
+        rescale_reason = f"{description} above target"
+    elif proposal < current:
+        rescale_reason = "All metrics below target"
+
+    normalized = _normalize(spec, bounds, history, current, proposal, now, settings)
+    history = normalized.history
+    conditions.set(
+        ConditionType.ABLE_TO_SCALE, True, normalized.stabilization_reason,
+        _STABILIZATION_MESSAGES[normalized.stabilization_reason],
+    )
+    conditions.set(
+        ConditionType.SCALING_LIMITED, normalized.limited, normalized.limit_reason,
+        _LIMIT_MESSAGES[normalized.limit_reason],
+    )
+    return done(
+        normalized.desired,
+        proposal=proposal,
+        stabilized=normalized.stabilized,
+        rescale_reason=rescale_reason,
+        metrics=outcomes,
+        error=error,
+        steps=_steps(outcomes, current, proposal, normalized, invalid=error is not None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    reason: Reason
+    message: str
+    error: str
+
+
+def _combine(
+    outcomes: Sequence[MetricOutcome], spec_replicas: int
+) -> tuple[int, str, str | None] | _Failure:
+    """``computeReplicasForMetrics``: the largest proposal wins; a scale-down is never based
+    on a partial set of metrics."""
+    replicas, description = 0, ""
+    invalid = [o for o in outcomes if o.proposal is None]
+    for outcome in outcomes:
+        if outcome.proposal is not None and (
+            replicas == 0 or outcome.proposal.replicas > replicas
+        ):
+            replicas, description = outcome.proposal.replicas, outcome.description
+    error = None
+    if invalid:
+        error = (
+            f"invalid metrics ({len(invalid)} invalid out of {len(outcomes)}), "
+            f"first error is: {invalid[0].error}"
+        )
+    if len(invalid) >= len(outcomes) or (invalid and replicas < spec_replicas):
+        first = invalid[0] if invalid else None
+        return _Failure(
+            reason=first.failure_reason if first else Reason.INVALID_METRIC_SOURCE_TYPE,
+            message=f"the HPA was unable to compute the replica count: {first.error}"
+            if first else "the HPA has no metrics to compute a replica count from",
+            error=error or "no metrics configured",
+        )
+    return replicas, description, error
+
+
+def _normalize(  # noqa: PLR0917 - private, called once
+    spec: AutoscalerSpec,
+    bounds: Bounds,
+    history: History,
+    current: int,
+    proposal: int,
+    now: Seconds,
+    settings: AlgorithmSettings,
+) -> Normalized:
+    if spec.behavior is None:
+        return normalize_without_behavior(
+            history=history, current=current, proposal=proposal,
+            min_replicas=bounds.min_replicas, max_replicas=bounds.max_replicas,
+            downscale_window=settings.downscale_stabilization, now=now,
+        )
+    return normalize_with_behavior(
+        history=history, current=current, proposal=proposal,
+        min_replicas=bounds.min_replicas, max_replicas=bounds.max_replicas,
+        behavior=resolve_behavior(spec.behavior, settings), now=now,
+    )
+
+
+def _steps(
+    outcomes: Sequence[MetricOutcome],
+    current: int,
+    proposal: int,
+    normalized: Normalized,
+    *,
+    invalid: bool,
+) -> tuple[Step, ...]:
+    steps: list[Step] = [Step.INVALID_METRICS] if invalid else []
+    valid = [o.proposal for o in outcomes if o.proposal is not None]
+    if proposal == current and all(p.within_tolerance for p in valid):
+        steps.append(Step.WITHIN_TOLERANCE)
+    else:
+        steps.append(Step.METRIC_RECOMMENDATION)
+    if normalized.stabilized != proposal:
+        steps.append(Step.STABILIZED)
+    if normalized.limited:
+        policy = normalized.limit_reason in (Reason.SCALE_UP_LIMIT, Reason.SCALE_DOWN_LIMIT)
+        steps.append(Step.POLICY_LIMITED if policy else Step.REPLICA_LIMIT)
+    return tuple(steps)
+
+
+_STABILIZATION_MESSAGES = {
+    Reason.READY_FOR_NEW_SCALE: "recommended size matches current size",
+    Reason.SCALE_DOWN_STABILIZED: (
+        "recent recommendations were higher than current one, "
+        "applying the highest recent recommendation"
+    ),
+    Reason.SCALE_UP_STABILIZED: (
+        "recent recommendations were lower than current one, "
+        "applying the lowest recent recommendation"
+    ),
+}
+
+_LIMIT_MESSAGES = {
+    Reason.DESIRED_WITHIN_RANGE: "the desired count is within the acceptable range",
+    Reason.TOO_FEW_REPLICAS: "the desired replica count is less than the minimum replica count",
+    Reason.TOO_MANY_REPLICAS: "the desired replica count is more than the maximum replica count",
+    Reason.SCALE_UP_LIMIT: (
+        "the desired replica count is increasing faster than the maximum scale rate"
+    ),
+    Reason.SCALE_DOWN_LIMIT: (
+        "the desired replica count is decreasing faster than the maximum scale rate"
+    ),
+}

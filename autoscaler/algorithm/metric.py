@@ -1,0 +1,163 @@
+"""One metric spec and its values to a proposal or an error (``computeReplicasForMetric``).
+
+The replica count each type starts from follows upstream: ``spec.replicas`` everywhere except
+Object and External AverageValue targets, which divide by ``status.replicas``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autoscaler.algorithm.model import (
+    AlgorithmSettings,
+    ExternalMetricValues,
+    MetricSourceType,
+    MetricSpec,
+    MetricTargetType,
+    MetricUnavailable,
+    MetricValues,
+    Milli,
+    ObjectMetricValue,
+    Pod,
+    PodMetricValues,
+    ScaleState,
+    Seconds,
+)
+from autoscaler.algorithm.pods import MetricError
+from autoscaler.algorithm.reasons import Reason
+from autoscaler.algorithm.replicas import (
+    MetricProposal,
+    Tolerances,
+    average_value_proposal,
+    per_pod_value_proposal,
+    saturating_sum,
+    utilization_proposal,
+    value_proposal,
+)
+
+_PER_POD_SOURCES = frozenset(
+    {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE, MetricSourceType.PODS}
+)
+
+_FAILURE_REASONS = {
+    MetricSourceType.RESOURCE: Reason.FAILED_GET_RESOURCE_METRIC,
+    MetricSourceType.CONTAINER_RESOURCE: Reason.FAILED_GET_CONTAINER_RESOURCE_METRIC,
+    MetricSourceType.PODS: Reason.FAILED_GET_PODS_METRIC,
+    MetricSourceType.OBJECT: Reason.FAILED_GET_OBJECT_METRIC,
+    MetricSourceType.EXTERNAL: Reason.FAILED_GET_EXTERNAL_METRIC,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricOutcome:
+    """A metric's result this pass: a proposal, or the error that made it invalid."""
+
+    spec: MetricSpec
+    description: str
+    """Upstream's name for the metric in messages ("cpu resource utilization (...)")."""
+    proposal: MetricProposal | None = None
+    error: str | None = None
+
+    @property
+    def failure_reason(self) -> Reason:
+        return _FAILURE_REASONS.get(self.spec.type, Reason.INVALID_METRIC_SOURCE_TYPE)
+
+
+def describe(spec: MetricSpec) -> str:
+    """The metric's name as upstream's messages and rescale reasons spell it."""
+    utilization = spec.target.type is MetricTargetType.UTILIZATION
+    match spec.type:
+        case MetricSourceType.RESOURCE:
+            suffix = " utilization (percentage of request)" if utilization else ""
+            return f"{spec.name} resource{suffix}"
+        case MetricSourceType.CONTAINER_RESOURCE:
+            suffix = " utilization (percentage of request)" if utilization else ""
+            return f"{spec.name} container resource{suffix}"
+        case MetricSourceType.PODS:
+            return f"pods metric {spec.name}"
+        case MetricSourceType.OBJECT:
+            return f"{spec.described_object_kind or 'object'} metric {spec.name}"
+        case _:
+            return f"external metric {spec.name}"
+
+
+def evaluate_metric(
+    spec: MetricSpec,
+    values: MetricValues,
+    *,
+    scale: ScaleState,
+    pods: Sequence[Pod],
+    tolerances: Tolerances,
+    now: Seconds,
+    settings: AlgorithmSettings,
+) -> MetricOutcome:
+    description = describe(spec)
+    try:
+        proposal = _propose(
+            spec, values, scale=scale, pods=pods, tolerances=tolerances, now=now,
+            settings=settings,
+        )
+    except MetricError as error:
+        return MetricOutcome(spec=spec, description=description, error=str(error))
+    return MetricOutcome(spec=spec, description=description, proposal=proposal)
+
+
+def _require(value: Milli | int | None, what: str) -> int:
+    if value is None:
+        raise MetricError(f"invalid metric source: no {what} target was set")
+    return value
+
+
+def _propose(
+    spec: MetricSpec,
+    values: MetricValues,
+    *,
+    scale: ScaleState,
+    pods: Sequence[Pod],
+    tolerances: Tolerances,
+    now: Seconds,
+    settings: AlgorithmSettings,
+) -> MetricProposal:
+    if isinstance(values, MetricUnavailable):
+        raise MetricError(values.reason)
+    target = spec.target
+    if spec.type in _PER_POD_SOURCES:
+        if not isinstance(values, PodMetricValues):
+            raise MetricError(f"{spec.type} metric needs per-pod samples")
+        resource = None if spec.type is MetricSourceType.PODS else spec.name
+        if target.type is MetricTargetType.UTILIZATION and resource is not None:
+            return utilization_proposal(
+                samples=values.samples, pods=pods, resource=resource,
+                container=spec.container,
+                target_utilization=_require(target.average_utilization, "averageUtilization"),
+                current_replicas=scale.spec_replicas, tolerances=tolerances, now=now,
+                settings=settings,
+            )
+        if target.type is not MetricTargetType.AVERAGE_VALUE:
+            raise MetricError(f"invalid target type {target.type} for a {spec.type} metric")
+        return average_value_proposal(
+            samples=values.samples, pods=pods, resource=resource,
+            target_average=Milli(_require(target.average_value, "averageValue")),
+            current_replicas=scale.spec_replicas, tolerances=tolerances, now=now,
+            settings=settings,
+        )
+    if spec.type is MetricSourceType.OBJECT and isinstance(values, ObjectMetricValue):
+        usage: int = values.value
+    elif spec.type is MetricSourceType.EXTERNAL and isinstance(values, ExternalMetricValues):
+        if not values.values:
+            raise MetricError("no metrics returned from external metrics API")
+        usage = saturating_sum(values.values)
+    else:
+        raise MetricError(f"{spec.type} metric got values of the wrong kind")
+    if target.type is MetricTargetType.AVERAGE_VALUE:
+        return per_pod_value_proposal(
+            usage=usage, target_average=Milli(_require(target.average_value, "averageValue")),
+            status_replicas=scale.status_replicas, tolerances=tolerances,
+        )
+    if target.type is MetricTargetType.VALUE:
+        return value_proposal(
+            usage=usage, target_value=Milli(_require(target.value, "value")),
+            current_replicas=scale.spec_replicas, pods=pods, tolerances=tolerances,
+        )
+    raise MetricError(f"invalid target type {target.type} for a {spec.type} metric")

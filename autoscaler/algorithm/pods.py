@@ -1,0 +1,120 @@
+"""Which pods count, and what they request: upstream's ``groupPods`` and ``calculateRequests``.
+
+Every pod lands in exactly one class, tested in upstream's order: ignored (being deleted or
+Failed), unready (Pending, or for the ``cpu`` resource not yet trustworthy), missing (no
+sample), ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.algorithm.model import (
+    AlgorithmSettings,
+    ConditionStatus,
+    Container,
+    Pod,
+    PodPhase,
+    PodSample,
+    Seconds,
+)
+
+CPU = "cpu"
+
+
+class MetricError(Exception):
+    """A metric cannot be computed this pass; the message is upstream's wording where it has one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodGroups:
+    ready_count: int
+    unready: frozenset[str]
+    missing: frozenset[str]
+    ignored: frozenset[str]
+
+
+def group_pods(
+    pods: Sequence[Pod],
+    samples: Mapping[str, PodSample],
+    *,
+    resource: str | None,
+    now: Seconds,
+    settings: AlgorithmSettings,
+) -> PodGroups:
+    """Classify pods as upstream's ``groupPods`` does."""
+    ready_count = 0
+    unready: set[str] = set()
+    missing: set[str] = set()
+    ignored: set[str] = set()
+    for pod in pods:
+        if pod.deleting or pod.phase is PodPhase.FAILED:
+            ignored.add(pod.name)
+        elif pod.phase is PodPhase.PENDING:
+            # Pending pods are counted as unready whatever their samples say.
+            unready.add(pod.name)
+        elif pod.name not in samples:
+            missing.add(pod.name)
+        elif resource == CPU and _cpu_sample_untrusted(pod, samples[pod.name], now, settings):
+            unready.add(pod.name)
+        else:
+            ready_count += 1
+    return PodGroups(
+        ready_count=ready_count,
+        unready=frozenset(unready),
+        missing=frozenset(missing),
+        ignored=frozenset(ignored),
+    )
+
+
+def _cpu_sample_untrusted(
+    pod: Pod, sample: PodSample, now: Seconds, settings: AlgorithmSettings
+) -> bool:
+    """Upstream's readiness rule, applied to the cpu resource only; all comparisons strict."""
+    if pod.ready is None or pod.start_time is None:
+        return True
+    transition = pod.ready_transition_time if pod.ready_transition_time is not None else 0.0
+    not_ready = pod.ready is ConditionStatus.FALSE
+    if pod.start_time + settings.cpu_initialization_period > now:
+        # Still initializing: ignore the sample if the pod is unready, or if one full metric
+        # window has not been collected since its last readiness transition.
+        return not_ready or sample.timestamp < transition + sample.window
+    # Initialized: ignore the sample only if the pod is unready and has never been ready.
+    return not_ready and pod.start_time + settings.initial_readiness_delay > transition
+
+
+def count_running_ready(pods: Sequence[Pod]) -> int:
+    """Upstream's ``getReadyPodsCount``: Running with Ready=True (deletion is not checked)."""
+    if not pods:
+        raise MetricError("no pods returned by selector while calculating replica count")
+    return sum(
+        1 for pod in pods if pod.phase is PodPhase.RUNNING and pod.ready is ConditionStatus.TRUE
+    )
+
+
+def pod_requests(pods: Sequence[Pod], *, resource: str, container: str | None) -> dict[str, int]:
+    """Upstream's ``calculateRequests``: each listed pod's request for ``resource`` (milli)."""
+    return {pod.name: _pod_request(pod, resource, container) for pod in pods}
+
+
+def _pod_request(pod: Pod, resource: str, container: str | None) -> int:
+    # A named container takes precedence over pod-level requests (KEP-2837).
+    if container is None and pod.pod_requests:
+        if resource not in pod.pod_requests:
+            raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
+        return pod.pod_requests[resource]
+    counted: tuple[Container, ...] = pod.containers + pod.sidecars
+    total = 0
+    for entry in counted:
+        if container is None or entry.name == container:
+            if resource not in entry.requests:
+                raise MetricError(
+                    f"missing request for {resource} in container {entry.name} of Pod {pod.name}"
+                )
+            total += entry.requests[resource]
+            if entry.name == container:
+                return total
+    if container is not None:
+        raise MetricError(f"container {container} not found in Pod {pod.name}")
+    return total

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Debian's prometheus, kubectl check, a virtualenv with the
+# package and its test extras), then lint, type-check, check the architecture contracts and
+# run the whole test suite. Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  echo "== installing Debian's prometheus (the tests start their own on loopback)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+command -v prometheus >/dev/null || { echo "FATAL: prometheus binary missing after install" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  python3 -m venv .venv
+fi
+echo "== installing the package and its test dependencies"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+
+echo "== ruff";         .venv/bin/ruff check -q .
+echo "== mypy";         .venv/bin/mypy
+echo "== import-linter"; .venv/bin/lint-imports --no-cache
+echo "== pytest"
+exec .venv/bin/python -m pytest "$@"
