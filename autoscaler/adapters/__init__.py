@@ -1,0 +1,1 @@
+"""Thin adapters between the pure core and the outside world (Prometheus, Kubernetes)."""

@@ -1,0 +1,40 @@
+"""The daemon's own error taxonomy, raised at adapter boundaries.
+
+Library exceptions (aiohttp, kubernetes-asyncio's ``ApiException``, requests, urllib3) are
+wrapped into these where they cross into our code, so callers decide on retry and reporting
+by kind, never by a transport library's type.
+"""
+
+from __future__ import annotations
+
+
+class AutoscalerError(Exception):
+    """Base of every error the daemon raises on purpose."""
+
+
+class TransientError(AutoscalerError):
+    """Worth retrying: timeouts, refused connections, 5xx, 429."""
+
+
+class ConflictError(AutoscalerError):
+    """A write lost an optimistic-concurrency race (HTTP 409): re-read and recompute."""
+
+
+class NotFoundError(AutoscalerError):
+    """The object or resource kind does not exist (HTTP 404, unknown kind in discovery)."""
+
+
+class PermissionError_(AutoscalerError):
+    """The server refused the credentials or the action (HTTP 401/403)."""
+
+
+class BadQueryError(AutoscalerError):
+    """Prometheus rejected the query (HTTP 4xx): retrying the same query cannot help."""
+
+
+class BadDataError(AutoscalerError):
+    """The answer arrived but cannot be used (wrong shape, NaN, Inf, negative, explosion)."""
+
+
+class InvalidConfigError(AutoscalerError):
+    """The configuration is invalid; the message lists every problem with its field path."""
