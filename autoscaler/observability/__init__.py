@@ -1,0 +1,1 @@
+"""Logs, the daemon's own metrics, health and status endpoints, and systemd notification."""
