@@ -1,0 +1,1 @@
+"""The daemon's runtime: per-target state, one reconcile pass, the scheduler."""

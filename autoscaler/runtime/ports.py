@@ -1,0 +1,66 @@
+"""The narrow interfaces the runtime needs; adapters implement them, app.py wires them.
+
+Keeping them here (not importing adapter classes) lets the reconciler be read, typed and
+tested against any implementation that speaks these few methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from autoscaler.algorithm import MetricValues, Pod
+
+if TYPE_CHECKING:
+    from autoscaler.config import ScaleTargetRef, TargetConfig
+
+
+class Scale(Protocol):
+    @property
+    def spec_replicas(self) -> int: ...
+    @property
+    def status_replicas(self) -> int: ...
+    @property
+    def selector(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+
+
+class ScalePort(Protocol):
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale: ...
+
+    async def update_scale(
+        self, namespace: str, ref: ScaleTargetRef, replicas: int, resource_version: str
+    ) -> Scale: ...
+
+
+class PodPort(Protocol):
+    def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsWanted:
+    target: TargetConfig
+    pods: Sequence[Pod]
+    scale_selector: str
+
+
+class MetricsPort(Protocol):
+    async def fetch_metrics(
+        self, wanted: Sequence[MetricsWanted], *, deadline: float
+    ) -> Mapping[str, tuple[MetricValues, ...]]:
+        """Values per target key, aligned with the target's metrics; never raises for bad data."""
+        ...
+
+
+class EventPort(Protocol):
+    async def record(
+        self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str, message: str
+    ) -> None: ...
+
+
+class OwnersPort(Protocol):
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        """Other autoscalers (HPAs, KEDA ScaledObjects) that target the same object."""
+        ...

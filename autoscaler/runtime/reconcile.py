@@ -1,0 +1,443 @@
+"""One reconcile pass over a set of targets: observe, fetch metrics once, decide, act.
+
+A pass reads every target's ``/scale`` and pods concurrently (bounded), asks the metrics
+source once for all of them (so shared PromQL is issued once), then decides and writes per
+target. Each target's failure stays its own: it becomes a condition, an event and a log
+line, never an exception that stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+import structlog
+
+from autoscaler.algorithm import (
+    AlgorithmSettings,
+    ConditionType,
+    Decision,
+    History,
+    MetricUnavailable,
+    MetricValues,
+    Pod,
+    Reason,
+    ScaleState,
+    Step,
+    decide,
+    record_scale_event,
+)
+from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.errors import ConflictError
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import (
+    EventPort,
+    MetricsPort,
+    MetricsWanted,
+    OwnersPort,
+    PodPort,
+    Scale,
+    ScalePort,
+)
+from autoscaler.runtime.status import StatusCondition, TargetState, merge_conditions
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.reconcile")
+T = TypeVar("T")
+
+CONFLICT_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileOptions:
+    algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
+    dry_run: bool = False
+    concurrency: int = 10
+    may_write: Callable[[], bool] = lambda: True
+    """Checked right before every write: false once this instance is no longer the leader."""
+    record_events: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Recompute:
+    """What a decision needs again after a write conflict: the same metrics and history."""
+
+    values: tuple[MetricValues, ...]
+    history: History
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Observed:
+    target: TargetConfig
+    scale: Scale
+    pods: Sequence[Pod]
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        scales: ScalePort,
+        pods: PodPort,
+        metrics: MetricsPort,
+        events: EventPort,
+        owners: OwnersPort,
+        options: ReconcileOptions,
+        telemetry: DaemonMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.scales, self.pods, self.metrics = scales, pods, metrics
+        self.events, self.owners, self.options = events, owners, options
+        self.telemetry = telemetry
+        self.clock = clock
+        self.states: dict[str, TargetState] = {}
+        self._limit = asyncio.Semaphore(max(1, options.concurrency))
+        self._background: set[asyncio.Task[None]] = set()  # strong refs to event tasks
+
+    def state(self, key: str) -> TargetState:
+        return self.states.setdefault(key, TargetState(key=key))
+
+    async def run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
+        """Reconcile ``targets`` once; ``deadline`` is a ``time.monotonic()`` instant."""
+        started = time.monotonic()
+        for target in targets:
+            self.state(target.key).in_flight = True
+        try:
+            observed = [
+                o for o in await asyncio.gather(*(self._bounded(self._observe(t)) for t in targets))
+                if o is not None
+            ]
+            values = await self._fetch(observed, deadline)
+            await asyncio.gather(*(
+                self._bounded(self._act(o, values.get(o.target.key))) for o in observed
+            ))
+        finally:
+            for target in targets:
+                self.state(target.key).in_flight = False
+            self.telemetry.pass_duration.observe(time.monotonic() - started)
+
+    async def _bounded(self, work: Awaitable[T]) -> T:
+        async with self._limit:
+            return await work
+
+    # --- observe ----------------------------------------------------------------------
+
+    async def _observe(self, target: TargetConfig) -> _Observed | None:
+        state = self.state(target.key)
+        bound = log.bind(target=target.key)
+        try:
+            scale = await self.scales.get_scale(target.namespace, target.scale_target_ref)
+        except Exception as error:  # any adapter fault: this target only, this pass only
+            bound.warning("cannot read the target's scale", error=str(error))
+            self._fail(state, target, Reason.FAILED_GET_SCALE,
+                       f"the HPA controller was unable to get the target's current scale: {error}")
+            await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
+            return None
+        self._check_drift(state, target, scale.spec_replicas)
+        try:
+            state.blocked_by = await self.owners.owners_of(
+                target.namespace, target.scale_target_ref)
+        except Exception as error:
+            # Not knowing whether another autoscaler owns the target: do not act on it.
+            state.blocked_by = (f"unknown (cannot list autoscalers: {error})",)
+        if state.blocked_by:
+            self._blocked(state, target, scale)
+            return None
+        pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
+        return _Observed(target=target, scale=scale, pods=pods)
+
+    def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
+        expected = state.expected_replicas
+        state.drift = None
+        if expected is not None and observed != expected:
+            state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
+            self.telemetry.drift.labels(target=target.key).inc()
+            log.warning("drift", target=target.key, expected=expected, observed=observed)
+            self._spawn_event(target, warning=False, reason="ScaleDrift", message=state.drift)
+        state.expected_replicas = observed
+
+    def _blocked(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
+        message = "another autoscaler targets this object: " + ", ".join(state.blocked_by)
+        if state.last_outcome != "blocked":
+            log.warning("not acting: target owned elsewhere", target=target.key,
+                        owners=state.blocked_by)
+            self._spawn_event(target, warning=True, reason="AutoscalerConflict", message=message)
+        self._finish(state, target, "blocked", error=message)
+        self.telemetry.current_replicas.labels(target=target.key).set(scale.spec_replicas)
+
+    # --- metrics ----------------------------------------------------------------------
+
+    async def _fetch(
+        self, observed: Sequence[_Observed], deadline: float
+    ) -> Mapping[str, tuple[MetricValues, ...]]:
+        wanted = [
+            MetricsWanted(target=o.target, pods=o.pods, scale_selector=o.scale.selector)
+            for o in observed if not o.target.paused and o.target.paused_replicas is None
+        ]
+        if not wanted:
+            return {}
+        started = time.monotonic()
+        try:
+            return await self.metrics.fetch_metrics(wanted, deadline=deadline)
+        except Exception as error:  # the source promises not to raise; if it does, hold all
+            log.error("metrics fetch failed", error=str(error))
+            self.telemetry.errors.labels(reason="metrics_fetch").inc()
+            reason = MetricUnavailable(reason=f"metrics fetch failed: {error}")
+            return {w.target.key: (reason,) * len(w.target.spec.metrics) for w in wanted}
+        finally:
+            self.telemetry.query_duration.observe(time.monotonic() - started)
+
+    # --- decide and act ---------------------------------------------------------------
+
+    async def _act(self, observed: _Observed, values: tuple[MetricValues, ...] | None) -> None:
+        target = observed.target
+        state = self.state(target.key)
+        started = time.monotonic()
+        structlog.contextvars.bind_contextvars(target=target.key)
+        try:
+            if target.paused or target.paused_replicas is not None:
+                await self._paused(observed, state)
+            else:
+                await self._autoscale(observed, state, values)
+        except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
+            log.exception("reconcile failed")
+            self.telemetry.errors.labels(reason="reconcile").inc()
+            self._finish(state, target, "error", error=str(error))
+        finally:
+            structlog.contextvars.unbind_contextvars("target")
+            self.telemetry.reconcile_duration.observe(time.monotonic() - started)
+
+    async def _paused(self, observed: _Observed, state: TargetState) -> None:
+        target, current = observed.target, observed.scale.spec_replicas
+        hold = target.paused_replicas
+        if hold is not None and hold != current:
+            await self._write(observed, state, hold, f"paused at {hold} replicas", recompute=None)
+        self._finish(state, target, "paused")
+
+    async def _autoscale(
+        self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
+    ) -> None:
+        target = observed.target
+        if values is None:
+            values = (MetricUnavailable(reason="no metrics were fetched"),) * len(
+                target.spec.metrics)
+        history_before = state.history
+        decision = self._decide(target, observed.scale, observed.pods, values, history_before)
+        desired = self._count_invalid(target, state, decision)
+        await self._report_metric_errors(target, decision)
+        self._record_decision(target, state, decision)
+        if desired != decision.current_replicas:
+            reason = decision.rescale_reason or (
+                f"fallback after {state.consecutive_invalid} passes without valid metrics")
+            retry = _Recompute(values=values, history=history_before)
+            await self._write(observed, state, desired, reason, recompute=retry)
+        outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
+        self._finish(state, target, outcome, error=decision.error)
+
+    def _record_decision(
+        self, target: TargetConfig, state: TargetState, decision: Decision
+    ) -> None:
+        state.history = decision.history
+        state.last_decision = decision
+        state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
+        self._export(target, decision)
+
+    def _decide(
+        self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
+        values: tuple[MetricValues, ...], history: History,
+    ) -> Decision:
+        return decide(
+            spec=target.spec,
+            scale=ScaleState(spec_replicas=scale.spec_replicas,
+                             status_replicas=scale.status_replicas),
+            metrics=values, pods=pods, history=history, now=self.clock(),
+            settings=self.options.algorithm,
+        )
+
+    def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
+        """Count passes with every metric invalid, then apply the fallback if one is due."""
+        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
+        state.consecutive_invalid = state.consecutive_invalid + 1 if all_invalid else 0
+        return self._apply_fallback(target, state, decision)
+
+    def _apply_fallback(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
+        """Opt-in: after N passes with every metric invalid, go to the configured count."""
+        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
+        fallback = target.fallback
+        state.fallback_active = bool(
+            fallback and all_invalid and state.consecutive_invalid >= fallback.failure_threshold)
+        if not fallback or not state.fallback_active:
+            return decision.desired_replicas
+        current = decision.current_replicas
+        return fallback.replicas if fallback.allow_scale_down else max(fallback.replicas, current)
+
+    async def _report_metric_errors(self, target: TargetConfig, decision: Decision) -> None:
+        for outcome in decision.metrics:
+            if outcome.error is not None:
+                await self._event(target, warning=True, reason=outcome.failure_reason.value,
+                                  message=outcome.error)
+        if decision.proposal is None and decision.error:
+            await self._event(target, warning=True, reason="FailedComputeMetricsReplicas",
+                              message=decision.error)
+
+    async def _write(
+        self, observed: _Observed, state: TargetState, desired: int, reason: str,
+        *, recompute: _Recompute | None,
+    ) -> None:
+        target, current = observed.target, observed.scale.spec_replicas
+        if self.options.dry_run:
+            log.info("would scale", current=current, desired=desired, reason=reason)
+            self.telemetry.scale_events.labels(
+                target=target.key, direction=_direction(current, desired)).inc()
+            await self._event(target, warning=False, reason="WouldScale",
+                              message=f"New size: {desired}; reason: {reason} (dry-run)")
+            return
+        if not self.options.may_write():
+            log.info("not the leader any more: skipping the write", desired=desired)
+            return
+        try:
+            previous, desired = await self._write_with_conflicts(
+                observed, state, desired, recompute)
+        except Exception as error:
+            log.warning("scale write failed", desired=desired, error=str(error))
+            self.telemetry.errors.labels(reason="update_scale").inc()
+            self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
+                       f"the HPA controller was unable to update the target scale: {error}")
+            await self._event(target, warning=True, reason="FailedRescale",
+                              message=f"New size: {desired}; reason: {reason}; error: {error}")
+            return
+        if previous == desired:
+            return  # after a conflict the target already has the count we want
+        self._after_write(target, state, previous=previous, new=desired)
+        log.info("scaled", previous=previous, desired=desired, reason=reason)
+        await self._event(target, warning=False, reason="SuccessfulRescale",
+                          message=f"New size: {desired}; reason: {reason}")
+
+    async def _write_with_conflicts(
+        self, observed: _Observed, state: TargetState, desired: int,
+        recompute: _Recompute | None,
+    ) -> tuple[int, int]:
+        """PUT with the resourceVersion we read; on 409 re-read, recompute, try again.
+
+        Returns the replica count we wrote over and the count written. Never overwrites
+        blindly: after a conflict the decision is made again from the fresh scale.
+        """
+        target, scale = observed.target, observed.scale
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                await self.scales.update_scale(
+                    target.namespace, target.scale_target_ref, desired, scale.resource_version)
+            except ConflictError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
+                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref)
+                state.expected_replicas = scale.spec_replicas
+                if recompute is not None:
+                    redo = self._decide(target, scale, observed.pods, recompute.values,
+                                        recompute.history)
+                    self._record_decision(target, state, redo)
+                    desired = self._apply_fallback(target, state, redo)
+                if desired == scale.spec_replicas:
+                    return desired, desired
+                continue
+            return scale.spec_replicas, desired
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _after_write(self, target: TargetConfig, state: TargetState, *, previous: int,
+                     new: int) -> None:
+        now = self.clock()
+        state.history = record_scale_event(
+            state.history, behavior=target.spec.behavior, previous=previous, new=new, now=now,
+            settings=self.options.algorithm)
+        state.last_scale_time = now
+        state.expected_replicas = new
+        state.conditions = merge_conditions(state.conditions, (), now)
+        for index, condition in enumerate(state.conditions):
+            if condition.type is ConditionType.ABLE_TO_SCALE:
+                state.conditions[index] = StatusCondition(
+                    type=condition.type, status=True, reason=Reason.SUCCEEDED_RESCALE,
+                    message=f"the HPA controller was able to update the target scale to {new}",
+                    last_transition_time=condition.last_transition_time
+                    if condition.status else now)
+        self.telemetry.scale_events.labels(
+            target=target.key, direction=_direction(previous, new)).inc()
+        self.telemetry.desired_replicas.labels(target=target.key).set(new)
+
+    # --- bookkeeping ------------------------------------------------------------------
+
+    def _export(self, target: TargetConfig, decision: Decision) -> None:
+        t = self.telemetry
+        t.current_replicas.labels(target=target.key).set(decision.current_replicas)
+        t.desired_replicas.labels(target=target.key).set(decision.desired_replicas)
+        for outcome in decision.metrics:
+            name = outcome.spec.name
+            t.metric_valid.labels(target=target.key, metric=name).set(outcome.proposal is not None)
+            target_value, current_value = _metric_numbers(outcome)
+            if target_value is not None:
+                t.metric_target.labels(target=target.key, metric=name).set(target_value)
+            if current_value is not None:
+                t.metric_value.labels(target=target.key, metric=name).set(current_value)
+
+    def _fail(self, state: TargetState, target: TargetConfig, reason: Reason, message: str) -> None:
+        state.conditions = merge_conditions(state.conditions, (), self.clock())
+        failed = StatusCondition(type=ConditionType.ABLE_TO_SCALE, status=False, reason=reason,
+                                 message=message, last_transition_time=self.clock())
+        others = [c for c in state.conditions if c.type is not ConditionType.ABLE_TO_SCALE]
+        previous = next((c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE),
+                        None)
+        if previous is not None and not previous.status:
+            failed.last_transition_time = previous.last_transition_time
+        state.conditions = [failed, *others]
+        self._finish(state, target, "error", error=message)
+
+    def _finish(self, state: TargetState, target: TargetConfig, outcome: str,
+                error: str | None = None) -> None:
+        now = self.clock()
+        state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
+        self.telemetry.last_reconcile.labels(target=target.key).set(now)
+        self.telemetry.reconciles.labels(target=target.key, outcome=outcome).inc()
+
+    async def _event(self, target: TargetConfig, *, warning: bool, reason: str,
+                     message: str) -> None:
+        if not self.options.record_events:
+            return
+        try:
+            await self.events.record(target.namespace, target.scale_target_ref,
+                                     warning=warning, reason=reason, message=message)
+        except Exception as error:  # an event is never worth failing a pass for
+            log.debug("event not recorded", reason=reason, error=str(error))
+
+    def _spawn_event(self, target: TargetConfig, *, warning: bool, reason: str,
+                     message: str) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._event(target, warning=warning, reason=reason, message=message))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+
+def _direction(previous: int, new: int) -> str:
+    return "up" if new > previous else "down"
+
+
+def _metric_numbers(outcome: MetricOutcome) -> tuple[float | None, float | None]:
+    """(target, current) in the units users read: percent for utilization, else base units."""
+    target = outcome.spec.target
+    if target.average_utilization is not None:
+        wanted: float | None = float(target.average_utilization)
+    else:
+        spec_milli = target.average_value if target.average_value is not None else target.value
+        wanted = None if spec_milli is None else spec_milli / 1000
+    if outcome.proposal is None:
+        return wanted, None
+    current = outcome.proposal.current
+    if target.average_utilization is not None and current.average_utilization is not None:
+        return wanted, float(current.average_utilization)
+    milli = current.average_value if current.average_value is not None else current.value
+    return wanted, None if milli is None else milli / 1000

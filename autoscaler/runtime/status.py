@@ -1,0 +1,126 @@
+"""Per-target runtime state and the status view ``/status`` and ``plan`` show.
+
+Conditions are merged as upstream's ``setConditionInList`` does: a condition keeps its
+``lastTransitionTime`` while its status stays the same, so users see since when a target has
+been limited or unable to scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from autoscaler.algorithm import Condition, ConditionType, Decision, History
+from autoscaler.algorithm.metric import MetricOutcome
+
+
+@dataclass(slots=True, kw_only=True)
+class StatusCondition:
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str
+    last_transition_time: float
+
+
+def merge_conditions(
+    existing: list[StatusCondition], new: tuple[Condition, ...], now: float
+) -> list[StatusCondition]:
+    merged = list(existing)
+    for condition in new:
+        index = next((i for i, c in enumerate(merged) if c.type is condition.type), None)
+        if index is None:
+            merged.append(StatusCondition(
+                type=condition.type, status=condition.status, reason=condition.reason,
+                message=condition.message, last_transition_time=now))
+            continue
+        old = merged[index]
+        merged[index] = StatusCondition(
+            type=condition.type, status=condition.status, reason=condition.reason,
+            message=condition.message,
+            last_transition_time=old.last_transition_time if old.status == condition.status
+            else now,
+        )
+    return merged
+
+
+@dataclass(slots=True, kw_only=True)
+class TargetState:
+    """What the daemon remembers about one target between passes."""
+
+    key: str
+    history: History = field(default_factory=History)
+    conditions: list[StatusCondition] = field(default_factory=list)
+    last_decision: Decision | None = None
+    last_reconcile: float | None = None
+    last_outcome: str = "pending"
+    last_error: str | None = None
+    last_scale_time: float | None = None
+    expected_replicas: int | None = None
+    """The replica count we last wrote or observed: a different count next pass is drift."""
+    drift: str | None = None
+    blocked_by: tuple[str, ...] = ()
+    """Other autoscalers (HPA, ScaledObject) that own this target; we leave it alone."""
+    consecutive_invalid: int = 0
+    fallback_active: bool = False
+    in_flight: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        decision = self.last_decision
+        body: dict[str, Any] = {
+            "lastReconcileTime": _iso(self.last_reconcile),
+            "lastOutcome": self.last_outcome,
+            "lastScaleTime": _iso(self.last_scale_time),
+            "conditions": [
+                {"type": c.type.value, "status": "True" if c.status else "False",
+                 "reason": c.reason, "message": c.message,
+                 "lastTransitionTime": _iso(c.last_transition_time)}
+                for c in self.conditions
+            ],
+        }
+        if decision is not None:
+            body.update(
+                currentReplicas=decision.current_replicas,
+                desiredReplicas=decision.desired_replicas,
+                proposal=decision.proposal,
+                stabilized=decision.stabilized,
+                steps=[s.value for s in decision.steps],
+                currentMetrics=[metric_json(m) for m in decision.metrics],
+            )
+        for name, value in (("error", self.last_error), ("drift", self.drift)):
+            if value:
+                body[name] = value
+        if self.blocked_by:
+            body["blockedBy"] = list(self.blocked_by)
+        if self.fallback_active:
+            body["fallbackActive"] = True
+        return body
+
+
+def metric_json(outcome: MetricOutcome) -> dict[str, Any]:
+    spec = outcome.spec
+    target = spec.target
+    body: dict[str, Any] = {
+        "type": spec.type.value,
+        "name": spec.name,
+        "description": outcome.description,
+        "target": {k: v for k, v in (
+            ("type", target.type.value), ("averageUtilization", target.average_utilization),
+            ("averageValue", target.average_value), ("value", target.value)) if v is not None},
+    }
+    if outcome.proposal is None:
+        body["error"] = outcome.error
+        return body
+    current = outcome.proposal.current
+    body["current"] = {k: v for k, v in (
+        ("averageUtilization", current.average_utilization),
+        ("averageValue", current.average_value), ("value", current.value)) if v is not None}
+    body["proposal"] = outcome.proposal.replicas
+    return body
+
+
+def _iso(moment: float | None) -> str | None:
+    if moment is None:
+        return None
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
