@@ -1,0 +1,135 @@
+"""When each target is reconciled: once per its sync period, in batches, never twice at once.
+
+Targets that share a sync period are reconciled together in one pass, so their PromQL is
+batched; each group's next pass is jittered by up to ``jitter`` of its period so several
+daemons (shards) do not hit Prometheus in lockstep. A target still in flight from the
+previous pass is skipped rather than queued. A pass runs as its own task, so a slow pass
+never delays another group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.scheduler")
+
+RunPass = Callable[[Sequence["TargetConfig"], float], Awaitable[None]]
+"""``run_pass(targets, deadline)``; ``deadline`` is a ``time.monotonic()`` instant."""
+
+
+@dataclass(slots=True)
+class _Group:
+    period: float
+    keys: list[str] = field(default_factory=list)
+    next_due: float = 0.0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        run_pass: RunPass,
+        *,
+        jitter: float = 0.1,
+        may_run: Callable[[], bool] = lambda: True,
+        monotonic: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._run_pass = run_pass
+        self._jitter = jitter
+        self._may_run = may_run
+        self._now = monotonic
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self._targets: dict[str, TargetConfig] = {}
+        self._groups: dict[float, _Group] = {}
+        self._in_flight: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self.passes = 0
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        return frozenset(self._in_flight)
+
+    def set_targets(self, targets: Sequence[TargetConfig]) -> list[str]:
+        """Replace the target set (config load or reload); returns the keys that left."""
+        removed = [key for key in self._targets if key not in {t.key for t in targets}]
+        self._targets = {t.key: t for t in targets}
+        groups: dict[float, _Group] = {}
+        for target in targets:
+            group = groups.setdefault(target.sync_period, _Group(period=target.sync_period))
+            group.keys.append(target.key)
+            old = self._groups.get(target.sync_period)
+            # Keep a surviving group's phase; a new group starts at once.
+            group.next_due = old.next_due if old else self._now()
+        self._groups = groups
+        self._wake.set()
+        return removed
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Launch passes as they fall due until ``stop`` is set."""
+        while not stop.is_set():
+            now = self._now()
+            if self._may_run():
+                for group in self._groups.values():
+                    if group.next_due <= now:
+                        self._launch(group, now)
+            self._wake.clear()
+            delay = self._sleep_time(now)
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+            try:
+                await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    def poke(self) -> None:
+        """Re-evaluate now (e.g. after gaining leadership)."""
+        self._wake.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait for in-flight passes (their writes) to finish; True if they all did."""
+        if not self._tasks:
+            return True
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        return not pending
+
+    def _sleep_time(self, now: float) -> float:
+        if not self._groups or not self._may_run():
+            return 1.0
+        soonest = min(group.next_due for group in self._groups.values())
+        return min(max(soonest - now, 0.01), 1.0)
+
+    def _launch(self, group: _Group, now: float) -> None:
+        spread = self._rng.uniform(-self._jitter, self._jitter) * group.period
+        group.next_due = now + group.period + spread
+        due = [self._targets[k] for k in group.keys if k not in self._in_flight]
+        if len(due) < len(group.keys):
+            log.warning("targets still in flight from the previous pass were skipped",
+                        skipped=len(group.keys) - len(due), period=group.period)
+        if not due:
+            return
+        self._in_flight.update(t.key for t in due)
+        # Leave a tenth of the period so the pass's writes land before the next one is due.
+        deadline = now + group.period * 0.9
+        task = asyncio.get_running_loop().create_task(self._pass(due, deadline))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
+        try:
+            await self._run_pass(targets, deadline)
+        except Exception:  # the reconciler contains its faults; this is the last net
+            log.exception("pass failed")
+        finally:
+            self._in_flight.difference_update(t.key for t in targets)
+            self.passes += 1
