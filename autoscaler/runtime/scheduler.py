@@ -48,7 +48,7 @@ class Scheduler:
         self._jitter = jitter
         self._may_run = may_run
         self._now = monotonic
-        self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self._rng = rng or random.Random()  # jitter, not security
         self._targets: dict[str, TargetConfig] = {}
         self._groups: dict[float, _Group] = {}
         self._in_flight: set[str] = set()
