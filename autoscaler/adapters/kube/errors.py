@@ -1,0 +1,68 @@
+"""The boundary between kubernetes-asyncio and our error taxonomy.
+
+Every call to the API server goes through ``api_errors(...)`` so that ``ApiException``,
+aiohttp's transport errors and timeouts never leak past this package: callers decide on
+retry and reporting by kind (``autoscaler.errors``), and every message names the operation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from autoscaler.errors import (
+    AutoscalerError,
+    ConflictError,
+    NotFoundError,
+    PermissionError_,
+    TransientError,
+)
+
+
+class RejectedError(AutoscalerError):
+    """The API server refused the request as invalid (400, 405, 422): a retry cannot help."""
+
+
+def status_message(error: ApiException) -> str:
+    """The ``Status.message`` of an error response, else its HTTP reason."""
+    body = getattr(error, "body", None)
+    if body:
+        try:
+            status = json.loads(body)
+        except (TypeError, ValueError):
+            status = None
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(error.reason or "no reason given")
+
+
+def translate(error: ApiException, what: str) -> AutoscalerError:
+    """Map an HTTP error status onto our taxonomy, keeping the server's message."""
+    code = int(error.status or 0)
+    detail = f"{what}: HTTP {code}: {status_message(error)}"
+    if code in (401, 403):
+        return PermissionError_(detail)
+    if code == 404:
+        return NotFoundError(detail)
+    if code == 409:
+        return ConflictError(detail)
+    if code in {0, 429} or code >= 500:
+        return TransientError(detail)
+    return RejectedError(detail)
+
+
+@contextmanager
+def api_errors(what: str) -> Iterator[None]:
+    """Wrap whatever the client raises inside the block into our errors, naming ``what``."""
+    try:
+        yield
+    except ApiException as error:
+        raise translate(error, what) from error
+    except TimeoutError as error:
+        raise TransientError(f"{what}: timed out") from error
+    except (aiohttp.ClientError, OSError) as error:
+        raise TransientError(f"{what}: {type(error).__name__}: {error}") from error

@@ -1,0 +1,111 @@
+"""Never fight another controller: find HPAs and KEDA ScaledObjects that scale our target.
+
+Two autoscalers writing one ``/scale`` flap it between their answers. Before acting on a
+target, the daemon asks ``OwnerCheck.owners_of``: every autoscaling/v2
+HorizontalPodAutoscaler and keda.sh/v1alpha1 ScaledObject in the namespace whose
+``scaleTargetRef`` names the same object (same API group and kind and name; the version may
+differ, it is the same object). Lists are cached per namespace for ``ttl`` seconds, so a
+pass does not LIST them for every target. A 404 on KEDA's group means KEDA is not installed:
+no ScaledObjects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+
+from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.scale import ScaleTargetRefLike
+from autoscaler.errors import NotFoundError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnerKind:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    default_target_api_version: str | None = None
+    default_target_kind: str | None = None
+
+
+HPA = OwnerKind(group="autoscaling", version="v2", plural="horizontalpodautoscalers",
+                kind="HorizontalPodAutoscaler")
+# KEDA defaults an omitted scaleTargetRef apiVersion/kind to a Deployment.
+SCALED_OBJECT = OwnerKind(group="keda.sh", version="v1alpha1", plural="scaledobjects",
+                          kind="ScaledObject", default_target_api_version="apps/v1",
+                          default_target_kind="Deployment")
+OWNER_KINDS = (HPA, SCALED_OBJECT)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Owner:
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def targets(item: Mapping[str, Any], owner: OwnerKind, ref: ScaleTargetRefLike) -> bool:
+    """Whether one HPA or ScaledObject's ``spec.scaleTargetRef`` names ``ref``."""
+    target = (item.get("spec") or {}).get("scaleTargetRef") or {}
+    api_version = target.get("apiVersion") or owner.default_target_api_version or ""
+    kind = target.get("kind") or owner.default_target_kind or ""
+    return (target.get("name") == ref.name and kind == ref.kind
+            and _group(api_version) == _group(ref.api_version))
+
+
+class OwnerCheck:
+    """Cached lists of HPAs and ScaledObjects per namespace."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._custom = CustomObjectsApi(api_client)
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRefLike) -> tuple[str, ...]:
+        """The runtime's ``OwnersPort``: ``"<Kind> <name>"`` of each autoscaler on ``ref``."""
+        return tuple(str(owner) for owner in await self.find(namespace, ref))
+
+    async def find(self, namespace: str, ref: ScaleTargetRefLike) -> list[Owner]:
+        """Every other autoscaler that targets ``ref`` in ``namespace``, sorted.
+
+        List errors other than a 404 propagate: not knowing is no licence to act.
+        """
+        found = []
+        for owner in OWNER_KINDS:
+            for item in await self._items(namespace, owner):
+                if targets(item, owner, ref):
+                    found.append(Owner(kind=owner.kind, name=item["metadata"]["name"]))
+        return sorted(found, key=lambda o: (o.kind, o.name))
+
+    async def _items(self, namespace: str, owner: OwnerKind) -> list[dict[str, Any]]:
+        key = (namespace, owner.plural)
+        cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached[0] < self._ttl:
+            return cached[1]
+        try:
+            with api_errors(f"list {owner.plural}.{owner.group} in namespace {namespace}"):
+                result = await self._custom.list_namespaced_custom_object(
+                    owner.group, owner.version, namespace, owner.plural)
+            items = list(result.get("items") or [])
+        except NotFoundError:
+            items = []  # the group is not served (KEDA not installed): nobody of that kind
+        self._cache[key] = (self._clock(), items)
+        return items

@@ -1,0 +1,85 @@
+"""A core/v1 Pod as JSON to the core's ``Pod`` value, converted once per watch event.
+
+Takes the raw JSON dict (not the generated ``V1Pod`` model: building thousands of models per
+relist costs CPU for fields we never read). Garbage in a field the core needs cannot come
+from a real API server; if it does, the field is treated as absent and logged, never fatal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+import structlog
+
+from autoscaler.algorithm import ConditionStatus, Container, Pod, PodPhase
+from autoscaler.algorithm.quantity import QuantityError, parse_milli
+
+log = structlog.get_logger("autoscaler.kube.pods")
+
+_PHASES = {phase.value: phase for phase in PodPhase}
+_STATUSES = {status.value: status for status in ConditionStatus}
+
+
+def parse_time(text: Any) -> float | None:
+    """RFC 3339 (``2026-01-02T03:04:05Z``, fractions allowed) to Unix seconds."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        log.warning("unparsable timestamp in a pod", value=text)
+        return None
+
+
+def requests_of(resources: Any) -> Mapping[str, int]:
+    """``resources.requests`` in milli-units; an unparsable quantity is left out."""
+    requests = (resources or {}).get("requests") or {}
+    parsed: dict[str, int] = {}
+    for name, quantity in requests.items():
+        try:
+            parsed[name] = parse_milli(quantity)
+        except QuantityError:
+            log.warning("unparsable resource request", resource=name, value=quantity)
+    return MappingProxyType(parsed)
+
+
+def _containers(entries: Any, *, sidecars_only: bool = False) -> tuple[Container, ...]:
+    return tuple(
+        Container(name=str(entry.get("name", "")), requests=requests_of(entry.get("resources")))
+        for entry in entries or ()
+        # A restartable init container (restartPolicy Always) is a sidecar: its requests count.
+        if not sidecars_only or entry.get("restartPolicy") == "Always"
+    )
+
+
+def _ready(status: Mapping[str, Any]) -> tuple[ConditionStatus | None, float | None]:
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Ready":
+            value = _STATUSES.get(condition.get("status"), ConditionStatus.UNKNOWN)
+            return value, parse_time(condition.get("lastTransitionTime"))
+    return None, None
+
+
+def pod_from_json(raw: Mapping[str, Any]) -> Pod:
+    """The core's view of one pod."""
+    metadata, spec, status = (raw.get(k) or {} for k in ("metadata", "spec", "status"))
+    ready, transition = _ready(status)
+    return Pod(
+        name=str(metadata.get("name", "")),
+        # A pod the kubelet has not reported on yet has no phase: it is pending.
+        phase=_PHASES.get(status.get("phase") or "Pending", PodPhase.UNKNOWN),
+        ready=ready,
+        ready_transition_time=transition,
+        start_time=parse_time(status.get("startTime")),
+        deleting=metadata.get("deletionTimestamp") is not None,
+        containers=_containers(spec.get("containers")),
+        sidecars=_containers(spec.get("initContainers"), sidecars_only=True),
+        pod_requests=requests_of(spec.get("resources")) or None,
+    )
+
+
+def labels_of(raw: Mapping[str, Any]) -> Mapping[str, str]:
+    return MappingProxyType(dict((raw.get("metadata") or {}).get("labels") or {}))
