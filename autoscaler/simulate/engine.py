@@ -1,0 +1,200 @@
+"""The virtual-time loop: the daemon's reconcile pass, once per sync period, against a model.
+
+Each step does what the daemon does for one target, with the same core: observe the pods and
+the metrics, ``decide``, write the scale (here: tell the workload) and, after the write,
+``record_scale_event``; the history carries over to the next step. Nothing else decides, so
+what the simulation shows is what the daemon would do given the same observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from autoscaler.algorithm import (
+    AlgorithmSettings,
+    AutoscalerSpec,
+    ConditionType,
+    Decision,
+    History,
+    MetricOutcome,
+    MetricTargetType,
+    MetricValues,
+    ScaleState,
+    decide,
+    record_scale_event,
+)
+from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.load import MetricFeed, MetricLoad
+from autoscaler.simulate.trace import DEMAND, Interpolation, Trace
+from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
+
+Progress = Callable[[int, int], None]
+"""Called with (steps done, steps in all) now and then during a run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """One target's autoscaler configuration and the workload it scales."""
+
+    label: str
+    spec: AutoscalerSpec
+    model: WorkloadModel
+    settings: AlgorithmSettings = field(default_factory=AlgorithmSettings)
+    sync_period: float = 15.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricRow:
+    """One metric in one step, in the order of ``spec.metrics``."""
+
+    load: MetricLoad
+    seen: float | None
+    """The current value the core computed (utilization %, average or value), as it reports it."""
+    proposal: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One sync: the state observed at ``time`` and the decision taken on it."""
+
+    time: float
+    demand: float | None
+    current: int
+    desired: int
+    pending: int
+    starting: int
+    ready: int
+    deleting: int
+    metrics: tuple[MetricRow, ...]
+    proposal: int | None
+    steps: tuple[str, ...]
+    limited: str
+    """The ScalingLimited reason when the count was limited, else empty."""
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timeline:
+    scenario: Scenario
+    rows: tuple[Row, ...]
+    origin: float | None = None
+    """Unix time of the trace's start, when known."""
+
+
+def simulate(
+    scenario: Scenario,
+    trace: Trace,
+    *,
+    interpolation: Interpolation = "step",
+    progress: Progress | None = None,
+) -> Timeline:
+    """Run the scenario over the whole trace, one step per sync period from time 0."""
+    spec, sync = scenario.spec, scenario.sync_period
+    if sync <= 0:
+        raise SimulationError(f"the sync period must be positive, got {sync}")
+    model = _fit_container(scenario.model, spec)
+    feeds = [MetricFeed(m, model, own_column=m.name in trace.columns) for m in spec.metrics]
+    grid = [k * sync for k in range(int(trace.duration // sync) + 1)]
+    demand = trace.on_grid(DEMAND, grid, interpolation) if DEMAND in trace.columns else None
+    totals = [_totals(feed, trace, grid, demand, interpolation) for feed in feeds]
+    replicas = model.replicas if model.replicas is not None else max(spec.min_replicas, 1)
+    workload = Workload(model, prefix=scenario.label, replicas=replicas, now=0.0)
+    history = History()
+    rows: list[Row] = []
+    every = max(len(grid) // 100, 1)
+    for k, now in enumerate(grid):
+        workload.advance(now)
+        counts = workload.counts(now)
+        observed = [
+            feed.observe(now=now, total=series[k], ready=counts.ready, pods=workload.pods)
+            for feed, series in zip(feeds, totals, strict=True)
+        ]
+        decision = decide(
+            spec=spec,
+            scale=ScaleState(spec_replicas=replicas, status_replicas=counts.active),
+            metrics=[values for values, _ in observed],
+            pods=workload.core_pods(now),
+            history=history,
+            now=now,
+            settings=scenario.settings,
+        )
+        history = decision.history
+        if decision.rescale:
+            # The scale write succeeded (the model cannot fail it): record it, as the daemon does.
+            workload.scale_to(decision.desired_replicas, now)
+            history = record_scale_event(
+                history, behavior=spec.behavior, previous=replicas,
+                new=decision.desired_replicas, now=now, settings=scenario.settings,
+            )
+            replicas = decision.desired_replicas
+        rows.append(_row(now, demand[k] if demand else None, counts, observed, decision))
+        if progress is not None and (k % every == 0 or k == len(grid) - 1):
+            progress(k + 1, len(grid))
+    return Timeline(scenario=scenario, rows=tuple(rows), origin=trace.origin)
+
+
+def _fit_container(model: WorkloadModel, spec: AutoscalerSpec) -> WorkloadModel:
+    """Name the pods' container after the one a ContainerResource metric asks for."""
+    names = {m.container for m in spec.metrics if m.container}
+    if len(names) > 1:
+        raise SimulationError(f"the model has one container; the metrics name {sorted(names)}")
+    return replace(model, container=names.pop()) if names else model
+
+
+def _totals(
+    feed: MetricFeed,
+    trace: Trace,
+    grid: Sequence[float],
+    demand: list[float | None] | None,
+    interpolation: Interpolation,
+) -> list[float | None]:
+    name = feed.spec.name
+    if name in trace.columns:
+        return trace.on_grid(name, grid, interpolation)
+    if demand is None:
+        raise SimulationError(
+            f"the trace has neither a {DEMAND!r} column nor one named after metric {name!r}"
+        )
+    return [feed.total(value) for value in demand]
+
+
+def _seen(outcome: MetricOutcome) -> float | None:
+    """The metric's current value as the core reported it, in the target's units."""
+    if outcome.proposal is None:
+        return None
+    current = outcome.proposal.current
+    if outcome.spec.target.type is MetricTargetType.UTILIZATION:
+        return current.average_utilization
+    milli = current.value if outcome.spec.target.type is MetricTargetType.VALUE else None
+    milli = current.average_value if milli is None else milli
+    return None if milli is None else milli / 1000
+
+
+def _row(
+    now: float,
+    demand: float | None,
+    counts: Counts,
+    observed: Sequence[tuple[MetricValues, MetricLoad]],
+    decision: Decision,
+) -> Row:
+    # An early exit (replica bounds, scaling disabled) evaluates no metric: decision.metrics
+    # is empty then; otherwise it is aligned with spec.metrics, like ``observed``.
+    outcomes: Sequence[MetricOutcome | None] = decision.metrics or [None] * len(observed)
+    metrics = tuple(
+        MetricRow(
+            load=load,
+            seen=_seen(outcome) if outcome else None,
+            proposal=outcome.proposal.replicas if outcome and outcome.proposal else None,
+        )
+        for (_, load), outcome in zip(observed, outcomes, strict=True)
+    )
+    limited = decision.condition(ConditionType.SCALING_LIMITED)
+    return Row(
+        time=now, demand=demand, current=decision.current_replicas,
+        desired=decision.desired_replicas, pending=counts.pending, starting=counts.starting,
+        ready=counts.ready, deleting=counts.deleting, metrics=metrics,
+        proposal=decision.proposal, steps=tuple(decision.steps),
+        limited=limited.reason if limited and limited.status else "",
+        error=decision.error,
+    )

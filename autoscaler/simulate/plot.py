@@ -1,0 +1,97 @@
+"""The PNG: demand, replicas and Ready pods, and per-pod load against the target.
+
+Drawn on a bare ``Figure`` with the Agg canvas: no pyplot global state and no display, so it
+works on a server and in tests. Runs given together share the axes (``--compare``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from autoscaler.simulate.engine import Timeline
+from autoscaler.simulate.report import metric_columns
+
+WIDTH, HEIGHT, DPI = 12.0, 9.0, 100
+"""The PNG is WIDTH x DPI by HEIGHT x DPI pixels."""
+COLORS = ("tab:blue", "tab:orange")
+
+
+def plot(timelines: Sequence[Timeline], path: Path, *, title: str = "") -> None:
+    """Write the comparison plot of one or two runs on the same trace to ``path``."""
+    if not timelines or not timelines[0].rows:
+        raise ValueError("nothing to plot: no simulated steps")
+    figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    demand_axes, replica_axes, load_axes = figure.subplots(3, 1, sharex=True)
+    _demand(demand_axes, timelines[0])
+    for index, timeline in enumerate(timelines):
+        color = COLORS[index % len(COLORS)]
+        _replicas(replica_axes, timeline, color)
+        _load(load_axes, timeline, color)
+    load_axes.axhline(100, color="tab:red", linewidth=1, linestyle=":", label="target")
+    for axes in (replica_axes, load_axes):
+        axes.legend(loc="upper left", fontsize="small", ncols=2)
+    load_axes.set_xlabel(_time_label(timelines[0]))
+    figure.suptitle(title or " vs ".join(t.scenario.label for t in timelines))
+    figure.savefig(path, format="png")
+
+
+def _hours(timeline: Timeline) -> list[float]:
+    return [row.time / 3600 for row in timeline.rows]
+
+
+def _time_label(timeline: Timeline) -> str:
+    if timeline.origin is None:
+        return "hours since the start of the trace"
+    start = datetime.fromtimestamp(timeline.origin, tz=UTC).isoformat(timespec="minutes")
+    return f"hours since {start}"
+
+
+def _demand(axes: Axes, timeline: Timeline) -> None:
+    """The ``demand`` column, or each metric's total when the trace gives them directly."""
+    hours = _hours(timeline)
+    if any(row.demand is not None for row in timeline.rows):
+        axes.plot(hours, _nan([row.demand for row in timeline.rows]), color="tab:gray")
+        axes.set_ylabel("demand")
+    else:
+        for i, name in enumerate(metric_columns(timeline)):
+            axes.plot(hours, _nan([row.metrics[i].load.total for row in timeline.rows]),
+                      label=name)
+        axes.set_ylabel("metric totals")
+        axes.legend(loc="upper left", fontsize="small")
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+
+
+def _replicas(axes: Axes, timeline: Timeline, color: str) -> None:
+    hours, label = _hours(timeline), timeline.scenario.label
+    axes.step(hours, [row.desired for row in timeline.rows], where="post", color=color,
+              label=f"{label}: replicas")
+    axes.step(hours, [row.ready for row in timeline.rows], where="post", color=color,
+              linestyle="--", alpha=0.7, label=f"{label}: ready pods")
+    axes.set_ylabel("pods")
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+
+
+def _load(axes: Axes, timeline: Timeline, color: str) -> None:
+    hours, label = _hours(timeline), timeline.scenario.label
+    styles = ("-", "-.", ":", "--")
+    for i, name in enumerate(metric_columns(timeline)):
+        ratios = [row.metrics[i].load.ratio for row in timeline.rows]
+        axes.plot(hours, _nan([None if r is None else r * 100 for r in ratios]), color=color,
+                  linestyle=styles[i % len(styles)], linewidth=1, label=f"{label}: {name}")
+    axes.set_ylabel("per-pod load, % of target")
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+
+
+def _nan(values: Sequence[float | None]) -> list[float]:
+    """Gaps (no value in the trace, no Ready pod) become breaks in the line."""
+    return [float("nan") if v is None else v for v in values]

@@ -1,0 +1,190 @@
+"""What a simulation run produced, in numbers: the timeline files and the summary.
+
+Counting rules (each step stands for one sync period, from its time to the next step's):
+
+- replica-hours: ``spec.replicas`` after each step's decision (the pods asked for, Pending
+  ones included, as they are billed once scheduled) times the sync period.
+- over target: a step whose worst metric is above its target (true per-pod load over the
+  target, not what the lagging samples showed), or that has load and no Ready pod at all.
+  The depth is how far above, in percent of the target (150% of target is 50% deep); steps
+  without a Ready pod count in the time, not in the depth.
+- scale events: steps whose decision changed the count; a direction change is a scale-up
+  following a scale-down or the reverse.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from autoscaler.simulate.engine import Row, Timeline
+
+OVER = 1.0 + 1e-9  # float noise at exactly on-target must not count as over
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    label: str
+    steps: int
+    hours: float
+    replica_hours: float
+    ready_pod_hours: float
+    mean_replicas: float
+    min_replicas: int
+    max_replicas: int
+    scale_events: int
+    scale_ups: int
+    scale_downs: int
+    direction_changes: int
+    over_target_seconds: float
+    over_target_percent_of_time: float
+    max_over_target_percent: float
+    mean_over_target_percent: float
+    no_ready_pod_seconds: float
+    invalid_metric_seconds: float
+
+
+def worst_ratio(row: Row) -> float | None:
+    ratios = [m.load.ratio for m in row.metrics if m.load.ratio is not None]
+    return max(ratios) if ratios else None
+
+
+def _starved(row: Row) -> bool:
+    """Load arrives and no pod is Ready to take it."""
+    return row.ready == 0 and any(m.load.total for m in row.metrics)
+
+
+def summarize(timeline: Timeline) -> Summary:
+    rows, sync = timeline.rows, timeline.scenario.sync_period
+    hours = len(rows) * sync / 3600
+    changes = [row.desired - row.current for row in rows if row.desired != row.current]
+    flips = sum(1 for a, b in pairwise(changes) if (a > 0) != (b > 0))
+    depths = [(r - 1) * 100 for r in map(worst_ratio, rows) if r is not None and r > OVER]
+    over = sum(1 for row in rows if _starved(row) or (worst_ratio(row) or 0) > OVER)
+    replicas = [row.desired for row in rows]
+    return Summary(
+        label=timeline.scenario.label,
+        steps=len(rows),
+        hours=hours,
+        replica_hours=sum(replicas) * sync / 3600,
+        ready_pod_hours=sum(row.ready for row in rows) * sync / 3600,
+        mean_replicas=sum(replicas) / len(rows) if rows else 0.0,
+        min_replicas=min(replicas, default=0),
+        max_replicas=max(replicas, default=0),
+        scale_events=len(changes),
+        scale_ups=sum(1 for c in changes if c > 0),
+        scale_downs=sum(1 for c in changes if c < 0),
+        direction_changes=flips,
+        over_target_seconds=over * sync,
+        over_target_percent_of_time=100 * over / len(rows) if rows else 0.0,
+        max_over_target_percent=max(depths, default=0.0),
+        mean_over_target_percent=sum(depths) / len(depths) if depths else 0.0,
+        no_ready_pod_seconds=sum(1 for row in rows if _starved(row)) * sync,
+        invalid_metric_seconds=sum(1 for row in rows if row.error) * sync,
+    )
+
+
+def metric_columns(timeline: Timeline) -> list[str]:
+    """One prefix per metric: its name, made unique when two metrics share one."""
+    names = [m.name for m in timeline.scenario.spec.metrics]
+    return [name if names.count(name) == 1 else f"{name}{i + 1}" for i, name in enumerate(names)]
+
+
+def row_record(row: Row, prefixes: Sequence[str]) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "time": row.time, "demand": row.demand, "current": row.current,
+        "desired": row.desired, "pending": row.pending, "starting": row.starting,
+        "ready": row.ready, "deleting": row.deleting, "proposal": row.proposal,
+    }
+    for prefix, metric in zip(prefixes, row.metrics, strict=True):
+        record[f"{prefix}_total"] = metric.load.total
+        record[f"{prefix}_per_pod"] = metric.load.per_pod
+        record[f"{prefix}_ratio"] = metric.load.ratio
+        record[f"{prefix}_seen"] = metric.seen
+        record[f"{prefix}_proposal"] = metric.proposal
+    record["steps"] = "+".join(row.steps)
+    record["limited"] = row.limited
+    record["error"] = row.error or ""
+    return record
+
+
+def write_timeline_csv(timeline: Timeline, path: Path) -> None:
+    prefixes = metric_columns(timeline)
+    records = [row_record(row, prefixes) for row in timeline.rows]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(records[0]) if records else ["time"])
+        writer.writeheader()
+        for record in records:
+            writer.writerow({k: "" if v is None else v for k, v in record.items()})
+
+
+def write_timeline_json(timeline: Timeline, path: Path) -> None:
+    scenario = timeline.scenario
+    prefixes = metric_columns(timeline)
+    document = {
+        "label": scenario.label,
+        "sync_period": scenario.sync_period,
+        "origin": timeline.origin,
+        "metrics": [
+            {"column": prefix, "type": str(m.type), "name": m.name, "target": str(m.target.type)}
+            for prefix, m in zip(prefixes, scenario.spec.metrics, strict=True)
+        ],
+        "rows": [row_record(row, prefixes) for row in timeline.rows],
+    }
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def write_summary(summaries: Sequence[Summary], path: Path) -> None:
+    document = {"runs": [asdict(summary) for summary in summaries]}
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+_TABLE = (
+    ("simulated hours", "hours", "{:.2f}"),
+    ("steps", "steps", "{}"),
+    ("replica-hours", "replica_hours", "{:.2f}"),
+    ("ready-pod-hours", "ready_pod_hours", "{:.2f}"),
+    ("mean replicas", "mean_replicas", "{:.2f}"),
+    ("min replicas", "min_replicas", "{}"),
+    ("max replicas", "max_replicas", "{}"),
+    ("scale events (up/down)", None, None),
+    ("direction changes", "direction_changes", "{}"),
+    ("time over target", "over_target_seconds", None),
+    ("max over target", "max_over_target_percent", "{:.1f}%"),
+    ("mean over target (when over)", "mean_over_target_percent", "{:.1f}%"),
+    ("time with load, no ready pod", "no_ready_pod_seconds", None),
+    ("time with invalid metrics", "invalid_metric_seconds", None),
+)
+
+
+def _cell(summary: Summary, attribute: str | None, fmt: str | None) -> str:
+    if attribute is None:
+        return f"{summary.scale_events} ({summary.scale_ups}/{summary.scale_downs})"
+    value = getattr(summary, attribute)
+    if fmt is None:  # a duration
+        share = 100 * value / (summary.hours * 3600) if summary.hours else 0.0
+        return f"{format_duration(value)} ({share:.1f}%)"
+    return fmt.format(value)
+
+
+def render_table(summaries: Sequence[Summary]) -> str:
+    header = ["", *(s.label for s in summaries)]
+    body = [[label, *(_cell(s, attr, fmt) for s in summaries)] for label, attr, fmt in _TABLE]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+             for line in [header, *body]]
+    return "\n".join(lines)
+
+
+def format_duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

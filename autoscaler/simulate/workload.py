@@ -1,0 +1,167 @@
+"""The simulated workload: pods that start, become ready, take traffic and go away.
+
+A scale write creates pods at once (the ReplicaSet controller is assumed instant). Each pod is
+Pending for ``startup`` seconds (scheduling, image pull, container start), then Running but
+unready for ``readiness`` seconds (until its readiness probe passes), then Ready. Only Ready
+pods get traffic. A scale-down marks pods as deleting in the ReplicaSet's order (pending
+before running, unready before ready, the most recently ready first); they take no traffic
+and disappear ``termination`` seconds later.
+
+Pods are handed to the core as the daemon's pod cache would build them: ``start_time`` is the
+creation time (the kubelet sets it before pulling images), and the Ready condition's
+transition time is the creation time until the pod becomes ready, then the moment it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
+
+CONTAINER = "app"
+LONG_AGO = 86_400.0
+"""Starting pods were created this long before the simulation: past every readiness rule."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadModel:
+    """How the simulated pods behave; durations in seconds."""
+
+    capacity: float | None = None
+    """Demand units one Ready pod serves at 100 % of its resource request (Resource metrics)."""
+    startup: float = 0.0
+    readiness: float = 0.0
+    termination: float = 0.0
+    requests: Mapping[str, Milli] = field(
+        default_factory=lambda: MappingProxyType({"cpu": Milli(1000)})
+    )
+    """The ``app`` container's requests, milli-units per resource (default: 1 cpu)."""
+    metric_window: float = 60.0
+    """Each per-pod sample averages the pod's load over this window, like ``rate(...[1m])``."""
+    saturation: float | None = None
+    """A pod's resource usage is capped at this percent of its request (its limit), if set."""
+    container: str = CONTAINER
+    """The pods' one container (named after a ContainerResource metric's, if there is one)."""
+    replicas: int | None = None
+    """Replicas at the start, all Ready; ``None`` starts at ``minReplicas`` (at least 1)."""
+
+
+class PodState(StrEnum):
+    PENDING = "pending"
+    STARTING = "starting"
+    """Running, not yet Ready."""
+    READY = "ready"
+    DELETING = "deleting"
+
+
+@dataclass(slots=True, kw_only=True)
+class SimPod:
+    name: str
+    created: float
+    running_at: float
+    ready_at: float
+    deleted_at: float | None = None
+    _core: Pod | None = None
+    _core_state: PodState | None = None
+
+    def state(self, now: float) -> PodState:
+        return PodState.DELETING if self.deleted_at is not None else self.lifecycle(now)
+
+    def lifecycle(self, now: float) -> PodState:
+        """Where the pod is in its start-up at ``now``, deletion aside."""
+        if now < self.running_at:
+            return PodState.PENDING
+        return PodState.STARTING if now < self.ready_at else PodState.READY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Counts:
+    pending: int
+    starting: int
+    ready: int
+    deleting: int
+
+    @property
+    def active(self) -> int:
+        """Pods not being deleted: what ``status.replicas`` counts."""
+        return self.pending + self.starting + self.ready
+
+
+class Workload:
+    """The pods of one simulated target; mutated by ``advance`` and ``scale_to`` only."""
+
+    def __init__(self, model: WorkloadModel, *, prefix: str, replicas: int, now: float) -> None:
+        self.model = model
+        self._prefix = prefix
+        self._serial = 0
+        self._containers = (Container(name=model.container, requests=model.requests),)
+        self.pods: list[SimPod] = []
+        self._create(replicas, created=now - LONG_AGO)
+
+    def _create(self, count: int, *, created: float) -> None:
+        for _ in range(count):
+            self._serial += 1
+            running_at = created + self.model.startup
+            self.pods.append(SimPod(
+                name=f"{self._prefix}-{self._serial:05d}", created=created,
+                running_at=running_at, ready_at=running_at + self.model.readiness,
+            ))
+
+    def advance(self, now: float) -> None:
+        """Pods whose termination ended are gone."""
+        grace = self.model.termination
+        self.pods = [
+            p for p in self.pods if p.deleted_at is None or p.deleted_at + grace > now
+        ]
+
+    def counts(self, now: float) -> Counts:
+        tally = dict.fromkeys(PodState, 0)
+        for pod in self.pods:
+            tally[pod.state(now)] += 1
+        return Counts(
+            pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
+            ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
+        )
+
+    def scale_to(self, replicas: int, now: float) -> None:
+        """Create pods, or mark the ReplicaSet's choice of pods as deleting."""
+        active = [p for p in self.pods if p.deleted_at is None]
+        if replicas > len(active):
+            self._create(replicas - len(active), created=now)
+            return
+        # ReplicaSet order (controller.ActivePods): pending < unready < ready, then the most
+        # recently ready, then the newest: the cheapest pods to lose go first.
+        rank = {PodState.PENDING: 0, PodState.STARTING: 1, PodState.READY: 2}
+        active.sort(key=lambda p: (rank[p.state(now)], -p.ready_at, -p.created))
+        for pod in active[: len(active) - replicas]:
+            pod.deleted_at = now
+            if self.model.termination <= 0:
+                self.pods.remove(pod)
+
+    def core_pods(self, now: float) -> list[Pod]:
+        """The pods as the core sees them; rebuilt only when a pod changes state."""
+        out = []
+        for pod in self.pods:
+            state = pod.state(now)
+            if pod._core is None or pod._core_state is not state:
+                pod._core, pod._core_state = self._core_pod(pod, state), state
+            out.append(pod._core)
+        return out
+
+    def _core_pod(self, pod: SimPod, state: PodState) -> Pod:
+        if state is PodState.DELETING and pod.deleted_at is not None:
+            # A deleting pod keeps the phase and readiness it had when it was deleted.
+            state = pod.lifecycle(pod.deleted_at)
+        ready = state is PodState.READY
+        return Pod(
+            name=pod.name,
+            phase=PodPhase.PENDING if state is PodState.PENDING else PodPhase.RUNNING,
+            ready=ConditionStatus.TRUE if ready else ConditionStatus.FALSE,
+            ready_transition_time=pod.ready_at if ready else pod.created,
+            start_time=pod.created,
+            deleting=pod.deleted_at is not None,
+            containers=self._containers,
+        )
