@@ -46,11 +46,20 @@ class MetricsWanted:
     scale_selector: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchedMetrics:
+    values: Mapping[str, tuple[MetricValues, ...]]
+    """Per target key, aligned with the target's metrics."""
+    pods: Mapping[str, Sequence[Pod]]
+    """Pods whose requests the source filled in (kube-state-metrics), per target key."""
+    queries_issued: int = 0
+
+
 class MetricsPort(Protocol):
     async def fetch_metrics(
         self, wanted: Sequence[MetricsWanted], *, deadline: float
-    ) -> Mapping[str, tuple[MetricValues, ...]]:
-        """Values per target key, aligned with the target's metrics; never raises for bad data."""
+    ) -> FetchedMetrics:
+        """Never raises for bad data: a metric it cannot produce is ``MetricUnavailable``."""
         ...
 
 

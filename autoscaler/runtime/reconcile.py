@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,6 +35,7 @@ from autoscaler.errors import ConflictError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.ports import (
     EventPort,
+    FetchedMetrics,
     MetricsPort,
     MetricsWanted,
     OwnersPort,
@@ -112,9 +113,11 @@ class Reconciler:
                 o for o in await asyncio.gather(*(self._bounded(self._observe(t)) for t in targets))
                 if o is not None
             ]
-            values = await self._fetch(observed, deadline)
+            fetched = await self._fetch(observed, deadline)
             await asyncio.gather(*(
-                self._bounded(self._act(o, values.get(o.target.key))) for o in observed
+                self._bounded(self._act(_with_pods(o, fetched.pods.get(o.target.key)),
+                                        fetched.values.get(o.target.key)))
+                for o in observed
             ))
         finally:
             for target in targets:
@@ -172,25 +175,27 @@ class Reconciler:
 
     # --- metrics ----------------------------------------------------------------------
 
-    async def _fetch(
-        self, observed: Sequence[_Observed], deadline: float
-    ) -> Mapping[str, tuple[MetricValues, ...]]:
+    async def _fetch(self, observed: Sequence[_Observed], deadline: float) -> FetchedMetrics:
         wanted = [
             MetricsWanted(target=o.target, pods=o.pods, scale_selector=o.scale.selector)
             for o in observed if not o.target.paused and o.target.paused_replicas is None
         ]
         if not wanted:
-            return {}
+            return FetchedMetrics(values={}, pods={})
         started = time.monotonic()
         try:
-            return await self.metrics.fetch_metrics(wanted, deadline=deadline)
+            fetched = await self.metrics.fetch_metrics(wanted, deadline=deadline)
         except Exception as error:  # the source promises not to raise; if it does, hold all
             log.error("metrics fetch failed", error=str(error))
             self.telemetry.errors.labels(reason="metrics_fetch").inc()
             reason = MetricUnavailable(reason=f"metrics fetch failed: {error}")
-            return {w.target.key: (reason,) * len(w.target.spec.metrics) for w in wanted}
+            return FetchedMetrics(
+                values={w.target.key: (reason,) * len(w.target.spec.metrics) for w in wanted},
+                pods={})
         finally:
             self.telemetry.query_duration.observe(time.monotonic() - started)
+        self.telemetry.queries.inc(fetched.queries_issued)
+        return fetched
 
     # --- decide and act ---------------------------------------------------------------
 
@@ -420,6 +425,12 @@ class Reconciler:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+
+
+def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
+    if pods is None:
+        return observed
+    return _Observed(target=observed.target, scale=observed.scale, pods=pods)
 
 
 def _direction(previous: int, new: int) -> str:
