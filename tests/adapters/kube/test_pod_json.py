@@ -1,0 +1,87 @@
+"""Pod JSON to the core's Pod: phase, readiness, times, deletion and requests."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from autoscaler.adapters.kube.pod_json import pod_from_json
+from autoscaler.algorithm import ConditionStatus, PodPhase
+
+
+def unix(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def pod(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web-1", "labels": {"app": "web"}},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": "250m",
+                                                                      "memory": "1Gi"}}}],
+            "initContainers": [
+                {"name": "setup", "resources": {"requests": {"cpu": "1"}}},
+                {"name": "proxy", "restartPolicy": "Always",
+                 "resources": {"requests": {"cpu": "100m"}}},
+            ],
+        },
+        "status": status,
+    }
+
+
+def test_running_ready_pod() -> None:
+    """Phase, Ready and its transition time, start time and requests in milli-units."""
+    converted = pod_from_json(pod(
+        phase="Running", startTime="2026-01-02T03:04:05Z",
+        conditions=[{"type": "Ready", "status": "True",
+                     "lastTransitionTime": "2026-01-02T03:04:35Z"}]))
+    assert converted.phase is PodPhase.RUNNING
+    assert converted.ready is ConditionStatus.TRUE
+    assert converted.start_time == unix("2026-01-02T03:04:05")
+    assert converted.ready_transition_time == unix("2026-01-02T03:04:35")
+    assert dict(converted.containers[0].requests) == {"cpu": 250, "memory": 1024**3 * 1000}
+    assert not converted.deleting
+
+
+def test_only_restartable_init_containers_are_sidecars() -> None:
+    """An init container with restartPolicy Always counts; a plain one does not."""
+    converted = pod_from_json(pod(phase="Running"))
+    assert [(c.name, dict(c.requests)) for c in converted.sidecars] == [("proxy", {"cpu": 100})]
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "ready"),
+    [
+        ({}, PodPhase.PENDING, None),
+        ({"phase": "Failed"}, PodPhase.FAILED, None),
+        ({"phase": "Weird"}, PodPhase.UNKNOWN, None),
+        ({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+         PodPhase.RUNNING, ConditionStatus.FALSE),
+        ({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+         PodPhase.RUNNING, None),
+    ],
+    ids=["no-status-is-pending", "failed", "unknown-phase", "not-ready", "no-ready-condition"],
+)
+def test_phase_and_readiness(status: dict[str, Any], phase: PodPhase,
+                             ready: ConditionStatus | None) -> None:
+    """Missing phase means Pending; a missing Ready condition is None, not False."""
+    converted = pod_from_json(pod(**status))
+    assert (converted.phase, converted.ready) == (phase, ready)
+
+
+def test_deleting_and_pod_level_requests() -> None:
+    """A deletion timestamp marks the pod deleting; spec.resources.requests is kept."""
+    raw = pod(phase="Running")
+    raw["metadata"]["deletionTimestamp"] = "2026-01-02T03:05:00Z"
+    raw["spec"]["resources"] = {"requests": {"cpu": "2"}}
+    converted = pod_from_json(raw)
+    assert converted.deleting
+    assert converted.pod_requests == {"cpu": 2000}
+    assert pod_from_json(pod(phase="Running")).pod_requests is None
+
+
+def test_garbage_quantity_is_left_out() -> None:
+    """An unparsable request is dropped, never fatal."""
+    raw = pod(phase="Running")
+    raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    assert dict(pod_from_json(raw).containers[0].requests) == {"memory": 1024**3 * 1000}
