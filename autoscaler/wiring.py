@@ -1,0 +1,122 @@
+"""Build the adapters a config asks for and bind them to the runtime's ports.
+
+Used by ``run`` (the daemon) and ``plan`` (one pass that changes nothing), so both talk to
+Prometheus and the API server through exactly the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client import ApiClient
+
+from autoscaler.adapters.kube.discovery import Discovery
+from autoscaler.adapters.kube.events import EventRecorder
+from autoscaler.adapters.kube.labels import parse_selector
+from autoscaler.adapters.kube.owners import OwnerCheck
+from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.scale import ScaleClient
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.prometheus import PrometheusSource, TargetRequest
+from autoscaler.algorithm import Pod
+from autoscaler.config import Config, TargetConfig
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
+
+
+class PodSelectorCache:
+    """The runtime's ``PodPort`` over the watch cache: selectors parsed once, not per pass."""
+
+    def __init__(self, cache: PodCache) -> None:
+        self.cache = cache
+        self._parsed: dict[str, object] = {}
+
+    def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]:
+        parsed = self._parsed.get(selector)
+        if parsed is None:
+            parsed = self._parsed[selector] = parse_selector(selector)
+        return self.cache.pods_for(namespace, parsed)  # type: ignore[arg-type]
+
+
+class PrometheusMetrics:
+    """The runtime's ``MetricsPort`` over the batched Prometheus source."""
+
+    def __init__(self, source: PrometheusSource) -> None:
+        self.source = source
+
+    async def fetch_metrics(
+        self, wanted: Sequence[MetricsWanted], *, deadline: float
+    ) -> FetchedMetrics:
+        requests = [
+            TargetRequest(
+                key=w.target.key, namespace=w.target.namespace,
+                name=w.target.scale_target_ref.name, kind=w.target.scale_target_ref.kind,
+                server=w.target.prometheus, pods=w.pods, metrics=w.target.spec.metrics,
+                queries=w.target.metric_queries,
+            )
+            for w in wanted
+        ]
+        result = await self.source.fetch(requests, deadline=deadline)
+        return FetchedMetrics(
+            values=result.values, pods=result.pods, queries_issued=result.queries_issued)
+
+
+@dataclass(slots=True, kw_only=True)
+class Components:
+    api_client: ApiClient
+    scales: ScaleClient
+    pods: PodSelectorCache
+    pod_cache: PodCache
+    events: EventRecorder
+    owners: OwnerCheck
+    metrics: PrometheusMetrics
+
+
+@asynccontextmanager
+async def connect(config: Config, *, record_events: bool = True) -> AsyncIterator[Components]:
+    """Open every adapter the config needs; close them all on exit."""
+    async with KubeSession.connect(config.kubernetes) as session:
+        client = session.api_client
+        discovery = Discovery(client)
+        scales = ScaleClient(client, discovery)
+        pod_cache = PodCache(client)
+        source = PrometheusSource(
+            config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)))
+        try:
+            async with EventRecorder(client, uid_of=scales.uid_of) as events:
+                yield Components(
+                    api_client=client, scales=scales, pods=PodSelectorCache(pod_cache),
+                    pod_cache=pod_cache, events=events, owners=OwnerCheck(client),
+                    metrics=PrometheusMetrics(source),
+                )
+        finally:
+            await pod_cache.close()
+            await source.close()
+
+
+def shard_of(key: str, total: int) -> int:
+    """A stable shard for a target key (crc32: the same on every replica and restart)."""
+    return zlib.crc32(key.encode()) % total
+
+
+def targets_for_shard(
+    targets: Sequence[TargetConfig], shard: int | None, total: int | None
+) -> list[TargetConfig]:
+    if shard is None or not total or total <= 1:
+        return list(targets)
+    return [t for t in targets if shard_of(t.key, total) == shard]
+
+
+def pod_namespace() -> str:
+    """The namespace this pod runs in (downward API or the service account), else default."""
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as handle:
+            return handle.read().strip() or "default"
+    except OSError:
+        return "default"
