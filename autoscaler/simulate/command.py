@@ -1,0 +1,243 @@
+"""``autoscaler simulate``: a config against a demand trace, in virtual time, with a plot.
+
+Example (no cluster, no Prometheus)::
+
+    autoscaler simulate --config config/examples/simulate/web.toml \\
+        --workload config/examples/simulate/workload.toml \\
+        --trace config/examples/simulate/day.csv --out out/
+
+writes timeline.csv, timeline.json, summary.json and simulation.png to ``out/`` and prints
+the summary. ``--compare OTHER.toml`` runs a second config on the same trace and workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoscaler.errors import AutoscalerError
+from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
+from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.options import (
+    SimulateSettings,
+    build_settings,
+    load_workload_file,
+    parse_duration,
+    parse_instant,
+)
+from autoscaler.simulate.report import (
+    render_table,
+    summarize,
+    write_summary,
+    write_timeline_csv,
+    write_timeline_json,
+)
+from autoscaler.simulate.trace import DEMAND, Trace, load_trace
+
+PROGRESS_MIN_STEPS = 5_000
+"""Runs shorter than this finish before a progress bar would help."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outputs:
+    directory: Path
+    written: tuple[Path, ...]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="autoscaler simulate",
+        description="Run the HPA core in virtual time against a demand trace and a pod model.",
+        epilog="Workload settings come from --workload FILE ([simulate] table) and these flags; "
+        "flags win.",
+    )
+    p.add_argument("--config", required=True, type=Path, help="the daemon's TOML config")
+    p.add_argument("--target", help="the [[autoscaler]] key to simulate (default: the first)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", type=Path, help="CSV or JSON: time,demand[,<metric>...]")
+    source.add_argument("--prometheus", metavar="URL", help="take the demand from Prometheus")
+    p.add_argument("--query", action="append", default=[], metavar="[NAME=]PROMQL",
+                   help="range query for the demand (or NAME=... for a metric's own total)")
+    p.add_argument("--start", default="now-1d", help="range start: ISO 8601, Unix or now-1d")
+    p.add_argument("--end", default="now", help="range end (default: now)")
+    p.add_argument("--step", help="query step (default: the sync period)")
+    p.add_argument("--workload", type=Path, help="TOML file with a [simulate] table")
+    p.add_argument("--capacity", type=float, help="demand one pod serves at 100%% of its request")
+    p.add_argument("--startup", help="pod creation to Running (e.g. 30s)")
+    p.add_argument("--readiness", help="Running to Ready (e.g. 10s)")
+    p.add_argument("--termination", help="deletion to gone (default 0s)")
+    p.add_argument("--replicas", type=int, help="replicas at the start (default: minReplicas)")
+    p.add_argument("--request", action="append", default=[], metavar="RESOURCE=QUANTITY",
+                   help="the pods' request, e.g. cpu=500m (default cpu=1)")
+    p.add_argument("--metric-window", help="each sample averages this long (default 1m)")
+    p.add_argument("--saturation", type=float, help="usage cap in %% of the request")
+    p.add_argument("--interpolation", choices=("step", "linear"), help="between trace points")
+    p.add_argument("--compare", type=Path, metavar="OTHER.toml", help="a second config to overlay")
+    p.add_argument("--compare-target", help="the key to simulate in --compare")
+    p.add_argument("--out", type=Path, default=Path("simulation"), help="output directory")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    return p
+
+
+def command(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        return _run(args)
+    except AutoscalerError as error:  # SimulationError and the config's errors
+        print(f"autoscaler simulate: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    scenarios = [_scenario(args.config, args.target, settings)]
+    if args.compare is not None:
+        other = _scenario(args.compare, args.compare_target, settings)
+        if other.label == scenarios[0].label:
+            other = _relabel(other, f"{other.label}-2")
+        scenarios.append(other)
+    trace = _trace(args, sync_period=scenarios[0].sync_period)
+    _warn_unused_columns(trace, scenarios)
+    timelines = [
+        simulate(s, trace, interpolation=settings.interpolation, progress=_progress(s.label))
+        for s in scenarios
+    ]
+    outputs = write_outputs(timelines, args.out, plot_png=not args.no_plot)
+    print(render_table([summarize(t) for t in timelines]))
+    print()
+    for path in outputs.written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> SimulateSettings:
+    values: dict[str, Any] = load_workload_file(args.workload) if args.workload else {}
+    flags = {
+        "capacity": args.capacity, "startup": args.startup, "readiness": args.readiness,
+        "termination": args.termination, "replicas": args.replicas,
+        "metricWindow": args.metric_window, "saturation": args.saturation,
+        "interpolation": args.interpolation,
+    }
+    values.update({key: value for key, value in flags.items() if value is not None})
+    if args.request:
+        values["requests"] = {**values.get("requests", {}), **_pairs(args.request, "--request")}
+    return build_settings(values, source=str(args.workload or "flags"))
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SimulationError(f"{flag}: expected NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenario:
+    from autoscaler.config import load_config  # the daemon's loader: same validation
+
+    config = load_config(path)
+    targets = config.targets
+    if not targets:
+        raise SimulationError(f"{path}: no [[autoscaler]] target to simulate")
+    keys = [target.key for target in targets]
+    if key is None:
+        target = targets[0]
+        if len(targets) > 1:
+            print(f"note: {path} has targets {', '.join(keys)}; simulating {target.key} "
+                  "(choose with --target)", file=sys.stderr)
+    elif key in keys:
+        target = targets[keys.index(key)]
+    else:
+        raise SimulationError(f"{path}: no target {key!r}; targets: {', '.join(keys)}")
+    sync = target.sync_period or config.daemon.sync_period
+    return Scenario(
+        label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
+        spec=target.spec, model=settings.model, settings=config.daemon.algorithm,
+        sync_period=float(sync),
+    )
+
+
+def _relabel(scenario: Scenario, label: str) -> Scenario:
+    return Scenario(label=label, spec=scenario.spec, model=scenario.model,
+                    settings=scenario.settings, sync_period=scenario.sync_period)
+
+
+def _trace(args: argparse.Namespace, *, sync_period: float) -> Trace:
+    if args.trace is not None:
+        if args.query:
+            raise SimulationError("--query goes with --prometheus, not with --trace")
+        return load_trace(args.trace)
+    if not args.query:
+        raise SimulationError("--prometheus needs --query, e.g. 'sum(rate(requests_total[1m]))'")
+    from autoscaler.simulate.prometheus import query_trace  # pulls in requests and pandas
+
+    queries = dict(_query(text) for text in args.query)
+    return query_trace(
+        url=args.prometheus, queries=queries,
+        start=parse_instant(args.start, what="--start"),
+        end=parse_instant(args.end, what="--end"),
+        step=parse_duration(args.step, what="--step") if args.step else sync_period,
+    )
+
+
+def _query(text: str) -> tuple[str, str]:
+    """``NAME=PROMQL`` names a column; a bare query (even one with ``=`` inside) is demand."""
+    name, sep, query = text.partition("=")
+    if sep and name.isidentifier() and not query.startswith("="):
+        return name, query
+    return DEMAND, text
+
+
+def _warn_unused_columns(trace: Trace, scenarios: Sequence[Scenario]) -> None:
+    used = {DEMAND} | {m.name for s in scenarios for m in s.spec.metrics}
+    unused = sorted(set(trace.columns) - used)
+    if unused:
+        print(f"note: trace column(s) {', '.join(unused)} match no metric; ignored",
+              file=sys.stderr)
+
+
+def _progress(label: str) -> Progress | None:
+    """A one-line bar on stderr, only for a terminal (logs and pipes stay clean)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        if total < PROGRESS_MIN_STEPS:
+            return
+        width = 30
+        filled = width * done // total
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r{label}: [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{done}/{total} steps{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def write_outputs(timelines: Sequence[Timeline], out: Path, *, plot_png: bool) -> Outputs:
+    """The timeline(s), the summary and the plot, in ``out`` (created if needed)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SimulationError(f"cannot create {out}: {error.strerror or error}") from None
+    written: list[Path] = []
+    for index, timeline in enumerate(timelines):
+        suffix = "" if index == 0 else "-compare"
+        for name, write in (("csv", write_timeline_csv), ("json", write_timeline_json)):
+            path = out / f"timeline{suffix}.{name}"
+            write(timeline, path)
+            written.append(path)
+    write_summary([summarize(t) for t in timelines], out / "summary.json")
+    written.append(out / "summary.json")
+    if plot_png:
+        from autoscaler.simulate.plot import plot  # matplotlib takes a while to import
+
+        plot(timelines, out / "simulation.png")
+        written.append(out / "simulation.png")
+    return Outputs(directory=out, written=tuple(written))
