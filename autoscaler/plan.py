@@ -50,7 +50,7 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
 
 
 def reason_of(state: TargetState) -> str:
-    """Our step vocabulary with upstream's condition reasons, e.g. 'PolicyLimited (ScaleUpLimit)'."""
+    """Our steps with upstream's condition reasons, e.g. 'PolicyLimited (ScaleUpLimit)'."""
     decision = state.last_decision
     if decision is None:
         return state.last_outcome + (f": {state.last_error}" if state.last_error else "")
@@ -96,8 +96,9 @@ def rows(config: Config, states: dict[str, TargetState]) -> list[list[str]]:
 
 def render_table(table: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                     for row in table)
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in table)
 
 
 def explain(decision: Decision) -> list[str]:
@@ -109,8 +110,9 @@ def explain(decision: Decision) -> list[str]:
             continue
         pods = (f"pods ready {p.ready_pods}, unready {p.unready_pods}, missing {p.missing_pods},"
                 f" ignored {p.ignored_pods}") if p.ready_pods is not None else "no pod list used"
-        rebalanced = (f", after counting unready/missing pods conservatively {p.rebalanced_ratio:.4f}"
-                      if p.rebalanced_ratio is not None else "")
+        rebalanced = (
+            f", after counting unready/missing pods conservatively {p.rebalanced_ratio:.4f}"
+            if p.rebalanced_ratio is not None else "")
         tolerance = " (within tolerance: keep current)" if p.within_tolerance else ""
         lines.append(f"    {outcome.description}: ratio {p.ratio:.4f}{rebalanced}{tolerance};"
                      f" {pods} -> proposes {p.replicas}")
