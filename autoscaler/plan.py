@@ -116,8 +116,9 @@ def explain(decision: Decision) -> list[str]:
         tolerance = " (within tolerance: keep current)" if p.within_tolerance else ""
         lines.append(f"    {outcome.description}: ratio {p.ratio:.4f}{rebalanced}{tolerance};"
                      f" {pods} -> proposes {p.replicas}")
-    lines.append(f"    combined proposal {decision.proposal} (largest wins); after stabilization"
-                 f" {decision.stabilized}; after rate limits and bounds {decision.desired_replicas}")
+    lines.append(f"    combined proposal {decision.proposal} (largest wins);"
+                 f" after stabilization {decision.stabilized};"
+                 f" after rate limits and bounds {decision.desired_replicas}")
     lines += [f"    {c.type}={'True' if c.status else 'False'} {c.reason}: {c.message}"
               for c in decision.conditions]
     return lines
