@@ -1,0 +1,235 @@
+"""Plan a pass's queries (each distinct one once) and split the answers back per target.
+
+Planning turns every (target, metric) into a ``Slot``: which shared query answers it and how to
+read the answer. Identical (server, PromQL) pairs collapse into one ``QueryKey``, so N targets
+sharing a query cost one query. Built-in resource queries are grouped per (server, resource,
+per-container or not, window) across all targets, with the namespaces of all of them in one
+regex: one query per group, whatever the number of targets.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from autoscaler.adapters.prometheus import queries
+from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
+from autoscaler.adapters.prometheus.parse import (
+    Sample,
+    all_values,
+    pod_samples,
+    single_value,
+)
+from autoscaler.algorithm import (
+    ExternalMetricValues,
+    MetricSourceType,
+    MetricSpec,
+    MetricTargetType,
+    MetricUnavailable,
+    MetricValues,
+    ObjectMetricValue,
+    PodMetricValues,
+)
+from autoscaler.errors import AutoscalerError, BadDataError
+
+
+class Shape(StrEnum):
+    POD_VECTOR = "pod-vector"
+    """A user query yielding one series per pod (Pods, or a Resource override)."""
+    RESOURCE = "resource"
+    """The built-in query grouped by (namespace, pod)."""
+    CONTAINER = "container"
+    """The built-in query grouped by (namespace, pod, container)."""
+    OBJECT = "object"
+    EXTERNAL = "external"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QueryKey:
+    server: str
+    promql: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slot:
+    """How one target's metric is answered."""
+
+    shape: Shape
+    query: QueryKey
+    window: float
+    container: str | None = None
+    resource: str | None = None
+    requests: QueryKey | None = None
+    """The kube-state-metrics requests query, when the target's requests come from there."""
+
+
+Planned = Slot | MetricUnavailable
+Answers = Mapping[QueryKey, Sequence[Sample] | AutoscalerError]
+
+_SHAPES = {
+    MetricSourceType.PODS: Shape.POD_VECTOR,
+    MetricSourceType.OBJECT: Shape.OBJECT,
+    MetricSourceType.EXTERNAL: Shape.EXTERNAL,
+}
+_RESOURCE_TYPES = (MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    slots: Mapping[str, tuple[Planned, ...]]
+
+    @property
+    def queries(self) -> tuple[QueryKey, ...]:
+        keys = {s.query for row in self.slots.values() for s in row if isinstance(s, Slot)}
+        keys |= {s.requests for row in self.slots.values() for s in row
+                 if isinstance(s, Slot) and s.requests is not None}
+        return tuple(sorted(keys))
+
+
+def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool]) -> Plan:
+    """Every target's slots; each distinct (server, query) appears once in ``Plan.queries``."""
+    usage_ns: dict[tuple[str, str, bool, float], set[str]] = defaultdict(set)
+    requests_ns: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for target in requests:  # first pass: which namespaces each shared query must cover
+        for spec, query in zip(target.metrics, target.queries, strict=False):
+            if spec.type in _RESOURCE_TYPES and known(target.server):
+                if query.query is None:
+                    usage_ns[_usage_group(target.server, spec, query)].add(target.namespace)
+                if _needs_requests(spec, query):
+                    requests_ns[(target.server, spec.name)].add(target.namespace)
+    shared = _SharedQueries(usage_ns, requests_ns)
+    return Plan(slots={t.key: _target_slots(t, known, shared) for t in requests})
+
+
+def _usage_group(server: str, spec: MetricSpec, query: QuerySettings) -> tuple[
+        str, str, bool, float]:
+    return (server, spec.name, spec.type is MetricSourceType.CONTAINER_RESOURCE, query.window)
+
+
+def _needs_requests(spec: MetricSpec, query: QuerySettings) -> bool:
+    # Requests only matter for utilization targets; the pods' own specs are the default source.
+    return (query.requests_source == "kube-state-metrics"
+            and spec.target.type is MetricTargetType.UTILIZATION)
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedQueries:
+    usage_ns: Mapping[tuple[str, str, bool, float], set[str]]
+    requests_ns: Mapping[tuple[str, str], set[str]]
+
+    def usage(self, server: str, spec: MetricSpec, query: QuerySettings) -> QueryKey:
+        group = _usage_group(server, spec, query)
+        promql = queries.usage_query(spec.name, namespaces=self.usage_ns[group],
+                                     per_container=group[2], window=query.window)
+        return QueryKey(server, promql)
+
+    def requests(self, server: str, resource: str) -> QueryKey:
+        namespaces = self.requests_ns[(server, resource)]
+        return QueryKey(server, queries.requests_query(resource, namespaces=namespaces))
+
+
+def _target_slots(
+    target: TargetRequest, known: Callable[[str], bool], shared: _SharedQueries
+) -> tuple[Planned, ...]:
+    if not known(target.server):
+        reason = f"unknown Prometheus server {target.server!r}"
+        return tuple(MetricUnavailable(reason=reason) for _ in target.metrics)
+    if len(target.queries) != len(target.metrics):
+        reason = f"{len(target.queries)} query settings for {len(target.metrics)} metrics"
+        return tuple(MetricUnavailable(reason=reason) for _ in target.metrics)
+    return tuple(_slot(target, spec, query, shared)
+                 for spec, query in zip(target.metrics, target.queries, strict=True))
+
+
+def _slot(
+    target: TargetRequest, spec: MetricSpec, query: QuerySettings, shared: _SharedQueries
+) -> Planned:
+    if spec.type in _RESOURCE_TYPES:
+        return _resource_slot(target, spec, query, shared)
+    if query.query is None:
+        return MetricUnavailable(reason=f"{spec.type} metric {spec.name!r} has no query")
+    rendered = _render(target, query.query, container="")
+    if isinstance(rendered, MetricUnavailable):
+        return rendered
+    return Slot(shape=_SHAPES[spec.type], query=QueryKey(target.server, rendered),
+                window=query.window)
+
+
+def _resource_slot(
+    target: TargetRequest, spec: MetricSpec, query: QuerySettings, shared: _SharedQueries
+) -> Planned:
+    per_container = spec.type is MetricSourceType.CONTAINER_RESOURCE
+    requests = shared.requests(target.server, spec.name) if _needs_requests(spec, query) else None
+    if query.query is not None:  # the user's query replaces the built-in usage query
+        rendered = _render(target, query.query, container=spec.container or "")
+        if isinstance(rendered, MetricUnavailable):
+            return rendered
+        return Slot(shape=Shape.POD_VECTOR, query=QueryKey(target.server, rendered),
+                    window=query.window, resource=spec.name, requests=requests)
+    if spec.name not in queries.BUILT_IN_RESOURCES:
+        return MetricUnavailable(
+            reason=f"no built-in query for resource {spec.name!r}; set a query for it")
+    return Slot(
+        shape=Shape.CONTAINER if per_container else Shape.RESOURCE,
+        query=shared.usage(target.server, spec, query), window=query.window,
+        container=spec.container if per_container else None, resource=spec.name,
+        requests=requests,
+    )
+
+
+def _render(target: TargetRequest, template: str, *, container: str) -> str | MetricUnavailable:
+    try:
+        return queries.render(
+            template, namespace=target.namespace, name=target.name, kind=target.kind,
+            pods=(pod.name for pod in target.pods), container=container,
+        )
+    except (KeyError, ValueError) as error:
+        return MetricUnavailable(reason=f"cannot render the query template: {error!r}")
+
+
+# --- splitting answers per target ------------------------------------------------------------
+
+
+def extract(slot: Slot, target: TargetRequest, answers: Answers) -> tuple[MetricValues, list[str]]:
+    """This target's value for ``slot`` from the pass's answers, plus non-fatal notes."""
+    answer = answers.get(slot.query)
+    if answer is None:
+        return MetricUnavailable(reason="the query was not run before the deadline"), []
+    try:
+        if isinstance(answer, AutoscalerError):
+            raise answer
+        return _read(slot, target, answer)
+    except AutoscalerError as error:
+        return MetricUnavailable(reason=f"{type(error).__name__}: {error}"), []
+
+
+def _read(slot: Slot, target: TargetRequest, samples: Sequence[Sample]) -> tuple[
+        MetricValues, list[str]]:
+    if slot.shape is Shape.OBJECT:
+        return ObjectMetricValue(value=single_value(samples)), []
+    if slot.shape is Shape.EXTERNAL:
+        return ExternalMetricValues(values=all_values(samples)), []
+    pods = frozenset(pod.name for pod in target.pods)
+    if slot.shape is Shape.CONTAINER and slot.container is not None:
+        _check_container_present(samples, target.namespace, pods, slot.container)
+    found, notes = pod_samples(samples, namespace=target.namespace, pods=pods,
+                               window=slot.window, container=slot.container)
+    return PodMetricValues(samples=found), notes
+
+
+def _check_container_present(
+    samples: Sequence[Sample], namespace: str, pods: frozenset[str], container: str
+) -> None:
+    # Upstream: a pod with metrics but none for the named container fails the whole metric
+    # ("container %s not present in metrics for pod %s/%s").
+    seen: dict[str, bool] = {}
+    for sample in samples:
+        pod = sample.labels.get("pod", "")
+        if pod in pods and sample.labels.get("namespace") == namespace:
+            seen[pod] = seen.get(pod, False) or sample.labels.get("container") == container
+    missing = sorted(pod for pod, has in seen.items() if not has)
+    if missing:
+        raise BadDataError(
+            f"container {container} not present in metrics for pod {namespace}/{missing[0]}")

@@ -1,0 +1,79 @@
+"""Container requests from kube-state-metrics, for targets configured to take them from there.
+
+``kube_pod_container_resource_requests`` (cores for cpu, bytes for memory) is read once per
+(server, resource) for all such targets and folded into each target's ``Pod`` objects: a
+container's request for that resource is replaced by the series' value; containers without a
+series keep what the pod spec says, containers only kube-state-metrics knows are added. If the
+requests query fails, the utilization metric that needed it is unavailable this pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot
+from autoscaler.adapters.prometheus.parse import Sample, to_milli
+from autoscaler.algorithm import Container, MetricUnavailable, Pod
+from autoscaler.errors import AutoscalerError, BadDataError
+
+PodRequests = dict[str, dict[str, dict[str, int]]]
+"""pod -> container -> resource -> milli-units."""
+
+
+def fold_requests(
+    pods: Sequence[Pod], namespace: str, slots: Sequence[Planned], answers: Answers
+) -> tuple[tuple[Pod, ...] | None, dict[int, MetricUnavailable], list[str]]:
+    """Pods with kube-state-metrics requests, failures by metric index, and notes.
+
+    Returns ``None`` for the pods when no slot asks for kube-state-metrics requests.
+    """
+    found: PodRequests = {}
+    failed: dict[int, MetricUnavailable] = {}
+    notes: list[str] = []
+    asked = False
+    for index, slot in enumerate(slots):
+        if not isinstance(slot, Slot) or slot.requests is None or slot.resource is None:
+            continue
+        asked = True
+        answer = answers.get(slot.requests)
+        if answer is None or isinstance(answer, AutoscalerError):
+            why = "not run before the deadline" if answer is None else f"{answer}"
+            failed[index] = MetricUnavailable(reason=f"requests query failed: {why}")
+            continue
+        _collect(answer, slot.resource, namespace, {p.name for p in pods},
+                 found=found, notes=notes)
+    if not asked:
+        return None, {}, []
+    return tuple(_with_requests(pod, found.get(pod.name, {})) for pod in pods), failed, notes
+
+
+def _collect(
+    samples: Sequence[Sample], resource: str, namespace: str, names: set[str], *,
+    found: PodRequests, notes: list[str],
+) -> None:
+    for sample in samples:
+        pod, container = sample.labels.get("pod"), sample.labels.get("container")
+        if pod not in names or container is None or sample.labels.get("namespace") != namespace:
+            continue
+        try:
+            value = to_milli(sample.raw)
+        except BadDataError as error:
+            notes.append(f"request of {pod}/{container} for {resource}: {error}")
+            continue
+        found.setdefault(pod, {}).setdefault(container, {})[resource] = value
+
+
+def _with_requests(pod: Pod, by_container: Mapping[str, Mapping[str, int]]) -> Pod:
+    if not by_container:
+        return pod
+    known = {c.name for c in pod.containers}
+    containers = [
+        replace(c, requests={**c.requests, **by_container.get(c.name, {})})
+        for c in pod.containers
+    ]
+    containers += [
+        Container(name=name, requests=dict(requests))
+        for name, requests in sorted(by_container.items()) if name not in known
+    ]
+    return replace(pod, containers=tuple(containers))

@@ -1,0 +1,152 @@
+"""Shape and value checks on what prometheus-api-client returns.
+
+The client drops ``resultType``: an instant vector arrives as a list of
+``{"metric": {...}, "value": [ts, "v"]}`` dicts, a scalar (or string) as ``[ts, "v"]``, a range
+vector as dicts with ``"values"``. Values are strings and may be ``"NaN"``, ``"+Inf"`` or
+``"-Inf"``. Everything that is not a usable number becomes a ``BadDataError`` naming the
+problem; nothing here ever turns garbage into zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autoscaler.algorithm import Milli, PodSample
+from autoscaler.errors import BadDataError
+
+_MAX_ABS = 9e12
+"""Beyond this, value * 1000 no longer fits a float's 53-bit integer range exactly."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One series of an instant-query answer; ``raw`` is the value as Prometheus sent it."""
+
+    labels: Mapping[str, str]
+    raw: str
+    timestamp: float
+
+
+def parse_result(result: Any) -> list[Sample]:
+    """Turn the client's ``data.result`` into samples; raise ``BadDataError`` on any other shape."""
+    if not isinstance(result, list):
+        raise BadDataError(f"unexpected answer of type {type(result).__name__}")
+    if len(result) == 2 and not isinstance(result[0], dict):
+        return [_pair({}, result)]  # a scalar or string result: [ts, "v"]
+    return [_series(item) for item in result]
+
+
+def _series(item: Any) -> Sample:
+    if not isinstance(item, dict):
+        raise BadDataError(f"unexpected series of type {type(item).__name__}")
+    if "values" in item:
+        raise BadDataError("query returned a range vector; an instant vector is needed")
+    labels = item.get("metric")
+    if not isinstance(labels, dict) or "value" not in item:
+        raise BadDataError("series without 'metric' labels or 'value'")
+    return _pair({str(k): str(v) for k, v in labels.items()}, item["value"])
+
+
+def _pair(labels: Mapping[str, str], pair: Any) -> Sample:
+    if not (isinstance(pair, list | tuple) and len(pair) == 2):
+        raise BadDataError(f"malformed sample value {str(pair)[:80]!r}")
+    try:
+        timestamp = float(pair[0])
+    except (TypeError, ValueError) as error:
+        raise BadDataError(f"malformed sample timestamp {str(pair[0])[:40]!r}") from error
+    return Sample(labels=labels, raw=str(pair[1]), timestamp=timestamp)
+
+
+def to_milli(raw: str) -> Milli:
+    """A Prometheus sample value as milli-units (0.25 cores -> 250; 1 byte -> 1000).
+
+    NaN, infinities, negative and non-numeric values raise ``BadDataError``: none of them is
+    a usage, and treating one as zero could scale a workload down.
+    """
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadDataError(f"non-numeric value {raw[:40]!r}") from None
+    if math.isnan(value):
+        raise BadDataError("value is NaN")
+    if math.isinf(value):
+        raise BadDataError(f"value is {'+' if value > 0 else '-'}Inf")
+    if value < 0:
+        raise BadDataError(f"negative value {value:g}")
+    if value > _MAX_ABS:
+        raise BadDataError(f"value {value:g} is too large to use")
+    return Milli(round(value * 1000))
+
+
+def check_series_count(samples: Sequence[Sample], max_series: int) -> None:
+    """A series explosion (a broken label, a missing aggregation) is bad data, not a value."""
+    if len(samples) > max_series:
+        raise BadDataError(
+            f"series explosion: {len(samples)} series, more than the limit of {max_series}"
+        )
+
+
+def pod_samples(
+    samples: Sequence[Sample], *, namespace: str, pods: frozenset[str], window: float,
+    container: str | None = None,
+) -> tuple[dict[str, PodSample], list[str]]:
+    """Per-pod samples for the target's ``pods``, plus notes on pods dropped for bad values.
+
+    A series without a ``pod`` label, or two series for one pod, make the whole vector bad
+    data (the query lacks an aggregation). Series of other namespaces (when labelled) and
+    other pods are ignored. A pod whose value is NaN, infinite, negative or non-numeric is
+    left out, so the core treats it as missing (never as zero); the notes say which and why.
+    With ``container``, only that container's series count (built-in per-container queries).
+    """
+    found: dict[str, PodSample] = {}
+    dropped: dict[str, str] = {}
+    for sample in samples:
+        pod = sample.labels.get("pod")
+        if pod is None:
+            raise BadDataError("a series has no 'pod' label; aggregate with sum by (pod)")
+        if pod not in pods or sample.labels.get("namespace", namespace) != namespace:
+            continue
+        if container is not None and sample.labels.get("container") != container:
+            continue
+        if pod in found or pod in dropped:
+            raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")
+        try:
+            found[pod] = PodSample(value=to_milli(sample.raw), timestamp=sample.timestamp,
+                                   window=window)
+        except BadDataError as error:
+            dropped[pod] = f"pod {pod}: {error}"
+    if not found:
+        detail = f" ({'; '.join(dropped.values())})" if dropped else ""
+        raise BadDataError(f"no usable sample for any of the target's {len(pods)} pods{detail}")
+    return found, list(dropped.values())
+
+
+def single_value(samples: Sequence[Sample]) -> Milli:
+    """The one value an Object metric query must yield."""
+    if not samples:
+        raise BadDataError("empty result: the query matched no series")
+    if len(samples) > 1:
+        raise BadDataError(f"{len(samples)} series where exactly one is expected")
+    return to_milli(samples[0].raw)
+
+
+def all_values(samples: Sequence[Sample]) -> tuple[Milli, ...]:
+    """Every value of an External metric query (the core sums them); any bad one spoils all."""
+    if not samples:
+        raise BadDataError("empty result: the query matched no series")
+    values = []
+    for sample in samples:
+        try:
+            values.append(to_milli(sample.raw))
+        except BadDataError as error:
+            raise BadDataError(f"series {_describe(sample.labels)}: {error}") from None
+    return tuple(values)
+
+
+def _describe(labels: Mapping[str, str]) -> str:
+    name = labels.get("__name__", "")
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+    return f"{name}{{{inner}}}"[:200]

@@ -1,0 +1,145 @@
+"""``PrometheusSource``: the metrics source the daemon calls once per reconcile pass.
+
+One ``fetch`` plans every target's metrics, runs each distinct (server, query) once and
+concurrently, evaluated at one instant (so all targets see the same snapshot), and splits the
+answers per target. It never raises: an unknown server, a query error, a timeout, an
+unreachable server, a wrong shape, a bad value or a series explosion becomes a
+``MetricUnavailable`` with the reason, for that target's metric only, and is logged with the
+target and metric bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+
+from autoscaler.adapters.prometheus import batch
+from autoscaler.adapters.prometheus.batch import Answers, Plan, QueryKey, Slot
+from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
+from autoscaler.adapters.prometheus.kube_requests import fold_requests
+from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
+from autoscaler.adapters.prometheus.parse import Sample, check_series_count, parse_result
+from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
+from autoscaler.errors import AutoscalerError, BadDataError, TransientError
+
+log = structlog.get_logger(__name__)
+
+
+class PrometheusSource:
+    """Metrics for many targets from one or more Prometheus servers, batched per pass."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerSettings],
+        *,
+        max_workers: int = 4,
+        max_series: int = 5000,
+        retry_attempts: int = 3,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``retry`` overrides ``retry_attempts`` with a whole policy (tests: short waits);
+        ``clock`` gives the Unix time each pass's queries are evaluated at."""
+        policy = retry or RetryPolicy(attempts=retry_attempts)
+        self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
+        self._max_series = max_series
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"PrometheusSource({self._client!r}, max_series={self._max_series})"
+
+    async def fetch(self, requests: Sequence[TargetRequest], *, deadline: float) -> FetchResult:
+        """Values for every target, aligned with its metrics; ``deadline`` is monotonic time."""
+        try:
+            plan = batch.plan(requests, self._client.knows)
+            answers = await self._run_all(plan.queries, deadline)
+            return _assemble(requests, plan, answers, queries_issued=len(plan.queries))
+        except Exception as error:  # a bug must not stop the daemon: hold every target
+            log.exception("metrics fetch failed")
+            reason = MetricUnavailable(reason=f"metrics fetch failed: {type(error).__name__}")
+            return FetchResult(values={t.key: (reason,) * len(t.metrics) for t in requests},
+                               queries_issued=0)
+
+    async def close(self) -> None:
+        self._client.close()
+
+    async def _run_all(self, keys: Sequence[QueryKey], deadline: float) -> Answers:
+        at = self._clock()
+        tasks = {asyncio.ensure_future(self._run(key, at, deadline)): key for key in keys}
+        if not tasks:
+            return {}
+        # The client stops at the deadline on its own; this only guards against a stuck task.
+        done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic())
+                                           + 0.5)
+        for task in pending:
+            task.cancel()
+        answers: dict[QueryKey, Sequence[Sample] | AutoscalerError] = {
+            tasks[task]: task.result() for task in done}
+        for task in pending:
+            answers[tasks[task]] = TransientError("no answer before the pass's deadline")
+        return answers
+
+    async def _run(
+        self, key: QueryKey, at: float, deadline: float
+    ) -> list[Sample] | AutoscalerError:
+        bound = log.bind(server=key.server, query=key.promql[:300])
+        try:
+            raw = await self._client.query(key.server, key.promql, at=at, deadline=deadline)
+            samples = parse_result(raw)
+            check_series_count(samples, self._max_series)
+        except AutoscalerError as error:
+            bound.warning("query failed", error=str(error), kind=type(error).__name__)
+            return error
+        except Exception as error:
+            bound.exception("query failed unexpectedly")
+            return BadDataError(f"unexpected {type(error).__name__} while querying")
+        bound.debug("query answered", series=len(samples))
+        return samples
+
+
+def _assemble(
+    requests: Sequence[TargetRequest], plan: Plan, answers: Answers, *, queries_issued: int
+) -> FetchResult:
+    values: dict[str, tuple[MetricValues, ...]] = {}
+    pods: dict[str, tuple[Pod, ...]] = {}
+    warnings: dict[str, tuple[str, ...]] = {}
+    for target in requests:
+        slots = plan.slots[target.key]
+        with_requests, failed, notes = fold_requests(target.pods, target.namespace, slots, answers)
+        row: list[MetricValues] = []
+        for index, (spec, slot) in enumerate(zip(target.metrics, slots, strict=True)):
+            value, more = _value(slot, target, answers, failed.get(index))
+            row.append(value)
+            notes.extend(f"{spec.name}: {note}" for note in more)
+            _log_value(target.key, spec.name, str(spec.type), value, more)
+        values[target.key] = tuple(row)
+        if with_requests is not None:
+            pods[target.key] = with_requests
+        if notes:
+            warnings[target.key] = tuple(notes)
+    return FetchResult(values=values, queries_issued=queries_issued, pods=pods, warnings=warnings)
+
+
+def _value(
+    slot: Slot | MetricUnavailable, target: TargetRequest, answers: Answers,
+    requests_failure: MetricUnavailable | None,
+) -> tuple[MetricValues, list[str]]:
+    if isinstance(slot, MetricUnavailable):
+        return slot, []
+    value, notes = batch.extract(slot, target, answers)
+    if requests_failure is not None and not isinstance(value, MetricUnavailable):
+        return requests_failure, notes
+    return value, notes
+
+
+def _log_value(
+    target: str, metric: str, kind: str, value: MetricValues, notes: Sequence[str]
+) -> None:
+    bound = log.bind(target=target, metric=metric, metric_type=kind)
+    if isinstance(value, MetricUnavailable):
+        bound.warning("metric unavailable", reason=value.reason)
+    elif notes:
+        bound.warning("samples left out", notes=list(notes))

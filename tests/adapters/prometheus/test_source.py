@@ -1,0 +1,170 @@
+"""Every metric type through ``PrometheusSource.fetch`` against a real Prometheus."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.algorithm import (
+    ExternalMetricValues,
+    MetricSourceType,
+    MetricTargetType,
+    MetricUnavailable,
+    ObjectMetricValue,
+    PodMetricValues,
+)
+from tests.adapters.prometheus.conftest import (
+    CPU,
+    CPU_REQUESTS,
+    CPU_WINDOW,
+    EXTERNAL,
+    MEMORY,
+    PER_POD,
+)
+from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.sim.prometheus import PrometheusProcess
+
+R, CR = MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE
+
+
+@pytest.fixture
+def at() -> float:
+    """The pinned evaluation instant of the test's pass, slightly in the past."""
+    return time.time() - 0.5
+
+
+@pytest.fixture
+async def source(prometheus: PrometheusProcess, at: float) -> AsyncIterator[PrometheusSource]:
+    src = PrometheusSource({"default": Server(url=prometheus.url)}, clock=lambda: at)
+    yield src
+    await src.close()
+
+
+def deadline(seconds: float = 10.0) -> float:
+    return time.monotonic() + seconds
+
+
+def pod_total(table: dict[tuple[str, str, str], float], ns: str, pod: str) -> float:
+    return sum(v for (n, p, _), v in table.items() if (n, p) == (ns, pod))
+
+
+@pytest.mark.parametrize(("resource", "table"), [("cpu", CPU), ("memory", MEMORY)],
+                         ids=["cpu", "memory"])
+async def test_resource_per_pod(
+    source: PrometheusSource, at: float, resource: str, table: dict
+) -> None:
+    """Built-in Resource queries sum a pod's real containers (no pod cgroup, no pause)."""
+    request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(R, resource), Query(window=CPU_WINDOW))])
+    result = await source.fetch([request], deadline=deadline())
+    value = result.values["shop/web"][0]
+    assert isinstance(value, PodMetricValues)
+    for pod in ("web-0", "web-1"):
+        expected = pod_total(table, "shop", pod) * 1000
+        assert value.samples[pod].value == pytest.approx(expected, rel=0.03)
+        assert value.samples[pod].window == CPU_WINDOW
+        assert value.samples[pod].timestamp == pytest.approx(at, abs=1e-3)
+
+
+async def test_container_resource_picks_the_named_container(source: PrometheusSource) -> None:
+    """ContainerResource reads only the named container of each pod."""
+    request = target("shop/web", namespace="shop", pod_names=["web-0"],
+                     metrics=[(spec(CR, "cpu", container="sidecar"), Query(window=CPU_WINDOW))])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, PodMetricValues)
+    assert value.samples["web-0"].value == pytest.approx(CPU["shop", "web-0", "sidecar"] * 1000,
+                                                         rel=0.03)
+
+
+async def test_container_missing_from_a_pod_fails_the_metric(source: PrometheusSource) -> None:
+    """Upstream rule: a pod with metrics but none for the named container invalidates it."""
+    request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(CR, "cpu", container="sidecar"), Query(window=CPU_WINDOW))])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, MetricUnavailable)
+    assert "container sidecar not present in metrics for pod shop/web-1" in value.reason
+
+
+async def test_pods_of_other_targets_are_not_reported(source: PrometheusSource) -> None:
+    """Shared answers are split: each target sees its own pods, absent pods stay absent."""
+    shop = target("shop/web", namespace="shop", pod_names=["web-0", "gone-9"],
+                  metrics=[(spec(R, "cpu"), Query(window=CPU_WINDOW))])
+    blog = target("blog/api", namespace="blog", pod_names=["api-0"],
+                  metrics=[(spec(R, "cpu"), Query(window=CPU_WINDOW))])
+    result = await source.fetch([shop, blog], deadline=deadline())
+    shop_value, blog_value = result.values["shop/web"][0], result.values["blog/api"][0]
+    assert isinstance(shop_value, PodMetricValues)
+    assert isinstance(blog_value, PodMetricValues)
+    assert set(shop_value.samples) == {"web-0"}
+    assert set(blog_value.samples) == {"api-0"}
+    assert result.queries_issued == 1
+
+
+async def test_resource_query_override(source: PrometheusSource) -> None:
+    """A user query on a Resource metric replaces the built-in usage query."""
+    query = Query(query='sum by (pod) (container_memory_working_set_bytes{namespace="$namespace",'
+                        'pod=~"$pod_regex",container="app"})')
+    request = target("shop/web", namespace="shop", pod_names=["web-1"],
+                     metrics=[(spec(R, "memory"), query)])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, PodMetricValues)
+    assert value.samples["web-1"].value == MEMORY["shop", "web-1", "app"] * 1000
+
+
+async def test_requests_from_kube_state_metrics(source: PrometheusSource) -> None:
+    """kube-state-metrics requests are folded into the pods (duplicates of replicas merged)."""
+    query = Query(window=CPU_WINDOW, requests_source="kube-state-metrics")
+    request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(R, "cpu", target=MetricTargetType.UTILIZATION), query)])
+    result = await source.fetch([request], deadline=deadline())
+    assert isinstance(result.values["shop/web"][0], PodMetricValues)
+    assert result.queries_issued == 2
+    requests = {(p.name, c.name): c.requests["cpu"]
+                for p in result.pods["shop/web"] for c in p.containers}
+    expected = {(pod, c): round(v * 1000) for (_, pod, c), v in CPU_REQUESTS.items()}
+    assert requests == expected
+
+
+async def test_pods_metric(source: PrometheusSource) -> None:
+    """A Pods query yields one sample per pod of the target, keyed by the pod label."""
+    query = Query(query="http_requests_per_second", window=30)
+    request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(MetricSourceType.PODS, "rps"), query)])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, PodMetricValues)
+    assert {p: s.value for p, s in value.samples.items()} == {
+        "web-0": PER_POD["shop", "web-0"] * 1000, "web-1": PER_POD["shop", "web-1"] * 1000}
+    assert all(s.window == 30 for s in value.samples.values())
+
+
+@pytest.mark.parametrize("promql", ['ingress_requests_per_second{ingress="main"}',
+                                    'scalar(ingress_requests_per_second{ingress="main"})'],
+                         ids=["vector", "scalar"])
+async def test_object_metric(source: PrometheusSource, promql: str) -> None:
+    """An Object query yields its single value, from a one-series vector or a scalar."""
+    request = target("shop/web", namespace="shop", pod_names=["web-0"],
+                     metrics=[(spec(MetricSourceType.OBJECT, "rps"), Query(query=promql))])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert value == ObjectMetricValue(value=42500)
+
+
+async def test_external_metric_returns_every_series(source: PrometheusSource) -> None:
+    """An External query returns every matching value; the core sums them."""
+    request = target("shop/web", namespace="shop", pod_names=["web-0"],
+                     metrics=[(spec(MetricSourceType.EXTERNAL, "q"), Query(query="queue_messages"))])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, ExternalMetricValues)
+    assert sorted(value.values) == sorted(round(v * 1000) for v in EXTERNAL.values())
+
+
+async def test_values_align_with_metrics(source: PrometheusSource) -> None:
+    """Values come back in the order of the target's metrics, one per metric."""
+    metrics = [(spec(MetricSourceType.EXTERNAL, "q"), Query(query="queue_messages")),
+               (spec(R, "memory"), Query()),
+               (spec(MetricSourceType.OBJECT, "o"), Query(query="ingress_requests_per_second"))]
+    request = target("shop/web", namespace="shop", pod_names=["web-0"], metrics=metrics)
+    row = (await source.fetch([request], deadline=deadline())).values["shop/web"]
+    assert [type(v) for v in row] == [ExternalMetricValues, PodMetricValues, ObjectMetricValue]
