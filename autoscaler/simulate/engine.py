@@ -73,6 +73,10 @@ class Row:
     """The ScalingLimited reason when the count was limited, else empty."""
     error: str | None
 
+    @property
+    def rescale(self) -> bool:
+        return self.desired != self.current
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:

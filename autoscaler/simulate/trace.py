@@ -46,18 +46,18 @@ class Trace:
     def on_grid(
         self, column: str, grid: Sequence[float], interpolation: Interpolation = "step"
     ) -> list[Value]:
-        """The column's value at each grid time (sorted); before the first point: the first."""
+        """The column's value at each grid time; before the first point: the first."""
         values = self.columns[column]
-        out: list[Value] = []
-        for t in grid:
-            index = max(bisect.bisect_right(self.times, t) - 1, 0)
-            value = values[index]
-            if interpolation == "linear" and index + 1 < len(self.times) and value is not None:
-                after = values[index + 1]
-                t0, t1 = self.times[index], self.times[index + 1]
-                value = None if after is None else value + (after - value) * (t - t0) / (t1 - t0)
-            out.append(value)
-        return out
+        return [self._at(values, t, interpolation) for t in grid]
+
+    def _at(self, values: tuple[Value, ...], t: float, interpolation: Interpolation) -> Value:
+        index = max(bisect.bisect_right(self.times, t) - 1, 0)
+        value, t0 = values[index], self.times[index]
+        if interpolation == "step" or t <= t0 or index + 1 == len(self.times) or value is None:
+            return value
+        after, t1 = values[index + 1], self.times[index + 1]
+        # A gap on either side stays a gap in between.
+        return None if after is None else value + (after - value) * (t - t0) / (t1 - t0)
 
 
 def make_trace(
