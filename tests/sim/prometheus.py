@@ -25,9 +25,10 @@ API (plain context managers; wrap them in fixtures of the scope you need)::
   until ``/-/ready``, and kills the process and removes the temp dir on exit. A missing binary
   raises ``PrometheusMissingError`` (a hard failure, never a skip).
 - ``backfill(data_dir, openmetrics_text)``: ``promtool tsdb create-blocks-from openmetrics``.
-- ``LoopbackHTTPServer(handler)``: an HTTP server whose every request goes to
-  ``handler(StubRequest) -> StubResponse``; ``prometheus_vector(...)`` builds a
-  ``/api/v1/query`` answer for it.
+- ``LoopbackHTTPServer(handler, tls=None)``: an HTTP(S) server whose every request goes to
+  ``handler(StubRequest) -> StubResponse`` and is kept in ``requests``; ``count(path)``;
+  ``prometheus_vector(...)`` / ``prometheus_error(...)`` build ``/api/v1/query`` answers;
+  ``self_signed_cert(dir)`` makes a (cert, key) for ``tls``.
 - ``CountingProxy(upstream_url)``: forwards to a real Prometheus and counts requests per path
   (``count("/api/v1/query")``) and records the PromQL it saw (``queries``).
 """
@@ -42,6 +43,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -107,13 +109,21 @@ Handler = Callable[[StubRequest], StubResponse]
 class LoopbackHTTPServer:
     """A threaded HTTP server on 127.0.0.1 that hands every request to ``handler``."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, *, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls`` is (certificate, key) to serve HTTPS, e.g. from ``self_signed_cert``."""
         self.handler = handler
         self.requests: list[StubRequest] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._request_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile=tls[0], keyfile=tls[1])
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def port(self) -> int:
@@ -121,7 +131,7 @@ class LoopbackHTTPServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def count(self, path: str) -> int:
         with self._lock:
@@ -182,6 +192,18 @@ class LoopbackHTTPServer:
                 """Silence the per-request stderr line."""
 
         return _Handler
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (its own CA) and its key, made with ``openssl``."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
 
 
 def prometheus_vector(

@@ -5,7 +5,8 @@ prometheus-api-client is synchronous (requests), so every query runs in one boun
 sessions are not documented as thread-safe. The client's own retries are off
 (``Retry(total=0)``); tenacity retries transient faults with exponential backoff and explicit
 jitter, and stops before the pass's deadline. Library exceptions become ``TransientError``
-(timeouts, refused connections, 5xx, 429), ``PermissionError_`` (401/403), ``BadQueryError``
+(timeouts, refused connections, 5xx, 429), ``PermissionError_`` (401/403, a certificate that
+does not verify), ``BadQueryError``
 (other 4xx: PromQL errors) or ``BadDataError`` (an answer that is not Prometheus JSON).
 
 Credentials are read from files on each query and re-read when the file changes (stat: mtime,
@@ -212,6 +213,10 @@ class PrometheusClient:
             raise _classify_status(str(error)) from None
         except requests.Timeout:
             raise TransientError(f"{target.safe_url} timed out after {timeout:.2f}s") from None
+        except requests.exceptions.SSLError:
+            # Not worth retrying within a pass: a certificate does not become valid in seconds.
+            raise PermissionError_(f"TLS verification of {target.safe_url} failed "
+                                   "(check ca_file)") from None
         except requests.ConnectionError as error:
             raise TransientError(
                 f"cannot connect to {target.safe_url}: {_root_cause(error)}") from None

@@ -1,0 +1,85 @@
+"""Batching: each distinct query once per pass, counted by the source and on the wire."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.algorithm import MetricSourceType, PodMetricValues
+from tests.adapters.prometheus.conftest import CPU_WINDOW, PER_POD
+from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.sim.prometheus import CountingProxy, PrometheusProcess
+
+R, CR, PODS = (MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE,
+               MetricSourceType.PODS)
+HOMES = (("shop", ["web-0", "web-1"]), ("blog", ["api-0"]))
+
+
+@pytest.fixture
+def proxy(prometheus: PrometheusProcess) -> Iterator[CountingProxy]:
+    with CountingProxy(prometheus.url) as counting:
+        yield counting
+
+
+@pytest.fixture
+async def source(proxy: CountingProxy) -> AsyncIterator[PrometheusSource]:
+    src = PrometheusSource({"default": Server(url=proxy.url)})
+    yield src
+    await src.close()
+
+
+def shared_targets(n: int) -> list:
+    """N targets over two namespaces, each with a shared Pods query and cpu and memory."""
+    metrics = [(spec(PODS, "rps"), Query(query="http_requests_per_second")),
+               (spec(R, "cpu"), Query(window=CPU_WINDOW)),
+               (spec(R, "memory"), Query(window=CPU_WINDOW))]
+    return [target(f"t{i}", namespace=HOMES[i % 2][0], pod_names=HOMES[i % 2][1],
+                   metrics=metrics) for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 20, 200], ids=lambda n: f"{n}-targets")
+async def test_shared_queries_run_once(
+    source: PrometheusSource, proxy: CountingProxy, n: int
+) -> None:
+    """A shared Pods query plus cpu and memory cost 3 queries per pass, whatever N is."""
+    result = await source.fetch(shared_targets(n), deadline=time.monotonic() + 20)
+    assert result.queries_issued == 3
+    assert proxy.count("/api/v1/query") == 3
+    assert all(isinstance(v, PodMetricValues) for row in result.values.values() for v in row)
+
+
+async def test_shared_answer_is_split_per_target(source: PrometheusSource) -> None:
+    """One shared Pods answer gives each target exactly its own pods' values."""
+    result = await source.fetch(shared_targets(2), deadline=time.monotonic() + 10)
+    for key, (namespace, pods) in (("t0", HOMES[0]), ("t1", HOMES[1])):
+        value = result.values[key][0]
+        assert isinstance(value, PodMetricValues)
+        assert {p: s.value for p, s in value.samples.items()} == {
+            p: PER_POD[namespace, p] * 1000 for p in pods}
+
+
+async def test_built_in_queries_cover_every_namespace_at_once(
+    source: PrometheusSource, proxy: CountingProxy
+) -> None:
+    """Resource and ContainerResource cpu for targets in two namespaces: one query each."""
+    metrics = [(spec(R, "cpu"), Query(window=CPU_WINDOW)),
+               (spec(CR, "cpu", container="app"), Query(window=CPU_WINDOW))]
+    targets = [target(f"t{i}", namespace=ns, pod_names=pods, metrics=metrics)
+               for i, (ns, pods) in enumerate(HOMES)]
+    result = await source.fetch(targets, deadline=time.monotonic() + 10)
+    assert (result.queries_issued, proxy.count("/api/v1/query")) == (2, 2)
+    assert all('namespace=~"blog|shop"' in q for q in proxy.queries)
+
+
+async def test_per_target_templates_are_per_target_queries(
+    source: PrometheusSource, proxy: CountingProxy
+) -> None:
+    """A template naming the target renders differently per target: one query each."""
+    query = Query(query='http_requests_per_second{namespace="$namespace",pod=~"$pod_regex"}')
+    targets = [target(f"t{i}", namespace=ns, pod_names=pods, metrics=[(spec(PODS, "r"), query)])
+               for i, (ns, pods) in enumerate(HOMES)]
+    result = await source.fetch(targets, deadline=time.monotonic() + 10)
+    assert (result.queries_issued, proxy.count("/api/v1/query")) == (2, 2)
