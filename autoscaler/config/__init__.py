@@ -1,0 +1,46 @@
+"""The daemon's configuration: one TOML file, checked completely before anything uses it.
+
+``load_config(path)`` returns a ``Config`` (daemon settings, Prometheus servers, Kubernetes
+access, and one ``TargetConfig`` per ``[[autoscaler]]`` table with its HPA spec as the
+algorithm core's types) or raises ``ConfigError`` listing every problem as
+``FILE:LINE: FIELD.PATH: message``. ``config/README.md`` documents every key.
+
+Query templates take these placeholders (``string.Template`` syntax; ``$$`` is a literal ``$``):
+
+- ``${namespace}``: the target's namespace;
+- ``${name}``: ``scaleTargetRef.name``;
+- ``${kind}``: ``scaleTargetRef.kind``;
+- ``${pod_selector}``: ``namespace="<ns>",pod=~"<pod_regex>"``, to put inside ``{...}``;
+- ``${pod_regex}``: the target's current pod names, regex-escaped and joined with ``|``;
+- ``${container}``: a ContainerResource metric's container (empty otherwise).
+
+Modules: ``schema`` (the file's shape, pydantic), ``fields`` (field types), ``settings`` and
+``targets`` (cross-field rules, conversion to ``model``'s dataclasses), ``loader`` (the
+pipeline), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as messages),
+``query`` (templates), ``durations``, ``check`` and ``importer`` (the two subcommands).
+"""
+
+from autoscaler.config.durations import format_duration, parse_duration
+from autoscaler.config.errors import ConfigError, ConfigIssue
+from autoscaler.config.loader import load_config, parse_config
+from autoscaler.config.model import (
+    DEFAULT_SERVER,
+    Config,
+    DaemonSettings,
+    Fallback,
+    KubernetesSettings,
+    LeaderElectionSettings,
+    MetricQuery,
+    PrometheusServer,
+    RequestsSource,
+    ScaleTargetRef,
+    TargetConfig,
+)
+from autoscaler.config.query import PLACEHOLDERS, render_query
+
+__all__ = [
+    "DEFAULT_SERVER", "PLACEHOLDERS", "Config", "ConfigError", "ConfigIssue", "DaemonSettings",
+    "Fallback", "KubernetesSettings", "LeaderElectionSettings", "MetricQuery",
+    "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig", "format_duration",
+    "load_config", "parse_config", "parse_duration", "render_query",
+]

@@ -1,0 +1,90 @@
+"""Configuration problems: one ``ConfigIssue`` per problem, all of them in one ``ConfigError``.
+
+A field path is a tuple of keys and list indices (``("autoscaler", 2, "behavior")``) while
+validating, and the dotted text ``autoscaler[2].behavior`` in messages, so an issue points at
+the exact spot the user has to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from autoscaler.errors import InvalidConfigError
+
+Loc = tuple[str | int, ...]
+"""A field path while validating: keys and list indices."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigIssue:
+    """One problem: where it is (file, TOML line when known, field path) and what is wrong."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class ConfigError(InvalidConfigError):
+    """The configuration is invalid; ``issues`` lists every problem found, in file order."""
+
+    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
+        self.issues: tuple[ConfigIssue, ...] = tuple(issues)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+
+def format_loc(loc: Loc) -> str:
+    """``("autoscaler", 2, "behavior")`` -> ``"autoscaler[2].behavior"``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *, listing: str | None = "") -> str:
+    """A "did you mean" suffix naming the closest candidate, else ``listing`` and the options.
+
+    ``listing=None`` gives no suffix when nothing is close.
+    """
+    options = sorted(candidates)
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if not close:
+        lowered = {option.lower(): option for option in options}
+        close = [lowered[word.lower()]] if word.lower() in lowered else []
+    if close:
+        return f'; did you mean "{close[0]}"?'
+    if listing is None or not options:
+        return ""
+    return f"; {listing or 'expected one of'}: {', '.join(options)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """An issue before it has a file and a line: a field path and a message."""
+
+    loc: Loc
+    message: str
+
+
+class Problems:
+    """Collects problems while checking, so every problem is reported at once."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, loc: Loc, message: str) -> None:
+        problem = Problem(loc=loc, message=message)
+        if problem not in self.items:
+            self.items.append(problem)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)

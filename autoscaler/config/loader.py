@@ -1,0 +1,205 @@
+"""Read a TOML config, check all of it, and return a ``Config`` or raise every problem at once.
+
+Each top-level table is validated on its own, so one bad table does not hide the others'
+problems. A target is its ``[[autoscaler]]`` table merged over ``[defaults]`` (tables merge
+key by key, arrays such as ``metrics`` are replaced whole); a problem in a value that came
+from ``[defaults]`` is reported once, at its ``defaults.`` path. Nothing is returned unless
+the whole file is valid, so a daemon reloading a broken file keeps its old config.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from autoscaler.config.errors import ConfigError, ConfigIssue, Loc, Problems, format_loc
+from autoscaler.config.errors import did_you_mean as _hint
+from autoscaler.config.fields import show
+from autoscaler.config.locate import LineFinder
+from autoscaler.config.model import DEFAULT_SERVER, Config, TargetConfig
+from autoscaler.config.schema import DaemonModel, KubernetesModel, PrometheusModel, TargetModel
+from autoscaler.config.settings import daemon_settings, kubernetes_settings, prometheus_servers
+from autoscaler.config.targets import check_metrics, convert_target
+from autoscaler.config.translate import problems_from
+
+M = TypeVar("M", bound=BaseModel)
+
+SECTIONS = ("daemon", "prometheus", "kubernetes", "defaults", "autoscaler")
+_TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)$")
+
+
+def load_config(path: str | Path) -> Config:
+    """Load and check the file at ``path``; raises ``ConfigError`` listing every problem."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError([ConfigIssue(file=str(file), line=None, path="",
+                                       message=f"cannot read the config: {reason}")]) from None
+    return _load(data, source=str(file), path=file)
+
+
+def parse_config(data: bytes | str, *, source: str = "<string>") -> Config:
+    """Check a config given as text; ``source`` names it in messages."""
+    return _load(data, source=source, path=None)
+
+
+def _load(data: bytes | str, *, source: str, path: Path | None) -> Config:
+    text = _decode(data, source)
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError([_syntax_issue(error, source)]) from None
+    problems = Problems()
+    config = _build(document, problems, path)
+    if problems or config is None:
+        raise ConfigError(_issues(problems, text, source))
+    return config
+
+
+def _decode(data: bytes | str, source: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError([ConfigIssue(file=source, line=None, path="",
+                                       message=f"not UTF-8 text: {error}")]) from None
+
+
+def _syntax_issue(error: tomllib.TOMLDecodeError, source: str) -> ConfigIssue:
+    message = str(error)
+    match = _TOML_POSITION.search(message)
+    line = int(match[1]) if match else None
+    return ConfigIssue(file=source, line=line, path="", message=f"invalid TOML: {message}")
+
+
+def _issues(problems: Problems, text: str, source: str) -> list[ConfigIssue]:
+    finder = LineFinder(text)
+    issues = [
+        ConfigIssue(file=source, line=finder.line_of(p.loc), path=format_loc(p.loc),
+                    message=p.message)
+        for p in problems.items
+    ]
+    return sorted(issues, key=lambda i: (i.line is None, i.line or 0))
+
+
+def _build(document: dict[str, Any], problems: Problems, path: Path | None) -> Config | None:
+    for key in document.keys() - set(SECTIONS):
+        problems.add((key,), f"unknown table{_hint(key, SECTIONS)}")
+    daemon = daemon_settings(_validate(DaemonModel, document.get("daemon"), ("daemon",),
+                                       problems), problems)
+    servers = prometheus_servers(_validate(PrometheusModel, document.get("prometheus"),
+                                           ("prometheus",), problems), problems)
+    kubernetes = kubernetes_settings(_validate(KubernetesModel, document.get("kubernetes"),
+                                               ("kubernetes",), problems), problems)
+    targets = _targets(document, problems, servers=servers.keys(), sync_period=daemon.sync_period)
+    if problems:
+        return None
+    return Config(
+        source=path, daemon=daemon, prometheus=servers[DEFAULT_SERVER],
+        prometheus_servers=MappingProxyType(servers), kubernetes=kubernetes,
+        targets=tuple(targets),
+    )
+
+
+def _validate(model: type[M], value: object, loc: Loc, problems: Problems) -> M | None:
+    try:
+        return model.model_validate({} if value is None else value)
+    except ValidationError as error:
+        for problem in problems_from(error, model, prefix=loc):
+            problems.add(problem.loc, problem.message)
+        return None
+
+
+def _targets(
+    document: dict[str, Any], problems: Problems, *, servers: Any, sync_period: float
+) -> list[TargetConfig]:
+    defaults = _table(document.get("defaults", {}), ("defaults",), problems)
+    if "scaleTargetRef" in defaults:
+        problems.add(("defaults", "scaleTargetRef"), "set scaleTargetRef in each target")
+    _validate(TargetModel, defaults, ("defaults",), problems)
+    raw_targets = document.get("autoscaler", [])
+    if not isinstance(raw_targets, list):
+        problems.add(("autoscaler",), f"must be an array of tables ([[autoscaler]]), "
+                     f"got {show(raw_targets)}")
+        return []
+    found: list[TargetConfig] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_targets):
+        loc = ("autoscaler", index)
+        model, dropped = _merged_target(_table(raw, loc, problems), defaults, loc, problems)
+        target = None if model is None else convert_target(
+            model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,
+            problems=problems)
+        if "metrics" in dropped:
+            check_metrics(merge(defaults, raw).get("metrics"), loc=loc, problems=problems)
+        if target is None:
+            continue
+        if target.key in seen:
+            problems.add((*loc, "scaleTargetRef"), f"duplicate target {target.key}: "
+                         f"autoscaler[{seen[target.key]}] already scales it")
+        seen.setdefault(target.key, index)
+        found.append(target)
+    return found
+
+
+def _table(value: object, loc: Loc, problems: Problems) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    problems.add(loc, f"must be a table, got {show(value)}")
+    return {}
+
+
+def _merged_target(
+    raw: dict[str, Any], defaults: dict[str, Any], loc: Loc, problems: Problems
+) -> tuple[TargetModel | None, frozenset[str]]:
+    """The target merged over the defaults, and the top-level keys dropped as invalid.
+
+    A field that fails validation is reported, then dropped so the rest of the target
+    still gets its cross-field checks (all problems at once, not one round per fix).
+    """
+    merged = merge(defaults, raw)
+    dropped: set[str] = set()
+    for _ in range(2):
+        try:
+            return TargetModel.model_validate(merged), frozenset(dropped)
+        except ValidationError as error:
+            for problem in problems_from(error, TargetModel):
+                from_defaults = not _has(raw, problem.loc) and _has(defaults, problem.loc)
+                where = ("defaults",) if from_defaults else loc
+                problems.add(where + problem.loc, problem.message)
+                if problem.loc and isinstance(problem.loc[0], str):
+                    dropped.add(problem.loc[0])
+                    merged.pop(problem.loc[0], None)
+    return None, frozenset(dropped)
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``override`` over ``base``: tables merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        below = merged.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = merge(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _has(document: Any, loc: Loc) -> bool:
+    current = document
+    for part in loc:
+        in_list = isinstance(part, int) and isinstance(current, list) and part < len(current)
+        if in_list or (isinstance(current, dict) and part in current):
+            current = current[part]
+        else:
+            return False
+    return True

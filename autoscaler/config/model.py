@@ -1,0 +1,136 @@
+"""The validated configuration: plain frozen dataclasses the rest of the daemon reads.
+
+Nothing here knows about TOML or pydantic. A ``Config`` exists only when the whole file
+was valid, so holders of one never see a half-checked value. Durations are float seconds;
+quantities inside ``spec`` are milli-units, as the algorithm core expects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
+
+RequestsSource = Literal["pods", "kube-state-metrics"]
+LogFormat = Literal["json", "console"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+DEFAULT_SERVER = "default"
+"""The name of the ``[prometheus]`` server; ``[prometheus.servers.<name>]`` adds others."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderElectionSettings:
+    enabled: bool = False
+    lease_name: str = "autoscaler"
+    lease_namespace: str | None = None
+    """``None``: the pod's own namespace when in a cluster, else ``default``."""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSettings:
+    sync_period: float = 15.0
+    algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
+    concurrency: int = 10
+    listen_address: str = "127.0.0.1:8080"
+    leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    dry_run: bool = False
+    log_format: LogFormat = "json"
+    log_level: str = "info"
+    state_file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrometheusServer:
+    """One Prometheus-compatible query endpoint (Prometheus, Thanos Query, Mimir, ...)."""
+
+    name: str
+    url: str
+    bearer_token_file: Path | None = None
+    basic_auth_username: str | None = None
+    basic_auth_password_file: Path | None = None
+    headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    timeout: float = 10.0
+    query_params: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    """Extra URL parameters on every query (``dedup=true`` for Thanos, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubernetesSettings:
+    in_cluster: bool | None = None
+    """``None``: in-cluster when the service-account token is mounted, else the kubeconfig."""
+    kubeconfig: Path | None = None
+    context: str | None = None
+    request_timeout: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleTargetRef:
+    api_version: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricQuery:
+    """How one metric of ``spec.metrics`` is read from Prometheus."""
+
+    query: str | None
+    """The user's PromQL template; ``None`` for a Resource metric's built-in query."""
+    requests_source: RequestsSource = "pods"
+    window: float = 60.0
+    """Seconds the query's values average over (the readiness rule for cpu samples uses it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fallback:
+    """After ``failure_threshold`` passes with every metric invalid, go to ``replicas``."""
+
+    failure_threshold: int
+    replicas: int
+    allow_scale_down: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetConfig:
+    key: str
+    """``namespace/Kind/name``: unique across the config."""
+    namespace: str
+    scale_target_ref: ScaleTargetRef
+    spec: AutoscalerSpec
+    metric_queries: tuple[MetricQuery, ...]
+    """Aligned one to one with ``spec.metrics``."""
+    prometheus: str = DEFAULT_SERVER
+    sync_period: float = 15.0
+    paused: bool = False
+    paused_replicas: int | None = None
+    fallback: Fallback | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    source: Path | None
+    daemon: DaemonSettings
+    prometheus: PrometheusServer
+    """The ``[prometheus]`` table: the server named ``default``."""
+    prometheus_servers: Mapping[str, PrometheusServer]
+    """Every server by name, ``default`` included."""
+    kubernetes: KubernetesSettings
+    targets: tuple[TargetConfig, ...]
+
+    def server_for(self, target: TargetConfig) -> PrometheusServer:
+        return self.prometheus_servers[target.prometheus]
+
+
+def target_key(namespace: str, kind: str, name: str) -> str:
+    return f"{namespace}/{kind}/{name}"

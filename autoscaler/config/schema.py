@@ -1,0 +1,253 @@
+"""The TOML file's shape as pydantic models: types, ranges and unknown keys, field by field.
+
+Keys are HPA's camelCase (``minReplicas``, ``scaleTargetRef``) so a manifest transliterates;
+attributes are snake_case through the camel alias generator. Models are strict (TOML has
+types: ``"3"`` is not a replica count) and forbid unknown keys. Optional fields default to
+``None`` meaning "not given": the converter fills defaults, so each default lives in one
+place (``model.py``). Rules that involve several fields are the converter's
+(``targets.py``, ``settings.py``), which knows the paths to report.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from autoscaler.config.fields import (
+    ApiVersion,
+    DnsLabel,
+    Duration,
+    HostPort,
+    Kind,
+    NonEmpty,
+    ObjectName,
+    PositiveDuration,
+    PositiveQuantity,
+    QueryTemplate,
+    ServerName,
+    Tolerance,
+    Url,
+    above,
+    at_least,
+    between,
+    fail,
+)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, alias_generator=to_camel,
+        validate_by_name=False, validate_by_alias=True,
+    )
+
+
+# --- daemon, Prometheus, Kubernetes ---------------------------------------------------------
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class LeaderElectionModel(Model):
+    enabled: bool | None = None
+    lease_name: ObjectName | None = None
+    lease_namespace: DnsLabel | None = None
+    lease_duration: PositiveDuration | None = None
+    renew_deadline: PositiveDuration | None = None
+    retry_period: PositiveDuration | None = None
+
+
+class DaemonModel(Model):
+    sync_period: PositiveDuration | None = None
+    tolerance: Tolerance | None = None
+    cpu_initialization_period: Duration | None = None
+    initial_readiness_delay: Duration | None = None
+    downscale_stabilization: Duration | None = None
+    concurrency: Annotated[int, at_least(1)] | None = None
+    listen_address: HostPort | None = None
+    dry_run: bool | None = None
+    log_format: Literal["json", "console"] | None = None
+    log_level: LogLevel | None = None
+    state_file: NonEmpty | None = None
+    leader_election: LeaderElectionModel | None = None
+
+
+class BasicAuthModel(Model):
+    username: NonEmpty
+    password_file: NonEmpty
+
+
+class ServerModel(Model):
+    url: Url | None = None
+    bearer_token_file: NonEmpty | None = None
+    basic_auth: BasicAuthModel | None = None
+    headers: dict[str, str] | None = None
+    ca_file: NonEmpty | None = None
+    insecure_skip_verify: bool | None = None
+    timeout: PositiveDuration | None = None
+    query_params: dict[str, str] | None = None
+
+
+class PrometheusModel(ServerModel):
+    servers: dict[ServerName, ServerModel] | None = None
+
+
+class KubernetesModel(Model):
+    in_cluster: bool | None = None
+    kubeconfig: NonEmpty | None = None
+    context: NonEmpty | None = None
+    request_timeout: PositiveDuration | None = None
+
+
+# --- metrics (autoscaling/v2 MetricSpec) ----------------------------------------------------
+
+MetricType = Literal["Resource", "ContainerResource", "Pods", "Object", "External"]
+TargetType = Literal["Utilization", "Value", "AverageValue"]
+RequestsFrom = Literal["pods", "kube-state-metrics"]
+
+
+class MetricTargetModel(Model):
+    type: TargetType
+    average_utilization: Annotated[int, above(0)] | None = None
+    average_value: PositiveQuantity | None = None
+    value: PositiveQuantity | None = None
+
+
+class MetricIdentifierModel(Model):
+    name: NonEmpty
+    selector: dict[str, Any] | None = None
+    """A LabelSelector, accepted so manifests transliterate; the PromQL does the selecting."""
+
+
+class ObjectReferenceModel(Model):
+    api_version: ApiVersion | None = None
+    kind: Kind
+    name: ObjectName
+
+
+class _QueryModel(Model):
+    query: QueryTemplate | None = None
+    window: PositiveDuration | None = None
+
+
+class ResourceSourceModel(_QueryModel):
+    name: NonEmpty
+    target: MetricTargetModel
+    requests_from: RequestsFrom | None = None
+
+
+class ContainerResourceSourceModel(ResourceSourceModel):
+    container: NonEmpty
+
+
+class PodsSourceModel(_QueryModel):
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+class ObjectSourceModel(_QueryModel):
+    described_object: ObjectReferenceModel
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+class ExternalSourceModel(_QueryModel):
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+SourceModel = (
+    ResourceSourceModel | ContainerResourceSourceModel | PodsSourceModel | ObjectSourceModel
+    | ExternalSourceModel
+)
+
+SOURCE_KEYS: dict[str, str] = {
+    "Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+    "Object": "object", "External": "external",
+}
+"""The table each metric type keeps its details in (HPA's ``MetricSpec`` layout)."""
+
+
+class MetricModel(Model):
+    type: MetricType
+    resource: ResourceSourceModel | None = None
+    container_resource: ContainerResourceSourceModel | None = None
+    pods: PodsSourceModel | None = None
+    object_: ObjectSourceModel | None = Field(default=None, alias="object")
+    external: ExternalSourceModel | None = None
+
+    def sources(self) -> dict[str, SourceModel]:
+        """The source tables that are set, by their TOML key."""
+        found: dict[str, SourceModel | None] = {
+            "resource": self.resource, "containerResource": self.container_resource,
+            "pods": self.pods, "object": self.object_, "external": self.external,
+        }
+        return {key: value for key, value in found.items() if value is not None}
+
+
+# --- behavior (HorizontalPodAutoscalerBehavior) ---------------------------------------------
+
+
+class PolicyModel(Model):
+    type: Literal["Pods", "Percent"]
+    value: Annotated[int, above(0)]
+    period_seconds: Annotated[int, between(1, 1800)]
+
+
+def _some_policies(value: list[PolicyModel]) -> list[PolicyModel]:
+    if not value:
+        raise fail("must list at least one policy (leave policies out for the defaults)")
+    return value
+
+
+class RulesModel(Model):
+    stabilization_window_seconds: Annotated[int, between(0, 3600)] | None = None
+    select_policy: Literal["Max", "Min", "Disabled"] | None = None
+    policies: Annotated[list[PolicyModel], AfterValidator(_some_policies)] | None = None
+    tolerance: Tolerance | None = None
+
+
+class BehaviorModel(Model):
+    scale_up: RulesModel | None = None
+    scale_down: RulesModel | None = None
+
+
+# --- one target -----------------------------------------------------------------------------
+
+
+class ScaleTargetRefModel(Model):
+    api_version: ApiVersion
+    kind: Kind
+    name: ObjectName
+
+
+class FallbackModel(Model):
+    failure_threshold: Annotated[int, at_least(1)]
+    replicas: Annotated[int, at_least(0)]
+    allow_scale_down: bool | None = None
+
+
+class TargetModel(Model):
+    """One ``[[autoscaler]]`` table, or ``[defaults]`` (which every target starts from)."""
+
+    namespace: DnsLabel | None = None
+    scale_target_ref: ScaleTargetRefModel | None = None
+    min_replicas: Annotated[int, at_least(0)] | None = None
+    max_replicas: Annotated[int, at_least(1)] | None = None
+    metrics: list[MetricModel] | None = None
+    behavior: BehaviorModel | None = None
+    prometheus: ServerName | None = None
+    sync_period: PositiveDuration | None = None
+    paused: bool | None = None
+    paused_replicas: Annotated[int, at_least(0)] | None = None
+    fallback: FallbackModel | None = None
+
+
+class FileModel(Model):
+    """The top level. Targets and defaults are checked after merging (``loader.py``)."""
+
+    daemon: DaemonModel | None = None
+    prometheus: PrometheusModel | None = None
+    kubernetes: KubernetesModel | None = None
+    defaults: dict[str, Any] | None = None
+    autoscaler: list[dict[str, Any]] | None = None
