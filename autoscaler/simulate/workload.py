@@ -133,8 +133,10 @@ class Workload:
             self._create(replicas - len(active), created=now)
             return
         # ReplicaSet order (controller.ActivePods): pending < unready < ready, then the most
-        # recently ready, then the newest: the cheapest pods to lose go first.
+        # recently ready, then the newest: the cheapest pods to lose go first. Ties: the
+        # later name (serials grow), so the original pods are the last to go.
         rank = {PodState.PENDING: 0, PodState.STARTING: 1, PodState.READY: 2}
+        active.sort(key=lambda p: p.name, reverse=True)
         active.sort(key=lambda p: (rank[p.state(now)], -p.ready_at, -p.created))
         for pod in active[: len(active) - replicas]:
             pod.deleted_at = now

@@ -71,4 +71,5 @@ def test_starting_pods_were_ready_long_ago() -> None:
     """The initial pods are past every readiness rule at time 0."""
     pod, = Workload(MODEL, prefix="w", replicas=1, now=0.0).core_pods(0)
     assert pod.ready is ConditionStatus.TRUE
-    assert pod.start_time is not None and pod.start_time + 300 < 0
+    assert pod.start_time is not None
+    assert pod.start_time + 300 < 0

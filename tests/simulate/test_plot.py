@@ -1,0 +1,57 @@
+"""The PNG: a valid image of the expected size that actually shows each run's series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import colors
+from matplotlib import image as mpimg
+
+from autoscaler.simulate.engine import Timeline
+from autoscaler.simulate.plot import COLORS, DPI, HEIGHT, WIDTH, plot
+from tests.simulate.builders import cpu, rps, run, spec, trace
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DAY = trace([(0, 100), (600, 900), (1800, 2500), (2400, 300), (3600, 300)])
+
+
+def pixels_of(image: np.ndarray, color: str) -> int:
+    """How many pixels are (nearly) exactly ``color``."""
+    rgb = np.array(colors.to_rgb(color))
+    return int((np.abs(image[..., :3] - rgb).max(axis=-1) < 0.02).sum())
+
+
+def draw(tmp_path: Path, *timelines: Timeline) -> np.ndarray:
+    path = tmp_path / "plot.png"
+    plot(timelines, path)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    return np.asarray(mpimg.imread(path))
+
+
+def test_single_run_is_a_valid_png_with_its_series(tmp_path: Path) -> None:
+    """The image decodes at the documented size, is not blank, and draws the run in blue."""
+    image = draw(tmp_path, run(spec(rps(100), cpu(60)), DAY, capacity=100))
+    assert image.shape[:2] == (round(HEIGHT * DPI), round(WIDTH * DPI))
+    assert image[..., :3].std() > 0.05
+    assert pixels_of(image, COLORS[0]) > 500
+    assert pixels_of(image, COLORS[1]) == 0
+
+
+def test_compare_overlays_both_runs(tmp_path: Path) -> None:
+    """With two runs both colors are drawn, each about as much as the other."""
+    first = run(spec(rps(100)), DAY)
+    second = run(spec(rps(50)), DAY)
+    image = draw(tmp_path, first, second)
+    blue, orange = pixels_of(image, COLORS[0]), pixels_of(image, COLORS[1])
+    assert blue > 500
+    assert orange > 500
+    assert 0.2 < blue / orange < 5
+
+
+def test_nothing_to_plot_is_an_error(tmp_path: Path) -> None:
+    """No runs, no picture: a plain error instead of an empty file."""
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot([], tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
