@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,13 +159,12 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
     return Scenario(
         label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
         spec=target.spec, model=settings.model, settings=config.daemon.algorithm,
-        sync_period=float(sync),
+        sync_period=float(sync), windows=tuple(q.window for q in target.metric_queries),
     )
 
 
 def _relabel(scenario: Scenario, label: str) -> Scenario:
-    return Scenario(label=label, spec=scenario.spec, model=scenario.model,
-                    settings=scenario.settings, sync_period=scenario.sync_period)
+    return replace(scenario, label=label)
 
 
 def _trace(args: argparse.Namespace, *, sync_period: float) -> Trace:

@@ -25,7 +25,7 @@ from autoscaler.algorithm import (
     record_scale_event,
 )
 from autoscaler.simulate.errors import SimulationError
-from autoscaler.simulate.load import MetricFeed, MetricLoad
+from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
 from autoscaler.simulate.trace import DEMAND, Interpolation, Trace
 from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
 
@@ -42,6 +42,8 @@ class Scenario:
     model: WorkloadModel
     settings: AlgorithmSettings = field(default_factory=AlgorithmSettings)
     sync_period: float = 15.0
+    windows: tuple[float, ...] = ()
+    """Each metric's query window from the daemon's config, aligned with ``spec.metrics``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +100,13 @@ def simulate(
     if sync <= 0:
         raise SimulationError(f"the sync period must be positive, got {sync}")
     model = _fit_container(scenario.model, spec)
-    feeds = [MetricFeed(m, model, own_column=m.name in trace.columns) for m in spec.metrics]
+    windows = scenario.windows
+    if len(windows) != len(spec.metrics):
+        windows = (DEFAULT_WINDOW,) * len(spec.metrics)
+    feeds = [
+        MetricFeed(m, model, own_column=m.name in trace.columns, window=w)
+        for m, w in zip(spec.metrics, windows, strict=True)
+    ]
     grid = [k * sync for k in range(int(trace.duration // sync) + 1)]
     demand = trace.on_grid(DEMAND, grid, interpolation) if DEMAND in trace.columns else None
     totals = [_totals(feed, trace, grid, demand, interpolation) for feed in feeds]

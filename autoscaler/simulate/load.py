@@ -11,9 +11,10 @@ after the metric if there is one, otherwise the ``demand`` column converted:
 - Object and External: the value is the total itself.
 
 Only Ready pods get traffic: Running pods that are not Ready report 0, Pending and deleting
-pods report nothing. A pod's sample averages what it reported over the last
-``metric_window`` seconds of steps (the pod's life only), stamped with the step's time and
-that window, so the core's readiness rules for cpu samples apply as they do in the daemon.
+pods report nothing. A pod's sample averages what it reported over the metric window (the
+workload's ``metricWindow``, else the metric's ``window`` in the daemon's config), counting
+only the steps of the pod's life, and is stamped with the step's time and that window, so
+the core's readiness rules for cpu samples apply as they do in the daemon.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from autoscaler.algorithm import (
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.workload import SimPod, WorkloadModel
 
+DEFAULT_WINDOW = 60.0
+"""The daemon's default query window (``MetricQuery.window``)."""
 RESOURCE_SOURCES = frozenset({MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE})
 PER_POD_SOURCES = RESOURCE_SOURCES | {MetricSourceType.PODS}
 
@@ -62,9 +65,17 @@ def _milli(value: float) -> Milli:
 class MetricFeed:
     """One metric of one simulated target: totals in, samples and true load out."""
 
-    def __init__(self, spec: MetricSpec, model: WorkloadModel, *, own_column: bool) -> None:
+    def __init__(
+        self,
+        spec: MetricSpec,
+        model: WorkloadModel,
+        *,
+        own_column: bool,
+        window: float = DEFAULT_WINDOW,
+    ) -> None:
         self.spec = spec
         self._model = model
+        self._window_seconds = model.metric_window or window
         self._own_column = own_column
         self._per_pod = spec.type in PER_POD_SOURCES
         self._request = self._resource_request() if spec.type in RESOURCE_SOURCES else None
@@ -128,12 +139,12 @@ class MetricFeed:
     def _samples(self, now: float, used: float, pods: Sequence[SimPod]) -> dict[str, PodSample]:
         window = self._window
         window.append((now, used))
-        while window[0][0] <= now - self._model.metric_window:
+        while window[0][0] <= now - self._window_seconds:
             window.popleft()
         first = window[0][0]
         steady = PodSample(
             value=_milli(sum(v for _, v in window) / len(window)),
-            timestamp=now, window=self._model.metric_window,
+            timestamp=now, window=self._window_seconds,
         )
         samples: dict[str, PodSample] = {}
         for pod in pods:
@@ -146,6 +157,6 @@ class MetricFeed:
             lived = [(t, v) for t, v in window if t >= pod.running_at]
             mean = sum(v for t, v in lived if t >= pod.ready_at) / len(lived)
             samples[pod.name] = PodSample(
-                value=_milli(mean), timestamp=now, window=self._model.metric_window
+                value=_milli(mean), timestamp=now, window=self._window_seconds
             )
         return samples

@@ -39,8 +39,9 @@ class WorkloadModel:
         default_factory=lambda: MappingProxyType({"cpu": Milli(1000)})
     )
     """The ``app`` container's requests, milli-units per resource (default: 1 cpu)."""
-    metric_window: float = 60.0
-    """Each per-pod sample averages the pod's load over this window, like ``rate(...[1m])``."""
+    metric_window: float | None = None
+    """Each per-pod sample averages the pod's load over this window, like ``rate(...[1m])``;
+    ``None`` takes each metric's window from the daemon's config (60 s unless set there)."""
     saturation: float | None = None
     """A pod's resource usage is capped at this percent of its request (its limit), if set."""
     container: str = CONTAINER
