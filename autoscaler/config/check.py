@@ -1,0 +1,141 @@
+"""``autoscaler check CONFIG [--prometheus]``: validate a config and summarize its targets.
+
+Exit codes: 0 valid (and, with ``--prometheus``, every query answered well), 1 invalid
+config or a failing query, 2 usage error. Problems go to stderr, the summary to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from autoscaler.algorithm import (
+    Behavior,
+    MetricSourceType,
+    MetricSpec,
+    MetricTargetType,
+    ScalingRules,
+    format_milli,
+)
+from autoscaler.config.durations import format_duration
+from autoscaler.config.errors import ConfigError
+from autoscaler.config.loader import load_config
+from autoscaler.config.model import Config, TargetConfig
+
+_HEADERS = ("TARGET", "MIN", "MAX", "METRICS", "BEHAVIOR", "PROMETHEUS", "SYNC")
+
+
+def command(argv: Sequence[str]) -> int:
+    args = _parser().parse_args_or_exit(argv)
+    if isinstance(args, int):
+        return args
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        print(f"{args.config}: invalid ({len(error.issues)} problem"
+              f"{'s' if len(error.issues) != 1 else ''})", file=sys.stderr)
+        return 1
+    print(summary(config))
+    if not args.prometheus:
+        return 0
+    return _probe(config, args.timeout)
+
+
+class _Parser(argparse.ArgumentParser):
+    def parse_args_or_exit(self, argv: Sequence[str]) -> argparse.Namespace | int:
+        """Parsed arguments, or the exit code argparse chose (0 for --help, 2 for errors)."""
+        try:
+            return self.parse_args(list(argv))
+        except SystemExit as exit_:
+            return exit_.code if isinstance(exit_.code, int) else 2
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="autoscaler check",
+                     description="Validate a config file and print a summary of its targets.")
+    parser.add_argument("config", help="the TOML config file")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="also run every query once against its Prometheus server")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per query (default: the server's timeout)")
+    return parser
+
+
+def _probe(config: Config, timeout: float | None) -> int:
+    from autoscaler.config.probe import run_probes  # imports the HTTP client only when needed
+
+    results = run_probes(config, timeout=timeout)
+    for result in results:
+        probe = result.probe
+        where = f"{probe.target} {probe.metric} [{probe.server}]"
+        if result.problem is None:
+            print(f"ok    {where}: {result.series} series")
+        else:
+            print(f"FAIL  {where}: {result.problem}\n      query: {probe.promql}")
+    failed = sum(result.problem is not None for result in results)
+    print(f"{len(results)} queries, {failed} failed")
+    return 1 if failed else 0
+
+
+def summary(config: Config) -> str:
+    """The targets as a table, one row each."""
+    rows = [_HEADERS] + [_row(target) for target in config.targets]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+             .rstrip() for row in rows]
+    count = len(config.targets)
+    lines.append(f"{count} target{'s' if count != 1 else ''}, "
+                 f"{len(config.prometheus_servers)} Prometheus server"
+                 f"{'s' if len(config.prometheus_servers) != 1 else ''}"
+                 f"{', dry-run' if config.daemon.dry_run else ''}")
+    return "\n".join(lines)
+
+
+def _row(target: TargetConfig) -> tuple[str, ...]:
+    key = target.key + (" (paused)" if target.paused or target.paused_replicas is not None
+                        else "")
+    return (key, str(target.spec.min_replicas), str(target.spec.max_replicas),
+            ", ".join(describe_metric(m) for m in target.spec.metrics),
+            describe_behavior(target.spec.behavior), target.prometheus,
+            format_duration(target.sync_period))
+
+
+def describe_metric(metric: MetricSpec) -> str:
+    """``cpu 80%``, ``memory[app] avg 512Mi``, ``pods:rps avg 100``, ``external:queue 30``."""
+    name = metric.name
+    if metric.container:
+        name = f"{name}[{metric.container}]"
+    if metric.type not in {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE}:
+        kind = f"{metric.described_object_kind}/" if metric.described_object_kind else ""
+        name = f"{metric.type.lower()}:{kind}{name}"
+    target = metric.target
+    if target.type is MetricTargetType.UTILIZATION:
+        return f"{name} {target.average_utilization}%"
+    if target.type is MetricTargetType.AVERAGE_VALUE:
+        return f"{name} avg {format_milli(target.average_value or 0)}"
+    return f"{name} {format_milli(target.value or 0)}"
+
+
+def describe_behavior(behavior: Behavior | None) -> str:
+    if behavior is None:
+        return "default"
+    return f"up: {_rules(behavior.scale_up)}; down: {_rules(behavior.scale_down)}"
+
+
+def _rules(rules: ScalingRules | None) -> str:
+    if rules is None:
+        return "default"
+    parts = []
+    if rules.stabilization_window_seconds is not None:
+        parts.append(f"window {format_duration(rules.stabilization_window_seconds)}")
+    if rules.select_policy is not None:
+        parts.append(str(rules.select_policy))
+    if rules.policies is not None:
+        parts.append(" + ".join(
+            f"{p.value}{'%' if p.type == 'Percent' else ' pods'}/{p.period_seconds}s"
+            for p in rules.policies))
+    if rules.tolerance is not None:
+        parts.append(f"tolerance {rules.tolerance:g}")
+    return " ".join(parts) or "default"
