@@ -1,0 +1,78 @@
+"""Who may do what, which requests fail on purpose, and what was asked: auth, faults, the log.
+
+Tokens map to users; a user may be denied a (verb, resource) pair, which answers 403 as RBAC
+would. Fault rules make the next N matching requests fail or stall. Every request, whether it
+succeeded or not, is appended to the log with its Kubernetes verb (get, list, watch, create,
+update, patch, delete, deletecollection) so tests can count calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True, kw_only=True)
+class Principal:
+    user: str
+    denied: set[tuple[str, str, str | None]] = field(default_factory=set)
+
+    def allows(self, verb: str, resource: str, namespace: str | None) -> bool:
+        for d_verb, d_resource, d_namespace in self.denied:
+            if d_verb in ("*", verb) and d_resource in ("*", resource) and \
+                    d_namespace in (None, namespace):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestRecord:
+    """One request as the server saw it; ``resource`` is ``plural`` or ``plural/subresource``."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    verb: str
+    group: str | None
+    resource: str | None
+    namespace: str | None
+    name: str | None
+    user: str | None
+    status: int
+    content_type: str
+    accept: str
+
+
+@dataclass(slots=True, kw_only=True)
+class FaultRule:
+    remaining: int
+    status: int | None = None
+    delay: float = 0.0
+    path_prefix: str | None = None
+    verb: str | None = None
+    resource: str | None = None
+
+    def matches(self, path: str, verb: str, resource: str | None) -> bool:
+        return self.remaining > 0 and \
+            (self.path_prefix is None or path.startswith(self.path_prefix)) and \
+            (self.verb is None or self.verb == verb) and \
+            (self.resource is None or self.resource == resource)
+
+
+class RequestLog:
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+
+    def append(self, record: RequestRecord) -> None:
+        self.records.append(record)
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def select(self, **criteria: Any) -> list[RequestRecord]:
+        """Records whose fields equal every given criterion (None criteria are ignored)."""
+        wanted = {k: v for k, v in criteria.items() if v is not None}
+        return [r for r in self.records if all(getattr(r, k) == v for k, v in wanted.items())]
+
+    def count(self, **criteria: Any) -> int:
+        return len(self.select(**criteria))

@@ -1,0 +1,142 @@
+"""Discovery documents: legacy (/api, /apis, /api/v1, /apis/<g>/<v>) and aggregated (v2, v2beta1).
+
+kubectl 1.32 asks /api and /apis for ``application/json;g=apidiscovery.k8s.io;v=v2;
+as=APIGroupDiscoveryList`` and recognises the answer only by the parameters of the response's
+Content-Type; ``kubectl scale`` then finds ``<plural>/scale`` and its autoscaling/v1 Scale kind
+there. kubernetes-asyncio's ``get_api_resources`` reads the legacy APIResourceList.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from .resources import Registry, ResourceType
+
+AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+
+_SUB_KINDS = {"scale": ("autoscaling", "v1", "Scale")}
+
+
+def _storage_hash(rt: ResourceType) -> str:
+    digest = hashlib.sha256(f"{rt.group}/{rt.version}/{rt.kind}".encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
+def _sub_kind(rt: ResourceType, sub: str) -> tuple[str, str, str]:
+    return _SUB_KINDS.get(sub, (rt.group, rt.version, rt.kind))
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+        {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+
+def _group(name: str, versions: list[str]) -> dict[str, Any]:
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def api_group_list(registry: Registry) -> dict[str, Any]:
+    groups = [_group(g, vs) for g, vs in registry.group_versions().items() if g]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(registry: Registry, group: str) -> dict[str, Any] | None:
+    versions = registry.group_versions().get(group)
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(group, versions)} \
+        if versions and group else None
+
+
+def api_resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+    types = registry.in_group_version(group, version)
+    if not types:
+        return None
+    resources: list[dict[str, Any]] = []
+    for rt in types:
+        entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular,
+                                 "namespaced": rt.namespaced, "kind": rt.kind,
+                                 "verbs": list(rt.verbs)}
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        entry["storageVersionHash"] = _storage_hash(rt)
+        resources.append(entry)
+        for sub in rt.subresources:
+            g, v, k = _sub_kind(rt, sub)
+            sub_entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "",
+                                         "namespaced": rt.namespaced, "kind": k,
+                                         "verbs": ["get", "patch", "update"]}
+            if (g, v) != (rt.group, rt.version):
+                sub_entry["group"], sub_entry["version"] = g, v
+            resources.append(sub_entry)
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+            "resources": resources}
+
+
+def _aggregated_resource(rt: ResourceType) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource": rt.plural,
+        "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular, "verbs": list(rt.verbs),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    subs = []
+    for sub in rt.subresources:
+        g, v, k = _sub_kind(rt, sub)
+        subs.append({"subresource": sub, "responseKind": {"group": g, "version": v, "kind": k},
+                     "verbs": ["get", "patch", "update"]})
+    if subs:
+        entry["subresources"] = subs
+    return entry
+
+
+def aggregated(registry: Registry, *, core: bool, version: str = "v2") -> dict[str, Any]:
+    """The APIGroupDiscoveryList for /api (core) or /apis (every named group)."""
+    items = []
+    for group, versions in registry.group_versions().items():
+        if bool(group) == core:
+            continue
+        items.append({
+            "metadata": {"name": group, "creationTimestamp": None} if group
+            else {"creationTimestamp": None},
+            "versions": [{"version": v, "resources": [
+                _aggregated_resource(rt) for rt in registry.in_group_version(group, v)],
+                "freshness": "Current"} for v in versions],
+        })
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": f"apidiscovery.k8s.io/{version}",
+            "metadata": {}, "items": items}
+
+
+def version_info() -> dict[str, str]:
+    return {"major": "1", "minor": "32", "gitVersion": "v1.32.0-sim", "gitCommit": "0" * 40,
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.23.4", "compiler": "gc", "platform": "linux/amd64"}
+
+
+def openapi_v3_paths(registry: Registry) -> dict[str, Any]:
+    """A minimal /openapi/v3 index: one entry per group version, pointing at a tiny document."""
+    paths: dict[str, Any] = {}
+    for group, versions in registry.group_versions().items():
+        for v in versions:
+            key = f"apis/{group}/{v}" if group else "api/v1"
+            paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash=0"}
+    return {"paths": paths}
+
+
+def openapi_v3_document(group: str, version: str) -> dict[str, Any]:
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0-sim"},
+            "paths": {}, "components": {"schemas": {}}}
+
+
+def openapi_v2() -> dict[str, Any]:
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0-sim"},
+            "paths": {}, "definitions": {}}

@@ -1,0 +1,210 @@
+"""What upstream's per-type strategies do to an object on its way into storage.
+
+Defaulting (the fields a real server fills in), validation (422 with field causes, 400 for a
+body that would not even decode, such as a MicroTime without six fractional digits), and the
+events.k8s.io/v1 view of core/v1 Events (one storage, two shapes, as upstream).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import ApiError, bad_request, invalid
+from .resources import ResourceType
+from .selectors import format_label_selector, parse_label_selector
+
+Obj = dict[str, Any]
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_MICRO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+_MICRO_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_MICRO_FIELDS = {
+    ("coordination.k8s.io", "Lease"): ("spec.acquireTime", "spec.renewTime"),
+    ("", "Event"): ("eventTime", "series.lastObservedTime"),
+    ("events.k8s.io", "Event"): ("eventTime", "series.lastObservedTime"),
+}
+_INT_FIELDS = ("spec.replicas", "spec.minReplicas", "spec.maxReplicas",
+               "spec.leaseDurationSeconds", "spec.leaseTransitions")
+
+
+def _lookup(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def check_decodable(rt: ResourceType, obj: Obj) -> None:
+    """400 for values a Go decoder rejects before validation: MicroTime format, int fields."""
+    prefix = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}'
+    for path in _MICRO_FIELDS.get((rt.group, rt.kind), ()):
+        value = _lookup(obj, path)
+        if value is not None and (not isinstance(value, str) or not _MICRO.match(value)):
+            raise bad_request(f'{prefix}: parsing time "{value}" as "{_MICRO_LAYOUT}": cannot '
+                              f'parse "{value}" as "{_MICRO_LAYOUT}"')
+    for path in _INT_FIELDS:
+        value = _lookup(obj, path)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise bad_request(f"{prefix}: json: cannot unmarshal {type(value).__name__} into Go "
+                              f"struct field of type int32 ({path})")
+
+
+def check_name(rt: ResourceType, name: str) -> None:
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise invalid(rt.kind, rt.group, name, [(
+            "metadata.name", "FieldValueInvalid",
+            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+            "character")])
+
+
+# defaulting --------------------------------------------------------------------------------
+def _default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    for container in spec.get("containers") or []:
+        image = str(container.get("image", ""))
+        container.setdefault("imagePullPolicy", "Always" if image.endswith(":latest")
+                             or ":" not in image.rsplit("/", 1)[-1] else "IfNotPresent")
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        container.setdefault("resources", {})
+
+
+def qos_class(spec: Obj) -> str:
+    containers = spec.get("containers") or []
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        (r.get("limits") or {}).get(k) and (r.get("requests") or {}).get(k, r["limits"][k])
+        == r["limits"][k] for r in resources for k in ("cpu", "memory"))
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def apply_defaults(rt: ResourceType, obj: Obj) -> None:
+    """The defaulting a real server applies to a new or updated object of this type."""
+    spec = obj.get("spec")
+    if rt.kind == "Pod" and isinstance(spec, dict):
+        _default_pod_spec(spec)
+    elif rt.workload in ("deployment", "statefulset", "replicaset") and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        if rt.workload == "deployment":
+            spec.setdefault("progressDeadlineSeconds", 600)
+            spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {
+                "maxUnavailable": "25%", "maxSurge": "25%"}})
+        if rt.workload == "statefulset":
+            spec.setdefault("podManagementPolicy", "OrderedReady")
+            spec.setdefault("updateStrategy", {"type": "RollingUpdate",
+                                               "rollingUpdate": {"partition": 0}})
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
+    elif rt.kind == "HorizontalPodAutoscaler" and isinstance(spec, dict):
+        spec.setdefault("minReplicas", 1)
+        if not spec.get("metrics"):
+            spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                "type": "Utilization", "averageUtilization": 80}}}]
+    elif rt.kind == "Event" and not rt.group:
+        for key, value in (("eventTime", None), ("firstTimestamp", None),
+                           ("lastTimestamp", None), ("reportingComponent", ""),
+                           ("reportingInstance", ""), ("source", {})):
+            obj.setdefault(key, value)
+
+
+# validation --------------------------------------------------------------------------------
+def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+    """Type-specific validation upstream does, where a client of this project can trip on it."""
+    name = obj["metadata"]["name"]
+    causes: list[tuple[str, str, str]] = []
+    if rt.workload in ("deployment", "statefulset", "replicaset"):
+        causes += _workload_causes(obj, old)
+    if rt.scale is not None:
+        replicas = _lookup(obj, rt.scale.spec_replicas_path.strip("."))
+        if isinstance(replicas, int) and replicas < 0:
+            causes.append(("spec.replicas", "FieldValueInvalid",
+                           f"Invalid value: {replicas}: must be greater than or equal to 0"))
+    if rt.group == "events.k8s.io" and old is None:
+        causes += _events_v1_causes(obj)
+    if rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
+        causes.append(("spec.containers", "FieldValueRequired", "Required value"))
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
+
+
+def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not selector:
+        return [("spec.selector", "FieldValueRequired", "Required value")]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    text = format_label_selector(selector)
+    causes = []
+    if not text:
+        causes.append(("spec.selector", "FieldValueInvalid",
+                       "Invalid value: empty selector is invalid for deployment"))
+    elif not parse_label_selector(text)(labels):
+        causes.append(("spec.template.metadata.labels", "FieldValueInvalid",
+                       f"Invalid value: {labels}: `selector` does not match template `labels`"))
+    if old is not None and (old.get("spec") or {}).get("selector") != selector:
+        causes.append(("spec.selector", "FieldValueInvalid",
+                       f"Invalid value: {selector}: field is immutable"))
+    return causes
+
+
+def _events_v1_causes(obj: Obj) -> list[tuple[str, str, str]]:
+    causes = []
+    for field in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):
+        if not obj.get(field):
+            causes.append((field, "FieldValueRequired", "Required value"))
+    if obj.get("type") not in ("Normal", "Warning"):
+        causes.append(("type", "FieldValueNotSupported",
+                       f'Unsupported value: "{obj.get("type", "")}": supported values: '
+                       '"Normal", "Warning"'))
+    if len(str(obj.get("note", ""))) > 1024:
+        causes.append(("note", "FieldValueTooLong", "Too long: may not be more than 1024 bytes"))
+    return causes
+
+
+# the events.k8s.io/v1 view of core/v1 Events ----------------------------------------------
+_EVENT_RENAMES = (("regarding", "involvedObject"), ("note", "message"),
+                  ("deprecatedSource", "source"), ("deprecatedFirstTimestamp", "firstTimestamp"),
+                  ("deprecatedLastTimestamp", "lastTimestamp"), ("deprecatedCount", "count"),
+                  ("reportingController", "reportingComponent"))
+
+
+def to_storage(rt: ResourceType, obj: Obj) -> Obj:
+    """Convert a body of a view type (events.k8s.io/v1 Event) to its storage shape."""
+    if rt.storage is None:
+        return obj
+    out = {k: v for k, v in obj.items() if k not in dict(_EVENT_RENAMES)}
+    for view, core in _EVENT_RENAMES:
+        if view in obj:
+            out[core] = obj[view]
+    out["apiVersion"], out["kind"] = "v1", "Event"
+    return out
+
+
+def to_view(rt: ResourceType, obj: Obj) -> Obj:
+    """The object as ``rt`` shows it (identity unless ``rt`` is a view over another storage)."""
+    if rt.storage is None:
+        return obj
+    cores = {core: view for view, core in _EVENT_RENAMES}
+    out: Obj = {}
+    for key, value in obj.items():
+        if key == "source" and not value:
+            continue
+        if key in ("reportingComponent", "reportingInstance") and value == "":
+            continue
+        out[cores.get(key, key)] = value
+    out.setdefault("eventTime", None)
+    out["apiVersion"], out["kind"] = rt.api_version, rt.kind
+    return out
+
+
+def reject(code: int, reason: str, message: str) -> ApiError:
+    return ApiError(code, reason, message)

@@ -1,0 +1,340 @@
+"""The HTTP face of the simulator: path parsing, content negotiation, auth and the handlers.
+
+One catch-all aiohttp handler parses the path as the real server's RequestInfo resolver does
+(``/api/v1/...`` and ``/apis/<group>/<version>/...``, optional ``namespaces/<ns>/``, name,
+subresource), authenticates the bearer token (401), authorizes the verb (403), applies injected
+faults, then dispatches to discovery, the REST storage, Table output or a watch stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import discovery
+from .access import RequestRecord
+from .errors import (
+    ApiError,
+    bad_request,
+    forbidden,
+    injected,
+    method_not_allowed,
+    not_acceptable,
+    unauthorized,
+)
+from .objects import to_view
+from .patch import PATCH_TYPES
+from .resources import ResourceType
+from .selectors import parse_field_selector, parse_label_selector
+from .tables import TABLE_CONTENT_TYPE, table
+
+if TYPE_CHECKING:
+    from .server import SimApiServer
+
+JSON = "application/json"
+
+
+@dataclass(slots=True)
+class Target:
+    """A parsed resource path."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    verb: str
+
+    @property
+    def resource(self) -> str:
+        return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
+
+
+def _verb(method: str, name: str | None, watch: bool) -> str:
+    if method == "GET":
+        return "watch" if watch else ("get" if name else "list")
+    collection = {"POST": "create", "DELETE": "deletecollection"}
+    single = {"PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
+    return (single if name else collection).get(method, method.lower())
+
+
+def _is_watch(query: Any) -> bool:
+    return query.get("watch", "").lower() in ("true", "1")
+
+
+def json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
+    return web.Response(body=json.dumps(body).encode(), status=status,
+                        headers={"Content-Type": content_type})
+
+
+def error_response(error: ApiError) -> web.Response:
+    response = json_response(error.status(), error.code)
+    if error.code == 429:
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+class Router:
+    def __init__(self, server: SimApiServer) -> None:
+        self.server = server
+
+    # parsing -----------------------------------------------------------------------------
+    def parse(self, method: str, path: str, query: Any) -> Target | None:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        if not rest:
+            return None
+        registry = self.server.registry
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            candidate = registry.lookup(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        rt = registry.lookup(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in rt.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return Target(rt, namespace, name, sub, _verb(method, name, _is_watch(query)))
+
+    # the one handler ---------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        server, query = self.server, request.query
+        target: Target | None = None
+        user: str | None = None
+        status = 500
+        try:
+            principal = server.authenticate(request.headers.get("Authorization", ""))
+            if principal is None:
+                raise unauthorized()
+            user = principal.user
+            target = self.parse(request.method, request.path, query)
+            if target is not None and not principal.allows(
+                    target.verb, target.resource, target.namespace):
+                raise forbidden(user=user, verb=target.verb, resource=target.resource,
+                                group=target.rt.group, namespace=target.namespace,
+                                name=target.name)
+            await self._faults(request.path, target)
+            response = await self._dispatch(request, target)
+            status = response.status
+            return response
+        except ApiError as error:
+            status = error.code
+            return error_response(error)
+        finally:
+            verb = target.verb if target else ("get" if request.method == "GET"
+                                               else request.method.lower())
+            server.log.append(RequestRecord(
+                method=request.method, path=request.path, query=dict(query), verb=verb,
+                group=target.rt.group if target else None,
+                resource=target.resource if target else None,
+                namespace=target.namespace if target else None,
+                name=target.name if target else None, user=user, status=status,
+                content_type=request.headers.get("Content-Type", ""),
+                accept=request.headers.get("Accept", "")))
+
+    async def _faults(self, path: str, target: Target | None) -> None:
+        verb = target.verb if target else "get"
+        resource = target.resource if target else None
+        for rule in self.server.faults:
+            if rule.matches(path, verb, resource):
+                rule.remaining -= 1
+                if rule.delay:
+                    await asyncio.sleep(rule.delay)
+                if rule.status is not None:
+                    raise injected(rule.status)
+                return
+
+    async def _dispatch(self, request: web.Request, target: Target | None) -> web.StreamResponse:
+        if target is None:
+            return self._non_resource(request)
+        if request.query.get("dryRun"):
+            raise bad_request("dryRun is not supported by the simulated API server")
+        method = request.method
+        if method == "GET" and target.verb == "watch":
+            return await self.server.watches.serve(request, target)
+        if method == "GET":
+            return self._get(request, target)
+        body = await self._body(request)
+        rest, rt, ns, name, sub = (self.server.rest, target.rt, target.namespace, target.name,
+                                   target.subresource)
+        if method == "POST" and name is None:
+            return json_response(rest.create(rt, ns, body), 201)
+        if method == "PUT" and name is not None:
+            return json_response(rest.update(rt, ns, name, body, sub))
+        if method == "PATCH" and name is not None:
+            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            if content_type not in PATCH_TYPES:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted "
+                               f"media types include: {', '.join(PATCH_TYPES)}")
+            if content_type == "application/apply-patch+yaml":
+                raise ApiError(415, "UnsupportedMediaType",
+                               "server-side apply is not supported by the simulated API server")
+            return json_response(rest.patch(rt, ns, name, content_type, body, sub))
+        if method == "DELETE" and name is not None and sub is None:
+            grace = request.query.get("gracePeriodSeconds")
+            options = body if isinstance(body, dict) else {}
+            return json_response(rest.delete(rt, ns, name, options,
+                                             int(grace) if grace is not None else None))
+        if method == "DELETE" and name is None:
+            return self._delete_collection(request, target)
+        raise method_not_allowed()
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as error:
+            content_type = request.headers.get("Content-Type", "")
+            if "yaml" in content_type:
+                raise ApiError(415, "UnsupportedMediaType",
+                               "YAML bodies are not supported by the simulated API server") \
+                    from None
+            raise bad_request(f"couldn't get version/kind; json parse error: {error}") from None
+
+    # reads -------------------------------------------------------------------------------
+    def _matcher(self, request: web.Request, rt: ResourceType) -> Any:
+        labels = parse_label_selector(request.query.get("labelSelector", ""))
+        fields = parse_field_selector(request.query.get("fieldSelector", ""), rt.field_labels)
+        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj)
+
+    def _get(self, request: web.Request, target: Target) -> web.Response:
+        rt, server = target.rt, self.server
+        as_table = _wants_table(request.headers.get("Accept", JSON))
+        if target.name is not None:
+            obj = server.rest.get(rt, target.namespace, target.name, target.subresource)
+            if as_table and target.subresource is None:
+                return json_response(table(
+                    rt, [obj], now=server.clock.now(), list_meta={
+                        "resourceVersion": obj["metadata"]["resourceVersion"]},
+                    include_object=request.query.get("includeObject", "Metadata")),
+                    content_type=TABLE_CONTENT_TYPE)
+            return json_response(obj)
+        items, meta = self._list(request, target)
+        if as_table:
+            return json_response(table(rt, items, now=server.clock.now(), list_meta=meta,
+                                       include_object=request.query.get("includeObject",
+                                                                        "Metadata")),
+                                 content_type=TABLE_CONTENT_TYPE)
+        if not rt.custom:
+            for item in items:
+                item.pop("kind", None)
+                item.pop("apiVersion", None)
+        return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                              "metadata": meta, "items": items})
+
+    def _list(self, request: web.Request, target: Target) -> tuple[list[Any], dict[str, Any]]:
+        query, store = request.query, self.server.store
+        rv = query.get("resourceVersion", "")
+        if rv not in ("", "0"):
+            if not rv.isdigit():
+                raise bad_request(f'resourceVersion: Invalid value: "{rv}": must be an integer')
+            if int(rv) > store.resource_version:
+                raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: "
+                               f"{store.resource_version}", {"causes": [{
+                                   "reason": "ResourceVersionTooLarge",
+                                   "message": "Too large resource version"}],
+                                   "retryAfterSeconds": 1})
+        items = self.server.rest.list(target.rt, target.namespace,
+                                      self._matcher(request, target.rt))
+        meta: dict[str, Any] = {"resourceVersion": str(store.resource_version)}
+        limit = int(query.get("limit", "0") or 0)
+        start = _decode_continue(query.get("continue", ""))
+        if start:
+            items = [i for i in items if _slot(i) > start]
+        if limit > 0 and rv != "0" and len(items) > limit:
+            meta["continue"] = _encode_continue(_slot(items[limit - 1]),
+                                                store.resource_version)
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        return items, meta
+
+    # non-resource paths ------------------------------------------------------------------
+    def _non_resource(self, request: web.Request) -> web.Response:
+        path, server = request.path.rstrip("/") or "/", self.server
+        accept = request.headers.get("Accept", JSON)
+        registry = server.registry
+        if path in ("/api", "/apis"):
+            for version, media in (("v2", discovery.AGGREGATED_V2),
+                                   ("v2beta1", discovery.AGGREGATED_V2BETA1)):
+                if f"v={version};as=APIGroupDiscoveryList" in accept.replace(" ", ""):
+                    return json_response(discovery.aggregated(
+                        registry, core=path == "/api", version=version), content_type=media)
+            return json_response(discovery.api_versions(f"127.0.0.1:{server.port}")
+                                 if path == "/api" else discovery.api_group_list(registry))
+        parts = path.strip("/").split("/")
+        found: Any = None
+        if parts[:2] == ["api", "v1"] and len(parts) == 2:
+            found = discovery.api_resource_list(registry, "", "v1")
+        elif parts[0] == "apis" and len(parts) == 2:
+            found = discovery.api_group(registry, parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            found = discovery.api_resource_list(registry, parts[1], parts[2])
+        elif path == "/version":
+            found = discovery.version_info()
+        elif path == "/openapi/v2":
+            found = discovery.openapi_v2()
+        elif path == "/openapi/v3":
+            found = discovery.openapi_v3_paths(registry)
+        elif parts[:2] == ["openapi", "v3"]:
+            found = discovery.openapi_v3_document(parts[-2], parts[-1])
+        elif path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        if found is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if "as=" in accept and JSON not in [a.split(";")[0].strip() for a in accept.split(",")
+                                            if "as=" not in a]:
+            raise not_acceptable([JSON])
+        return json_response(found)
+
+    def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+        items, _ = self._list(request, target)
+        rest = self.server.rest
+        deleted = [rest.delete(target.rt, target.namespace, i["metadata"]["name"], {}, None)
+                   for i in items]
+        return json_response({"kind": f"{target.rt.kind}List",
+                              "apiVersion": target.rt.api_version,
+                              "metadata": {"resourceVersion": str(
+                                  self.server.store.resource_version)}, "items": deleted})
+
+
+def _wants_table(accept: str) -> bool:
+    compact = accept.replace(" ", "")
+    return "as=Table" in compact and "g=meta.k8s.io" in compact
+
+
+def _slot(obj: dict[str, Any]) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def _encode_continue(start: str, rv: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv,
+                                                "start": start}).encode()).decode()
+
+
+def _decode_continue(token: str) -> str:
+    if not token:
+        return ""
+    try:
+        return str(json.loads(base64.urlsafe_b64decode(token.encode()))["start"])
+    except (ValueError, KeyError):
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                          "(version meta.k8s.io/v1)") from None
+
+
+def view(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    return to_view(rt, obj)

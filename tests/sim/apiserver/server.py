@@ -1,0 +1,281 @@
+"""``SimApiServer``: the simulated Kubernetes API server, its lifecycle and its test controls.
+
+It serves the real REST protocol over HTTPS on 127.0.0.1 (see routes.py, watches.py) from an
+in-memory store (store.py) with simulated controllers and kubelet (workloads.py). Tests reach
+into it directly to seed state (``create_deployment``), steer pods (``set_pod_ready``), inject
+faults (``fail_next``, ``delay_next``, ``deny``), expire watches (``expire_watches``,
+``compact``) and count what clients asked (``count``). Start it with
+``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from .access import FaultRule, Principal, RequestLog, RequestRecord
+from .clock import Clock, ManualClock, SystemClock
+from .errors import ApiError, expired
+from .kubeconfig import write_kubeconfig
+from .resources import Registry, ResourceType, builtin_types, rollout_type, scaledobject_type
+from .rest import Rest
+from .routes import Router
+from .selectors import parse_label_selector
+from .store import Store
+from .tls import server_tls
+from .watches import Watches
+from .workloads import PodTiming, Workloads
+
+DEFAULT_USER = "system:serviceaccount:autoscaler:autoscaler"
+_WORKLOAD_KINDS = {"Deployment": ("apps/v1", "deployments"),
+                   "StatefulSet": ("apps/v1", "statefulsets"),
+                   "ReplicaSet": ("apps/v1", "replicasets")}
+
+
+class SimApiServer:
+    def __init__(self, *, clock: Clock | None = None, token: str = "sim-token",
+                 history_limit: int = 10_000, timing: PodTiming | None = None,
+                 workdir: Path | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.registry = Registry([*builtin_types(), rollout_type(), scaledobject_type()])
+        self.store = Store(history_limit=history_limit)
+        self.rest = Rest(self.registry, self.store, self.clock)
+        self.log = RequestLog()
+        self.faults: list[FaultRule] = []
+        self.token = token
+        self.tokens: dict[str, Principal] = {token: Principal(user=DEFAULT_USER)}
+        self.watches = Watches(self)
+        self.workloads = Workloads(self)
+        if timing is not None:
+            self.workloads.defaults = timing
+        self.port = 0
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="sim-apiserver-"))
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self._runner: web.AppRunner | None = None
+        self._controller: asyncio.Task[None] | None = None
+        for namespace in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create_namespace(namespace)
+
+    # lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    async def start(self, port: int = 0) -> None:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", Router(self).handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port,
+                           ssl_context=server_tls().server_context())
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        write_kubeconfig(self.kubeconfig, url=self.url, token=self.token)
+        self._controller = asyncio.create_task(self.workloads.run(), name="sim-controllers")
+
+    async def stop(self) -> None:
+        self.store.end_watches()
+        if self._controller is not None:
+            self._controller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._controller
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def authenticate(self, header: str) -> Principal | None:
+        scheme, _, token = header.partition(" ")
+        return self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+
+    # auth and faults ---------------------------------------------------------------------
+    def add_token(self, token: str, user: str) -> Principal:
+        self.tokens[token] = Principal(user=user)
+        return self.tokens[token]
+
+    def write_kubeconfig(self, path: Path, *, token: str | None = None,
+                         namespace: str = "default") -> Path:
+        """Another kubeconfig for this server, e.g. with a second or an unknown token."""
+        return write_kubeconfig(path, url=self.url, token=token or self.token,
+                                namespace=namespace)
+
+    def deny(self, verb: str, resource: str, *, namespace: str | None = None,
+             token: str | None = None) -> None:
+        """403 for ``verb`` on ``resource`` (``plural`` or ``plural/sub``; ``*`` matches all)."""
+        self.tokens[token or self.token].denied.add((verb, resource, namespace))
+
+    def allow_all(self, token: str | None = None) -> None:
+        self.tokens[token or self.token].denied.clear()
+
+    def fail_next(self, n: int = 1, *, status: int = 500, path_prefix: str | None = None,
+                  verb: str | None = None, resource: str | None = None) -> FaultRule:
+        """The next ``n`` matching requests answer ``status`` with a Status body."""
+        rule = FaultRule(remaining=n, status=status, path_prefix=path_prefix, verb=verb,
+                         resource=resource)
+        self.faults.append(rule)
+        return rule
+
+    def delay_next(self, n: int = 1, *, seconds: float, path_prefix: str | None = None,
+                   verb: str | None = None, resource: str | None = None) -> FaultRule:
+        """The next ``n`` matching requests stall ``seconds`` before being served."""
+        rule = FaultRule(remaining=n, delay=seconds, path_prefix=path_prefix, verb=verb,
+                         resource=resource)
+        self.faults.append(rule)
+        return rule
+
+    # introspection -----------------------------------------------------------------------
+    def count(self, *, verb: str | None = None, resource: str | None = None,
+              namespace: str | None = None, name: str | None = None,
+              group: str | None = None, method: str | None = None,
+              status: int | None = None) -> int:
+        """How many requests matched, e.g. ``count(verb="list", resource="pods")``."""
+        return self.log.count(verb=verb, resource=resource, namespace=namespace, name=name,
+                              group=group, method=method, status=status)
+
+    def requests(self, **criteria: Any) -> list[RequestRecord]:
+        return self.log.select(**criteria)
+
+    # watches -----------------------------------------------------------------------------
+    def expire_watches(self, *, gone: bool = False) -> int:
+        """End every open watch stream (after an ERROR 410 event if ``gone``); returns count."""
+        error = expired(self.store.resource_version, self.store.resource_version) if gone \
+            else None
+        return self.store.end_watches(error=error)
+
+    def compact(self) -> int:
+        """Forget the history: a watch from any resourceVersion before now gets 410 Gone."""
+        return self.store.compact()
+
+    def send_bookmarks(self) -> None:
+        self.store.bookmark()
+
+    @property
+    def open_watches(self) -> int:
+        return len(self.store.watchers)
+
+    # time and pods -----------------------------------------------------------------------
+    def advance(self, seconds: float) -> None:
+        """Move a ManualClock forward and run what became due."""
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("advance() needs a server started with a ManualClock")
+        self.clock.advance(seconds)
+        self.workloads.settle()
+
+    def settle(self) -> None:
+        """Run the simulated controllers until nothing more happens at the current time."""
+        self.workloads.settle()
+
+    def set_pod_ready(self, namespace: str, name: str, ready: bool | None = True) -> None:
+        """Pin a pod's Ready condition (None hands it back to the simulated readiness delay)."""
+        self.workloads.force_ready(namespace, name, ready)
+        self.workloads.settle()
+
+    def pods(self, namespace: str = "default", selector: str = "") -> list[dict[str, Any]]:
+        matches = parse_label_selector(selector)
+        return [p for p in self.store.list(("", "pods"), namespace)
+                if matches(p["metadata"].get("labels") or {})]
+
+    # objects -----------------------------------------------------------------------------
+    def resource(self, api_version: str, kind: str) -> ResourceType:
+        rt = self.registry.by_kind(api_version, kind)
+        if rt is None:
+            raise KeyError(f"no resource type for {api_version} {kind}")
+        return rt
+
+    def add_custom_resource(self, rt: ResourceType) -> None:
+        """Serve a new custom resource type from now on (discovery included)."""
+        self.registry.add(rt)
+
+    def create(self, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Create any object as a client would (defaults, validation, events)."""
+        rt = self.resource(body["apiVersion"], body["kind"])
+        ns = namespace or body.get("metadata", {}).get("namespace") or (
+            "default" if rt.namespaced else None)
+        return self.rest.create(rt, ns if rt.namespaced else None, body)
+
+    def get(self, api_version: str, kind: str, namespace: str | None,
+            name: str) -> dict[str, Any] | None:
+        rt = self.resource(api_version, kind)
+        try:
+            return self.rest.get(rt, namespace, name)
+        except ApiError:
+            return None
+
+    def patch(self, api_version: str, kind: str, namespace: str | None, name: str,
+              merge: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch as another actor would send (a GitOps tool, a person with kubectl)."""
+        rt = self.resource(api_version, kind)
+        return self.rest.patch(rt, namespace, name, "application/merge-patch+json", merge)
+
+    def set_replicas(self, kind: str, namespace: str, name: str, replicas: int,
+                     api_version: str | None = None) -> dict[str, Any]:
+        """Change spec.replicas behind the daemon's back (drift)."""
+        api_version = api_version or _WORKLOAD_KINDS.get(kind, ("example.com/v1", ""))[0]
+        return self.patch(api_version, kind, namespace, name, {"spec": {"replicas": replicas}})
+
+    def create_namespace(self, name: str) -> dict[str, Any]:
+        existing = self.get("v1", "Namespace", None, name)
+        return existing or self.create({"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": name}})
+
+    def create_workload(self, kind: str, namespace: str, name: str, *, replicas: int = 1,
+                        labels: dict[str, str] | None = None,
+                        requests: dict[str, str] | None = None,
+                        limits: dict[str, str] | None = None, api_version: str | None = None,
+                        timing: PodTiming | None = None,
+                        extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A workload whose pods carry ``labels`` and one container with ``requests``."""
+        labels = labels or {"app": name}
+        api_version = api_version or _WORKLOAD_KINDS.get(kind, ("example.com/v1", ""))[0]
+        rt = self.resource(api_version, kind)
+        self.create_namespace(namespace)
+        if timing is not None:
+            self.workloads.timings[(rt.plural, namespace, name)] = timing
+        resources: dict[str, Any] = {}
+        if requests:
+            resources["requests"] = dict(requests)
+        if limits:
+            resources["limits"] = dict(limits)
+        spec: dict[str, Any] = {
+            "replicas": replicas, "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [{
+                "name": "app", "image": "registry.example/app:1.0", "resources": resources}]}}}
+        if kind == "StatefulSet":
+            spec["serviceName"] = name
+        spec.update(copy.deepcopy(extra_spec or {}))
+        obj = self.create({"apiVersion": api_version, "kind": kind,
+                           "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        self.settle()
+        return obj
+
+    def create_deployment(self, namespace: str, name: str, *, replicas: int = 1,
+                          labels: dict[str, str] | None = None,
+                          requests: dict[str, str] | None = None,
+                          ready_delay: float | None = None, start_delay: float = 0.0,
+                          termination_delay: float = 0.0, **kwargs: Any) -> dict[str, Any]:
+        timing = None if ready_delay is None else PodTiming(
+            ready_delay=ready_delay, start_delay=start_delay, termination_delay=termination_delay)
+        return self.create_workload("Deployment", namespace, name, replicas=replicas,
+                                    labels=labels, requests=requests, timing=timing, **kwargs)
+
+    def create_hpa(self, namespace: str, name: str, *, target_kind: str = "Deployment",
+                   target_name: str, target_api_version: str = "apps/v1",
+                   min_replicas: int = 1, max_replicas: int = 10) -> dict[str, Any]:
+        return self.create({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                            "metadata": {"name": name, "namespace": namespace},
+                            "spec": {"scaleTargetRef": {"apiVersion": target_api_version,
+                                                        "kind": target_kind, "name": target_name},
+                                     "minReplicas": min_replicas, "maxReplicas": max_replicas}})
+
+    def create_scaled_object(self, namespace: str, name: str, *, target_name: str,
+                             target_kind: str = "Deployment",
+                             target_api_version: str = "apps/v1") -> dict[str, Any]:
+        return self.create({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                            "metadata": {"name": name, "namespace": namespace},
+                            "spec": {"scaleTargetRef": {"apiVersion": target_api_version,
+                                                        "kind": target_kind, "name": target_name},
+                                     "triggers": [{"type": "cpu", "metadata": {"value": "50"}}]}})
