@@ -209,23 +209,9 @@ class PrometheusClient:
         params = {**target.settings.query_params, "time": f"{at:.3f}"}
         try:
             return conn.custom_query(promql, params=params, timeout=timeout)
-        except PrometheusApiClientException as error:
-            raise _classify_status(str(error)) from None
-        except requests.Timeout:
-            raise TransientError(f"{target.safe_url} timed out after {timeout:.2f}s") from None
-        except requests.exceptions.SSLError:
-            # Not worth retrying within a pass: a certificate does not become valid in seconds.
-            raise PermissionError_(f"TLS verification of {target.safe_url} failed "
-                                   "(check ca_file)") from None
-        except requests.ConnectionError as error:
-            raise TransientError(
-                f"cannot connect to {target.safe_url}: {_root_cause(error)}") from None
-        except requests.RequestException as error:
-            raise TransientError(f"request to {target.safe_url} failed: "
-                                 f"{type(error).__name__}") from None
-        except (ValueError, KeyError, TypeError):
-            raise BadDataError(f"{target.safe_url} answered with something that is not "
-                               "Prometheus query JSON") from None
+        except (PrometheusApiClientException, requests.RequestException, ValueError,
+                KeyError, TypeError) as error:
+            raise _translate(error, target.safe_url, timeout) from None
 
     def _connection(self, server: _Server) -> PrometheusConnect:
         conns: dict[str, PrometheusConnect] = self._local.__dict__.setdefault("conns", {})
@@ -243,6 +229,26 @@ class PrometheusClient:
             for conn in self._opened:
                 conn.close()
             self._opened.clear()
+
+
+def _translate(error: Exception, url: str, timeout: float) -> Exception:
+    """Our taxonomy for what prometheus-api-client and requests raise (order matters)."""
+    if isinstance(error, PrometheusApiClientException):
+        return _classify_status(str(error))
+    plain_value_error = isinstance(error, ValueError) and not isinstance(
+        error, requests.RequestException)
+    if plain_value_error or isinstance(error, requests.JSONDecodeError | KeyError | TypeError):
+        return BadDataError(f"{url} answered with something that is not Prometheus query JSON")
+    if isinstance(error, requests.exceptions.SSLError):
+        # Not worth retrying within a pass: a certificate does not become valid in seconds.
+        return PermissionError_(f"TLS verification of {url} failed (check ca_file)")
+    cause = _root_cause(error)
+    # With Retry(total=0), urllib3 wraps a read timeout in MaxRetryError -> ConnectionError.
+    if isinstance(error, requests.Timeout) or cause.startswith(("TimeoutError", "ReadTimeout")):
+        return TransientError(f"{url} timed out after {timeout:.2f}s")
+    if isinstance(error, requests.ConnectionError):
+        return TransientError(f"cannot connect to {url}: {cause}")
+    return TransientError(f"request to {url} failed: {type(error).__name__}")
 
 
 def _classify_status(message: str) -> Exception:

@@ -1,0 +1,183 @@
+"""Transport faults: slow, failing, vanished and non-Prometheus endpoints, within the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from autoscaler.adapters.prometheus import PrometheusSource, RetryPolicy, TargetRequest
+from autoscaler.algorithm import (
+    MetricSourceType,
+    MetricUnavailable,
+    MetricValues,
+    ObjectMetricValue,
+)
+from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.sim.prometheus import (
+    LoopbackHTTPServer,
+    PrometheusProcess,
+    StubRequest,
+    StubResponse,
+    prometheus_error,
+    prometheus_vector,
+    start_prometheus,
+)
+
+FAST = RetryPolicy(attempts=3, initial_wait=0.05, max_wait=0.2, jitter=0.02)
+OBJECT = MetricSourceType.OBJECT
+ONE = StubResponse(body=prometheus_vector([({}, 1.0)]))
+
+
+def request(server: str = "default", key: str = "shop/web") -> TargetRequest:
+    return target(key, namespace="shop", pod_names=["web-0"], server=server,
+                  metrics=[(spec(OBJECT, "m"), Query(query="vector(1)"))])
+
+
+def stub(*responses: StubResponse) -> LoopbackHTTPServer:
+    """A server answering with ``responses`` in turn, the last one forever after."""
+    answers = itertools.chain(responses, itertools.repeat(responses[-1]))
+    return LoopbackHTTPServer(lambda _: next(answers))
+
+
+async def fetch_value(
+    source: PrometheusSource, *, within: float = 5.0, server: str = "default"
+) -> MetricValues:
+    result = await source.fetch([request(server)], deadline=time.monotonic() + within)
+    return result.values["shop/web"][0]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429], ids=str)
+async def test_transient_status_is_retried_then_unavailable(status: int) -> None:
+    """5xx and 429 are retried retry_attempts times, then the metric is unavailable."""
+    with stub(prometheus_error(status, "overloaded", "internal")) as server:
+        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        value = await fetch_value(source)
+        await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert f"TransientError: HTTP {status}: overloaded" in value.reason
+    assert server.count("/api/v1/query") == FAST.attempts
+
+
+@pytest.mark.parametrize(("status", "kind"), [
+    (400, "BadQueryError"), (422, "BadQueryError"), (401, "PermissionError_"),
+    (403, "PermissionError_")], ids=str)
+async def test_permanent_status_is_not_retried(status: int, kind: str) -> None:
+    """Other 4xx answers are permanent: one request, the metric unavailable."""
+    with stub(prometheus_error(status, "nope")) as server:
+        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        value = await fetch_value(source)
+        await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert value.reason.startswith(f"{kind}: HTTP {status}: nope")
+    assert server.count("/api/v1/query") == 1
+
+
+async def test_a_retry_can_succeed() -> None:
+    """A 503 followed by a good answer yields the value after two requests."""
+    with stub(prometheus_error(503, "starting"), ONE) as server:
+        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        value = await fetch_value(source)
+        await source.close()
+    assert value == ObjectMetricValue(value=1000)
+    assert server.count("/api/v1/query") == 2
+
+
+async def test_not_prometheus_json() -> None:
+    """A 200 that is not Prometheus JSON (a proxy's login page) is bad data, not retried."""
+    with stub(StubResponse(body=b"<html>login</html>", content_type="text/html")) as server:
+        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        value = await fetch_value(source)
+        await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert "not Prometheus query JSON" in value.reason
+    assert server.count("/api/v1/query") == 1
+
+
+async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
+    """A server slower than the timeout: retried, unavailable by the deadline, loop never stalls."""
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+        source = PrometheusSource({"default": Server(url=server.url, timeout=0.3)}, retry=FAST)
+        beat = asyncio.create_task(ticker())
+        started = time.monotonic()
+        value = await fetch_value(source, within=1.5)
+        elapsed = time.monotonic() - started
+        beat.cancel()
+        await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert "timed out after 0.30s" in value.reason
+    assert server.count("/api/v1/query") == FAST.attempts
+    assert elapsed < 1.6
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.1
+    assert len(ticks) > elapsed / 0.01 * 0.5
+
+
+async def test_deadline_beats_a_long_timeout() -> None:
+    """The pass deadline bounds a query even when the server's timeout is longer."""
+    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+        source = PrometheusSource({"default": Server(url=server.url, timeout=30)}, retry=FAST)
+        started = time.monotonic()
+        value = await fetch_value(source, within=0.6)
+        elapsed = time.monotonic() - started
+        await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert elapsed < 0.8
+
+
+async def test_a_slow_server_does_not_hold_up_another(prometheus: PrometheusProcess) -> None:
+    """While one server hangs, a fetch against another server answers at once."""
+    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+        servers = {"slow": Server(name="slow", url=server.url, timeout=2),
+                   "default": Server(url=prometheus.url)}
+        source = PrometheusSource(servers, retry=FAST)
+        slow = asyncio.create_task(fetch_value(source, within=2.5, server="slow"))
+        await asyncio.sleep(0.1)  # the slow query now occupies a worker
+        started = time.monotonic()
+        fast = await fetch_value(source)
+        fast_elapsed = time.monotonic() - started
+        assert not slow.done()
+        assert isinstance(await slow, MetricUnavailable)
+        await source.close()
+    assert fast == ObjectMetricValue(value=1000)
+    assert fast_elapsed < 0.5
+
+
+@pytest.fixture
+def doomed() -> Iterator[PrometheusProcess]:
+    """A Prometheus of the test's own, to be killed by it."""
+    with start_prometheus() as prom:
+        yield prom
+
+
+async def test_prometheus_killed_mid_test(doomed: PrometheusProcess) -> None:
+    """After Prometheus dies, its metrics are unavailable (connection refused) by the deadline."""
+    source = PrometheusSource({"default": Server(url=doomed.url)}, retry=FAST)
+    assert await fetch_value(source) == ObjectMetricValue(value=1000)
+    doomed.kill()
+    started = time.monotonic()
+    value = await fetch_value(source, within=3.0)
+    elapsed = time.monotonic() - started
+    await source.close()
+    assert isinstance(value, MetricUnavailable)
+    assert "TransientError: cannot connect to" in value.reason
+    assert "ConnectionRefusedError" in value.reason
+    assert elapsed < 3.0
+
+
+def test_stub_handler_sees_the_query() -> None:
+    """The stub records what it was asked (guards the tests above against a silent stub)."""
+    seen: list[StubRequest] = []
+    with LoopbackHTTPServer(lambda r: seen.append(r) or ONE) as server:
+        urllib.request.urlopen(f"{server.url}/api/v1/query?query=up", timeout=5).read()
+    assert seen[0].params == {"query": ["up"]}
