@@ -17,8 +17,9 @@ answer per target. Only ``cpu`` and ``memory`` have built-in queries.
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Iterable
+
+from autoscaler.config.query import render_query
 
 CADVISOR_FILTER = 'container!="",container!="POD",image!=""'
 """Real containers only: the pod-level cgroup (container="") and the pause container are not."""
@@ -89,12 +90,12 @@ def render(
     template: str, *, namespace: str, name: str, kind: str, pods: Iterable[str],
     container: str = "",
 ) -> str:
-    """Substitute the target into a user query (``string.Template`` semantics).
+    """Substitute the target into a user query (``autoscaler.config.render_query``).
 
     Raises ``KeyError`` or ``ValueError`` for an unknown or malformed ``$`` placeholder.
     """
     names = tuple(pods)
-    return string.Template(template).substitute(
-        namespace=namespace, name=name, kind=kind, container=container,
+    return render_query(
+        template, namespace=namespace, name=name, kind=kind, container=container,
         pod_regex=pod_regex(names), pod_selector=pod_selector(namespace, names),
     )

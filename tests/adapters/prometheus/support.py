@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any
 
 from autoscaler.adapters.prometheus import TargetRequest
 from autoscaler.algorithm import (
@@ -17,31 +15,17 @@ from autoscaler.algorithm import (
     Milli,
     Pod,
 )
+from autoscaler.config import MetricQuery, PrometheusServer
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Server:
-    """The fields of ``autoscaler.config.PrometheusServer`` the adapter reads."""
-
-    name: str = "default"
-    url: str
-    bearer_token_file: Path | None = None
-    basic_auth_username: str | None = None
-    basic_auth_password_file: Path | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    ca_file: Path | None = None
-    insecure_skip_verify: bool = False
-    timeout: float = 5.0
-    query_params: Mapping[str, str] = field(default_factory=dict)
+def prom_server(*, url: str, name: str = "default", timeout: float = 5.0,
+                **settings: Any) -> PrometheusServer:
+    """The config's server object; tests use a shorter timeout than the default 10 s."""
+    return PrometheusServer(name=name, url=url, timeout=timeout, **settings)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Query:
-    """The fields of ``autoscaler.config.MetricQuery`` the adapter reads."""
-
-    query: str | None = None
-    requests_source: Literal["pods", "kube-state-metrics"] = "pods"
-    window: float = 60.0
+def metric_query(query: str | None = None, **settings: Any) -> MetricQuery:
+    return MetricQuery(query=query, **settings)
 
 
 def spec(
@@ -62,7 +46,7 @@ def pods(*names: str, cpu_request: int | None = None) -> tuple[Pod, ...]:
 
 def target(
     key: str, *, namespace: str, pod_names: Sequence[str],
-    metrics: Sequence[tuple[MetricSpec, Query]], server: str = "default",
+    metrics: Sequence[tuple[MetricSpec, MetricQuery]], server: str = "default",
 ) -> TargetRequest:
     return TargetRequest(
         key=key, namespace=namespace, name=key.rsplit("/", 1)[-1], kind="Deployment",

@@ -10,7 +10,7 @@ import pytest
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.algorithm import MetricSourceType, MetricUnavailable, PodMetricValues
 from tests.adapters.prometheus.conftest import EXPLOSION
-from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import CountingProxy, PrometheusProcess
 
 PODS, OBJECT, EXTERNAL = (MetricSourceType.PODS, MetricSourceType.OBJECT,
@@ -26,14 +26,14 @@ def proxy(prometheus: PrometheusProcess) -> Iterator[CountingProxy]:
 
 @pytest.fixture
 async def source(proxy: CountingProxy) -> AsyncIterator[PrometheusSource]:
-    src = PrometheusSource({"default": Server(url=proxy.url)}, max_series=1000)
+    src = PrometheusSource({"default": prom_server(url=proxy.url)}, max_series=1000)
     yield src
     await src.close()
 
 
 async def fetch_one(source: PrometheusSource, kind: MetricSourceType, promql: str) -> object:
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
-                     metrics=[(spec(kind, "m"), Query(query=promql))])
+                     metrics=[(spec(kind, "m"), metric_query(query=promql))])
     result = await source.fetch([request], deadline=time.monotonic() + 10)
     return result.values["shop/web"][0]
 
@@ -78,7 +78,7 @@ async def test_string_result(source: PrometheusSource, kind: MetricSourceType, w
 async def test_nan_for_one_pod_leaves_that_pod_out(source: PrometheusSource) -> None:
     """A NaN for one pod drops that pod (missing, never zero) and says so; others stay."""
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
-                     metrics=[(spec(PODS, "lag"), Query(query="lag_seconds"))])
+                     metrics=[(spec(PODS, "lag"), metric_query(query="lag_seconds"))])
     result = await source.fetch([request], deadline=time.monotonic() + 10)
     value = result.values["shop/web"][0]
     assert isinstance(value, PodMetricValues)
@@ -96,7 +96,7 @@ async def test_empty_result(source: PrometheusSource, kind: MetricSourceType) ->
 async def test_pods_of_other_namespaces_only(source: PrometheusSource) -> None:
     """A Pods vector with none of the target's pods is unavailable."""
     request = target("blog/api", namespace="blog", pod_names=["other-0"],
-                     metrics=[(spec(PODS, "rps"), Query(query="http_requests_per_second"))])
+                     metrics=[(spec(PODS, "rps"), metric_query(query="http_requests_per_second"))])
     value = (await source.fetch([request], deadline=time.monotonic() + 10)).values["blog/api"][0]
     assert "no usable sample for any of the target's 1 pods" in reason(value)
 
@@ -133,10 +133,10 @@ async def test_range_vector(source: PrometheusSource) -> None:
 async def test_a_bad_metric_spoils_only_itself(source: PrometheusSource) -> None:
     """One target's bad query leaves its other metric and other targets untouched."""
     bad = target("shop/a", namespace="shop", pod_names=["web-0"], metrics=[
-        (spec(OBJECT, "bad"), Query(query="sum(")),
-        (spec(EXTERNAL, "ok"), Query(query="queue_messages"))])
+        (spec(OBJECT, "bad"), metric_query(query="sum(")),
+        (spec(EXTERNAL, "ok"), metric_query(query="queue_messages"))])
     good = target("shop/b", namespace="shop", pod_names=["web-0"],
-                  metrics=[(spec(PODS, "rps"), Query(query="http_requests_per_second"))])
+                  metrics=[(spec(PODS, "rps"), metric_query(query="http_requests_per_second"))])
     result = await source.fetch([bad, good], deadline=time.monotonic() + 10)
     assert isinstance(result.values["shop/a"][0], MetricUnavailable)
     assert not isinstance(result.values["shop/a"][1], MetricUnavailable)
@@ -152,6 +152,6 @@ async def test_config_faults(source: PrometheusSource, server: str, promql: str 
                              why: str) -> None:
     """Problems found before querying are per-metric reasons too."""
     request = target("shop/web", namespace="shop", pod_names=["web-0"], server=server,
-                     metrics=[(spec(PODS, "m"), Query(query=promql))])
+                     metrics=[(spec(PODS, "m"), metric_query(query=promql))])
     value = (await source.fetch([request], deadline=time.monotonic() + 10)).values["shop/web"][0]
     assert why in reason(value)

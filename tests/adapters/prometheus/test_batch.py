@@ -10,7 +10,7 @@ import pytest
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.algorithm import MetricSourceType, PodMetricValues
 from tests.adapters.prometheus.conftest import CPU_WINDOW, PER_POD
-from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import CountingProxy, PrometheusProcess
 
 R, CR, PODS = (MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE,
@@ -26,16 +26,16 @@ def proxy(prometheus: PrometheusProcess) -> Iterator[CountingProxy]:
 
 @pytest.fixture
 async def source(proxy: CountingProxy) -> AsyncIterator[PrometheusSource]:
-    src = PrometheusSource({"default": Server(url=proxy.url)})
+    src = PrometheusSource({"default": prom_server(url=proxy.url)})
     yield src
     await src.close()
 
 
 def shared_targets(n: int) -> list:
     """N targets over two namespaces, each with a shared Pods query and cpu and memory."""
-    metrics = [(spec(PODS, "rps"), Query(query="http_requests_per_second")),
-               (spec(R, "cpu"), Query(window=CPU_WINDOW)),
-               (spec(R, "memory"), Query(window=CPU_WINDOW))]
+    metrics = [(spec(PODS, "rps"), metric_query(query="http_requests_per_second")),
+               (spec(R, "cpu"), metric_query(window=CPU_WINDOW)),
+               (spec(R, "memory"), metric_query(window=CPU_WINDOW))]
     return [target(f"t{i}", namespace=HOMES[i % 2][0], pod_names=HOMES[i % 2][1],
                    metrics=metrics) for i in range(n)]
 
@@ -65,8 +65,8 @@ async def test_built_in_queries_cover_every_namespace_at_once(
     source: PrometheusSource, proxy: CountingProxy
 ) -> None:
     """Resource and ContainerResource cpu for targets in two namespaces: one query each."""
-    metrics = [(spec(R, "cpu"), Query(window=CPU_WINDOW)),
-               (spec(CR, "cpu", container="app"), Query(window=CPU_WINDOW))]
+    metrics = [(spec(R, "cpu"), metric_query(window=CPU_WINDOW)),
+               (spec(CR, "cpu", container="app"), metric_query(window=CPU_WINDOW))]
     targets = [target(f"t{i}", namespace=ns, pod_names=pods, metrics=metrics)
                for i, (ns, pods) in enumerate(HOMES)]
     result = await source.fetch(targets, deadline=time.monotonic() + 10)
@@ -78,7 +78,7 @@ async def test_per_target_templates_are_per_target_queries(
     source: PrometheusSource, proxy: CountingProxy
 ) -> None:
     """A template naming the target renders differently per target: one query each."""
-    query = Query(query='http_requests_per_second{namespace="$namespace",pod=~"$pod_regex"}')
+    query = metric_query(query='http_requests_per_second{namespace="$namespace",pod=~"$pod_regex"}')
     targets = [target(f"t{i}", namespace=ns, pod_names=pods, metrics=[(spec(PODS, "r"), query)])
                for i, (ns, pods) in enumerate(HOMES)]
     result = await source.fetch(targets, deadline=time.monotonic() + 10)

@@ -24,7 +24,7 @@ from tests.adapters.prometheus.conftest import (
     MEMORY,
     PER_POD,
 )
-from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import PrometheusProcess
 
 R, CR = MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE
@@ -38,7 +38,7 @@ def at() -> float:
 
 @pytest.fixture
 async def source(prometheus: PrometheusProcess, at: float) -> AsyncIterator[PrometheusSource]:
-    src = PrometheusSource({"default": Server(url=prometheus.url)}, clock=lambda: at)
+    src = PrometheusSource({"default": prom_server(url=prometheus.url)}, clock=lambda: at)
     yield src
     await src.close()
 
@@ -58,7 +58,7 @@ async def test_resource_per_pod(
 ) -> None:
     """Built-in Resource queries sum a pod's real containers (no pod cgroup, no pause)."""
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
-                     metrics=[(spec(R, resource), Query(window=CPU_WINDOW))])
+                     metrics=[(spec(R, resource), metric_query(window=CPU_WINDOW))])
     result = await source.fetch([request], deadline=deadline())
     value = result.values["shop/web"][0]
     assert isinstance(value, PodMetricValues)
@@ -72,7 +72,7 @@ async def test_resource_per_pod(
 async def test_container_resource_picks_the_named_container(source: PrometheusSource) -> None:
     """ContainerResource reads only the named container of each pod."""
     request = target("shop/web", namespace="shop", pod_names=["web-0"],
-                     metrics=[(spec(CR, "cpu", container="sidecar"), Query(window=CPU_WINDOW))])
+                     metrics=[(spec(CR, "cpu", container="sidecar"), metric_query(window=CPU_WINDOW))])
     value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
     assert isinstance(value, PodMetricValues)
     assert value.samples["web-0"].value == pytest.approx(CPU["shop", "web-0", "sidecar"] * 1000,
@@ -82,7 +82,7 @@ async def test_container_resource_picks_the_named_container(source: PrometheusSo
 async def test_container_missing_from_a_pod_fails_the_metric(source: PrometheusSource) -> None:
     """Upstream rule: a pod with metrics but none for the named container invalidates it."""
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
-                     metrics=[(spec(CR, "cpu", container="sidecar"), Query(window=CPU_WINDOW))])
+                     metrics=[(spec(CR, "cpu", container="sidecar"), metric_query(window=CPU_WINDOW))])
     value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
     assert isinstance(value, MetricUnavailable)
     assert "container sidecar not present in metrics for pod shop/web-1" in value.reason
@@ -91,9 +91,9 @@ async def test_container_missing_from_a_pod_fails_the_metric(source: PrometheusS
 async def test_pods_of_other_targets_are_not_reported(source: PrometheusSource) -> None:
     """Shared answers are split: each target sees its own pods, absent pods stay absent."""
     shop = target("shop/web", namespace="shop", pod_names=["web-0", "gone-9"],
-                  metrics=[(spec(R, "cpu"), Query(window=CPU_WINDOW))])
+                  metrics=[(spec(R, "cpu"), metric_query(window=CPU_WINDOW))])
     blog = target("blog/api", namespace="blog", pod_names=["api-0"],
-                  metrics=[(spec(R, "cpu"), Query(window=CPU_WINDOW))])
+                  metrics=[(spec(R, "cpu"), metric_query(window=CPU_WINDOW))])
     result = await source.fetch([shop, blog], deadline=deadline())
     shop_value, blog_value = result.values["shop/web"][0], result.values["blog/api"][0]
     assert isinstance(shop_value, PodMetricValues)
@@ -105,7 +105,7 @@ async def test_pods_of_other_targets_are_not_reported(source: PrometheusSource) 
 
 async def test_resource_query_override(source: PrometheusSource) -> None:
     """A user query on a Resource metric replaces the built-in usage query."""
-    query = Query(query='sum by (pod) (container_memory_working_set_bytes{namespace="$namespace",'
+    query = metric_query(query='sum by (pod) (container_memory_working_set_bytes{namespace="$namespace",'
                         'pod=~"$pod_regex",container="app"})')
     request = target("shop/web", namespace="shop", pod_names=["web-1"],
                      metrics=[(spec(R, "memory"), query)])
@@ -116,7 +116,7 @@ async def test_resource_query_override(source: PrometheusSource) -> None:
 
 async def test_requests_from_kube_state_metrics(source: PrometheusSource) -> None:
     """kube-state-metrics requests are folded into the pods (duplicates of replicas merged)."""
-    query = Query(window=CPU_WINDOW, requests_source="kube-state-metrics")
+    query = metric_query(window=CPU_WINDOW, requests_source="kube-state-metrics")
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
                      metrics=[(spec(R, "cpu", target=MetricTargetType.UTILIZATION), query)])
     result = await source.fetch([request], deadline=deadline())
@@ -130,7 +130,7 @@ async def test_requests_from_kube_state_metrics(source: PrometheusSource) -> Non
 
 async def test_pods_metric(source: PrometheusSource) -> None:
     """A Pods query yields one sample per pod of the target, keyed by the pod label."""
-    query = Query(query="http_requests_per_second", window=30)
+    query = metric_query(query="http_requests_per_second", window=30)
     request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
                      metrics=[(spec(MetricSourceType.PODS, "rps"), query)])
     value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
@@ -146,7 +146,7 @@ async def test_pods_metric(source: PrometheusSource) -> None:
 async def test_object_metric(source: PrometheusSource, promql: str) -> None:
     """An Object query yields its single value, from a one-series vector or a scalar."""
     request = target("shop/web", namespace="shop", pod_names=["web-0"],
-                     metrics=[(spec(MetricSourceType.OBJECT, "rps"), Query(query=promql))])
+                     metrics=[(spec(MetricSourceType.OBJECT, "rps"), metric_query(query=promql))])
     value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
     assert value == ObjectMetricValue(value=42500)
 
@@ -154,7 +154,7 @@ async def test_object_metric(source: PrometheusSource, promql: str) -> None:
 async def test_external_metric_returns_every_series(source: PrometheusSource) -> None:
     """An External query returns every matching value; the core sums them."""
     request = target("shop/web", namespace="shop", pod_names=["web-0"],
-                     metrics=[(spec(MetricSourceType.EXTERNAL, "q"), Query(query="queue_messages"))])
+                     metrics=[(spec(MetricSourceType.EXTERNAL, "q"), metric_query(query="queue_messages"))])
     value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
     assert isinstance(value, ExternalMetricValues)
     assert sorted(value.values) == sorted(round(v * 1000) for v in EXTERNAL.values())
@@ -162,9 +162,9 @@ async def test_external_metric_returns_every_series(source: PrometheusSource) ->
 
 async def test_values_align_with_metrics(source: PrometheusSource) -> None:
     """Values come back in the order of the target's metrics, one per metric."""
-    metrics = [(spec(MetricSourceType.EXTERNAL, "q"), Query(query="queue_messages")),
-               (spec(R, "memory"), Query()),
-               (spec(MetricSourceType.OBJECT, "o"), Query(query="ingress_requests_per_second"))]
+    metrics = [(spec(MetricSourceType.EXTERNAL, "q"), metric_query(query="queue_messages")),
+               (spec(R, "memory"), metric_query()),
+               (spec(MetricSourceType.OBJECT, "o"), metric_query(query="ingress_requests_per_second"))]
     request = target("shop/web", namespace="shop", pod_names=["web-0"], metrics=metrics)
     row = (await source.fetch([request], deadline=deadline())).values["shop/web"]
     assert [type(v) for v in row] == [ExternalMetricValues, PodMetricValues, ObjectMetricValue]

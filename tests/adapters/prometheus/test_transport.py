@@ -17,7 +17,7 @@ from autoscaler.algorithm import (
     MetricValues,
     ObjectMetricValue,
 )
-from tests.adapters.prometheus.support import Query, Server, spec, target
+from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import (
     LoopbackHTTPServer,
     PrometheusProcess,
@@ -35,7 +35,7 @@ ONE = StubResponse(body=prometheus_vector([({}, 1.0)]))
 
 def request(server: str = "default", key: str = "shop/web") -> TargetRequest:
     return target(key, namespace="shop", pod_names=["web-0"], server=server,
-                  metrics=[(spec(OBJECT, "m"), Query(query="vector(1)"))])
+                  metrics=[(spec(OBJECT, "m"), metric_query(query="vector(1)"))])
 
 
 def stub(*responses: StubResponse) -> LoopbackHTTPServer:
@@ -55,7 +55,7 @@ async def fetch_value(
 async def test_transient_status_is_retried_then_unavailable(status: int) -> None:
     """5xx and 429 are retried retry_attempts times, then the metric is unavailable."""
     with stub(prometheus_error(status, "overloaded", "internal")) as server:
-        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         value = await fetch_value(source)
         await source.close()
     assert isinstance(value, MetricUnavailable)
@@ -69,7 +69,7 @@ async def test_transient_status_is_retried_then_unavailable(status: int) -> None
 async def test_permanent_status_is_not_retried(status: int, kind: str) -> None:
     """Other 4xx answers are permanent: one request, the metric unavailable."""
     with stub(prometheus_error(status, "nope")) as server:
-        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         value = await fetch_value(source)
         await source.close()
     assert isinstance(value, MetricUnavailable)
@@ -80,7 +80,7 @@ async def test_permanent_status_is_not_retried(status: int, kind: str) -> None:
 async def test_a_retry_can_succeed() -> None:
     """A 503 followed by a good answer yields the value after two requests."""
     with stub(prometheus_error(503, "starting"), ONE) as server:
-        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         value = await fetch_value(source)
         await source.close()
     assert value == ObjectMetricValue(value=1000)
@@ -90,7 +90,7 @@ async def test_a_retry_can_succeed() -> None:
 async def test_not_prometheus_json() -> None:
     """A 200 that is not Prometheus JSON (a proxy's login page) is bad data, not retried."""
     with stub(StubResponse(body=b"<html>login</html>", content_type="text/html")) as server:
-        source = PrometheusSource({"default": Server(url=server.url)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         value = await fetch_value(source)
         await source.close()
     assert isinstance(value, MetricUnavailable)
@@ -108,7 +108,7 @@ async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
             await asyncio.sleep(0.01)
 
     with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
-        source = PrometheusSource({"default": Server(url=server.url, timeout=0.3)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url, timeout=0.3)}, retry=FAST)
         beat = asyncio.create_task(ticker())
         started = time.monotonic()
         value = await fetch_value(source, within=1.5)
@@ -126,7 +126,7 @@ async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
 async def test_deadline_beats_a_long_timeout() -> None:
     """The pass deadline bounds a query even when the server's timeout is longer."""
     with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
-        source = PrometheusSource({"default": Server(url=server.url, timeout=30)}, retry=FAST)
+        source = PrometheusSource({"default": prom_server(url=server.url, timeout=30)}, retry=FAST)
         started = time.monotonic()
         value = await fetch_value(source, within=0.6)
         elapsed = time.monotonic() - started
@@ -138,8 +138,8 @@ async def test_deadline_beats_a_long_timeout() -> None:
 async def test_a_slow_server_does_not_hold_up_another(prometheus: PrometheusProcess) -> None:
     """While one server hangs, a fetch against another server answers at once."""
     with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
-        servers = {"slow": Server(name="slow", url=server.url, timeout=2),
-                   "default": Server(url=prometheus.url)}
+        servers = {"slow": prom_server(name="slow", url=server.url, timeout=2),
+                   "default": prom_server(url=prometheus.url)}
         source = PrometheusSource(servers, retry=FAST)
         slow = asyncio.create_task(fetch_value(source, within=2.5, server="slow"))
         await asyncio.sleep(0.1)  # the slow query now occupies a worker
@@ -162,7 +162,7 @@ def doomed() -> Iterator[PrometheusProcess]:
 
 async def test_prometheus_killed_mid_test(doomed: PrometheusProcess) -> None:
     """After Prometheus dies, its metrics are unavailable (connection refused) by the deadline."""
-    source = PrometheusSource({"default": Server(url=doomed.url)}, retry=FAST)
+    source = PrometheusSource({"default": prom_server(url=doomed.url)}, retry=FAST)
     assert await fetch_value(source) == ObjectMetricValue(value=1000)
     doomed.kill()
     started = time.monotonic()
