@@ -32,6 +32,7 @@ def query_trace(
     end: float,
     step: float,
     timeout: float = 30.0,
+    max_points: int = MAX_POINTS,
 ) -> Trace:
     """One trace column per query (``demand`` or a metric's name), on ``start + k * step``."""
     start, step = float(math.floor(start)), float(step)
@@ -43,7 +44,8 @@ def query_trace(
     grid = [start + k * step for k in range(count)]
     client = PrometheusConnect(url=url, retry=Retry(total=1, backoff_factor=0.2))
     columns = {
-        name: _fetch(client, url=url, query=query, grid=grid, step=step, timeout=timeout)
+        name: _fetch(client, url=url, query=query, grid=grid, step=step, timeout=timeout,
+                     chunk=max_points)
         for name, query in queries.items()
     }
     return make_trace(grid, columns, source=f"Prometheus {url}")
@@ -57,10 +59,11 @@ def _fetch(
     grid: list[float],
     step: float,
     timeout: float,
+    chunk: int,
 ) -> list[Value]:
     found: dict[float, Value] = {}
-    for first in range(0, len(grid), MAX_POINTS):
-        last = min(first + MAX_POINTS, len(grid)) - 1
+    for first in range(0, len(grid), chunk):
+        last = min(first + chunk, len(grid)) - 1
         result = _range(client, url=url, query=query, start=grid[first], end=grid[last],
                         step=step, timeout=timeout)
         if len(result) > 1:

@@ -7,7 +7,8 @@ Counting rules (each step stands for one sync period, from its time to the next 
 - over target: a step whose worst metric is above its target (true per-pod load over the
   target, not what the lagging samples showed), or that has load and no Ready pod at all.
   The depth is how far above, in percent of the target (150% of target is 50% deep); steps
-  without a Ready pod count in the time, not in the depth.
+  without a Ready pod count in the time, not in the depth. "Beyond tolerance" counts only
+  steps above the target by more than the scale-up tolerance: where the HPA itself acts.
 - scale events: steps whose decision changed the count; a direction change is a scale-up
   following a scale-down or the reverse.
 """
@@ -22,6 +23,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from autoscaler.algorithm.behavior import tolerances_for
 from autoscaler.simulate.engine import Row, Timeline
 
 OVER = 1.0 + 1e-9  # float noise at exactly on-target must not count as over
@@ -43,6 +45,7 @@ class Summary:
     direction_changes: int
     over_target_seconds: float
     over_target_percent_of_time: float
+    beyond_tolerance_seconds: float
     max_over_target_percent: float
     mean_over_target_percent: float
     no_ready_pod_seconds: float
@@ -66,6 +69,9 @@ def summarize(timeline: Timeline) -> Summary:
     flips = sum(1 for a, b in pairwise(changes) if (a > 0) != (b > 0))
     depths = [(r - 1) * 100 for r in map(worst_ratio, rows) if r is not None and r > OVER]
     over = sum(1 for row in rows if _starved(row) or (worst_ratio(row) or 0) > OVER)
+    limit = OVER + tolerances_for(timeline.scenario.spec.behavior, timeline.scenario.settings) \
+        .scale_up
+    beyond = sum(1 for row in rows if _starved(row) or (worst_ratio(row) or 0) > limit)
     replicas = [row.desired for row in rows]
     return Summary(
         label=timeline.scenario.label,
@@ -82,6 +88,7 @@ def summarize(timeline: Timeline) -> Summary:
         direction_changes=flips,
         over_target_seconds=over * sync,
         over_target_percent_of_time=100 * over / len(rows) if rows else 0.0,
+        beyond_tolerance_seconds=beyond * sync,
         max_over_target_percent=max(depths, default=0.0),
         mean_over_target_percent=sum(depths) / len(depths) if depths else 0.0,
         no_ready_pod_seconds=sum(1 for row in rows if _starved(row)) * sync,
@@ -155,6 +162,7 @@ _TABLE = (
     ("scale events (up/down)", None, None),
     ("direction changes", "direction_changes", "{}"),
     ("time over target", "over_target_seconds", None),
+    ("time beyond tolerance", "beyond_tolerance_seconds", None),
     ("max over target", "max_over_target_percent", "{:.1f}%"),
     ("mean over target (when over)", "mean_over_target_percent", "{:.1f}%"),
     ("time with load, no ready pod", "no_ready_pod_seconds", None),

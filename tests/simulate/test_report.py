@@ -36,9 +36,22 @@ def test_tiny_run_summary_by_hand() -> None:
     assert (summary.scale_events, summary.scale_ups, summary.scale_downs) == (1, 1, 0)
     assert summary.over_target_seconds == 15
     assert summary.over_target_percent_of_time == pytest.approx(20.0)
+    assert summary.beyond_tolerance_seconds == 15
     assert summary.max_over_target_percent == pytest.approx(300.0)
     assert summary.mean_over_target_percent == pytest.approx(300.0)
     assert summary.no_ready_pod_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("demand", "over", "beyond"), [(105, 15 * 5, 0), (111, 15 * 5, 15 * 5)],
+    ids=["within-tolerance", "beyond-tolerance"],
+)
+def test_over_target_and_beyond_tolerance(demand: float, over: float, beyond: float) -> None:
+    """5% over target is over but within the 10% tolerance; 11% over is beyond it (one pod
+    at most, so the load stays where it is for all five steps)."""
+    timeline = run(spec(rps(100), high=1), trace([(0, demand), (60, demand)]))
+    summary = summarize(timeline)
+    assert (summary.over_target_seconds, summary.beyond_tolerance_seconds) == (over, beyond)
 
 
 def test_direction_changes_count_flips() -> None:
