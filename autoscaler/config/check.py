@@ -6,7 +6,6 @@ config or a failing query, 2 usage error. Problems go to stderr, the summary to 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +17,7 @@ from autoscaler.algorithm import (
     ScalingRules,
     format_milli,
 )
+from autoscaler.config.args import ArgParser
 from autoscaler.config.durations import format_duration
 from autoscaler.config.errors import ConfigError
 from autoscaler.config.loader import load_config
@@ -43,17 +43,8 @@ def command(argv: Sequence[str]) -> int:
     return _probe(config, args.timeout)
 
 
-class _Parser(argparse.ArgumentParser):
-    def parse_args_or_exit(self, argv: Sequence[str]) -> argparse.Namespace | int:
-        """Parsed arguments, or the exit code argparse chose (0 for --help, 2 for errors)."""
-        try:
-            return self.parse_args(list(argv))
-        except SystemExit as exit_:
-            return exit_.code if isinstance(exit_.code, int) else 2
-
-
-def _parser() -> _Parser:
-    parser = _Parser(prog="autoscaler check",
+def _parser() -> ArgParser:
+    parser = ArgParser(prog="autoscaler check",
                      description="Validate a config file and print a summary of its targets.")
     parser.add_argument("config", help="the TOML config file")
     parser.add_argument("--prometheus", action="store_true",
@@ -114,8 +105,21 @@ def describe_metric(metric: MetricSpec) -> str:
     if target.type is MetricTargetType.UTILIZATION:
         return f"{name} {target.average_utilization}%"
     if target.type is MetricTargetType.AVERAGE_VALUE:
-        return f"{name} avg {format_milli(target.average_value or 0)}"
-    return f"{name} {format_milli(target.value or 0)}"
+        return f"{name} avg {quantity(target.average_value or 0)}"
+    return f"{name} {quantity(target.value or 0)}"
+
+
+def quantity(milli: int) -> str:
+    """Milli-units as a short quantity: ``1.5Gi`` rather than ``1610612736``, ``10k``."""
+    if milli % 1000 == 0:
+        whole = milli // 1000
+        for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if whole >= size and (whole * 2) % size == 0:
+                return f"{whole / size:g}{suffix}"
+        for suffix, size in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+            if whole >= size and whole % (size // 10) == 0:
+                return f"{whole / size:g}{suffix}"
+    return format_milli(milli)
 
 
 def describe_behavior(behavior: Behavior | None) -> str:

@@ -175,8 +175,8 @@ def _metric(
             source.described_object.kind if isinstance(source, ObjectSourceModel) else None),
     )
     requests = source.requests_from if isinstance(source, ResourceSourceModel) else None
-    query = MetricQuery(**given(query=source.query, window=source.window,
-                                requests_source=requests))
+    query = MetricQuery(query=source.query,
+                        **given(window=source.window, requests_source=requests))
     return spec, query
 
 
