@@ -83,6 +83,7 @@ class EventRecorder:
         self._queue: asyncio.Queue[_Key] = asyncio.Queue(maxsize=queue_size)
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
         self._remembered = remembered
+        self._last_nanos = 0
         self._worker: asyncio.Task[None] | None = None
         self.counters = EventCounters()
 
@@ -150,7 +151,10 @@ class EventRecorder:
                 return
             except NotFoundError:
                 pass  # the Event expired (its TTL is an hour): start a new one
-        name = f"{key.target.name}.{int(now.timestamp() * 1e9):x}"
+        # client-go's name: <object>.<unix nanos in hex>; kept increasing so two events in
+        # the same nanosecond (or a coarse clock) cannot collide.
+        self._last_nanos = max(int(now.timestamp() * 1e9), self._last_nanos + 1)
+        name = f"{key.target.name}.{self._last_nanos:x}"
         with api_errors(f"create event {key.reason} on {key.target.name}"):
             await self._core.create_namespaced_event(
                 key.target.namespace, self._body(key, name, now))

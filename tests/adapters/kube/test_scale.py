@@ -1,0 +1,131 @@
+"""/scale of any scalable kind: read, write with its resourceVersion, retry on conflict."""
+
+from collections.abc import Callable
+
+import pytest
+
+from autoscaler.adapters.kube.discovery import Discovery
+from autoscaler.adapters.kube.scale import Scale, ScaleClient, scale_with_retry
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.errors import BadDataError, ConflictError, NotFoundError, PermissionError_
+from tests.adapters.kube.conftest import Ref
+from tests.sim.kube import SimApiServer
+
+
+def scales(kube: KubeSession) -> ScaleClient:
+    return ScaleClient(kube.api_client, Discovery(kube.api_client))
+
+
+def spec_replicas(api: SimApiServer, ref: Ref, namespace: str = "default") -> int:
+    obj = api.get(ref.api_version, ref.kind, namespace, ref.name)
+    assert obj is not None
+    return int(obj["spec"]["replicas"])
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [Ref(), Ref(kind="StatefulSet"), Ref(kind="ReplicaSet"),
+     Ref(api_version="example.com/v1", kind="Rollout")],
+    ids=["deployment", "statefulset", "replicaset", "custom-resource"],
+)
+async def test_get_and_update(kube: KubeSession, apiserver: SimApiServer, ref: Ref) -> None:
+    """GET /scale gives replicas, selector and uid; a PUT with its resourceVersion writes."""
+    created = apiserver.create_workload(ref.kind, "shop", "web", replicas=2,
+                                        labels={"app": "web", "tier": "front"},
+                                        api_version=ref.api_version)
+    client = scales(kube)
+    scale = await client.get_scale("shop", ref)
+    assert (scale.spec_replicas, scale.target.uid) == (2, created["metadata"]["uid"])
+    assert scale.pod_selector().matches({"app": "web", "tier": "front"})
+    written = await client.update_scale("shop", ref, 5, scale.resource_version)
+    assert written.spec_replicas == 5
+    assert spec_replicas(apiserver, ref, "shop") == 5
+    assert client.uid_of("shop", ref) == created["metadata"]["uid"]
+
+
+async def test_stale_resource_version_is_a_conflict(kube: KubeSession,
+                                                    apiserver: SimApiServer) -> None:
+    """A write carrying an old resourceVersion is refused with ConflictError, not applied."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    client = scales(kube)
+    scale = await client.get_scale("default", Ref())
+    apiserver.set_replicas("Deployment", "default", "web", 3)
+    with pytest.raises(ConflictError, match="update /scale of Deployment default/web"):
+        await client.update_scale("default", Ref(), 7, scale.resource_version)
+    assert spec_replicas(apiserver, Ref()) == 3
+
+
+def bump_once(api: SimApiServer, seen: list[int], to: int, plus: int) -> Callable[[Scale], int]:
+    """A recompute that records what it saw; on its first call someone else scales first."""
+    def recompute(scale: Scale) -> int:
+        seen.append(scale.spec_replicas)
+        if len(seen) == 1:
+            api.set_replicas("Deployment", "default", "web", to)
+        return scale.spec_replicas + plus
+    return recompute
+
+
+async def test_conflict_rereads_and_recomputes(kube: KubeSession,
+                                               apiserver: SimApiServer) -> None:
+    """Another writer between our GET and PUT: we re-read and recompute, never overwrite."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    seen: list[int] = []
+    outcome = await scale_with_retry(scales(kube), "default", Ref(),
+                                     bump_once(apiserver, seen, to=6, plus=1))
+    assert seen == [2, 6]
+    assert (outcome.written, outcome.conflicts, outcome.scale.spec_replicas) == (True, 1, 7)
+    assert spec_replicas(apiserver, Ref()) == 7
+    assert apiserver.count(verb="update", resource="deployments/scale", status=409) == 1
+
+
+async def test_conflicts_are_bounded(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """If every attempt loses the race, the ConflictError propagates after `attempts`."""
+    apiserver.create_deployment("default", "web", replicas=2)
+
+    def always_raced(scale: Scale) -> int:
+        apiserver.set_replicas("Deployment", "default", "web", scale.spec_replicas + 10)
+        return 1
+
+    with pytest.raises(ConflictError):
+        await scale_with_retry(scales(kube), "default", Ref(), always_raced, attempts=2)
+    assert apiserver.count(verb="update", resource="deployments/scale") == 2
+    assert spec_replicas(apiserver, Ref()) == 22
+
+
+@pytest.mark.parametrize("desired", [None, 2], ids=["no-decision", "unchanged"])
+async def test_nothing_to_write(kube: KubeSession, apiserver: SimApiServer,
+                                desired: int | None) -> None:
+    """No PUT when the recompute wants nothing or the current size."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    outcome = await scale_with_retry(scales(kube), "default", Ref(), lambda _: desired)
+    assert not outcome.written
+    assert apiserver.count(verb="update") == 0
+
+
+async def test_missing_target_and_kind_without_scale(kube: KubeSession) -> None:
+    """A missing object and a kind without /scale are NotFoundErrors."""
+    client = scales(kube)
+    with pytest.raises(NotFoundError, match="HTTP 404"):
+        await client.get_scale("default", Ref(name="absent"))
+    with pytest.raises(NotFoundError, match="has no /scale"):
+        await client.get_scale("default", Ref(api_version="v1", kind="ConfigMap"))
+
+
+async def test_forbidden_write(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """A 403 on the write is a PermissionError_ carrying the server's message."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    apiserver.deny("update", "deployments/scale")
+    client = scales(kube)
+    scale = await client.get_scale("default", Ref())
+    with pytest.raises(PermissionError_, match="HTTP 403"):
+        await client.update_scale("default", Ref(), 3, scale.resource_version)
+
+
+def test_scale_without_selector() -> None:
+    """Upstream refuses a target whose /scale has no selector: a clear BadDataError."""
+    from autoscaler.adapters.kube.scale import ObjectRef, scale_from_json
+
+    target = ObjectRef(api_version="example.com/v1", kind="Rollout", namespace="ns", name="r")
+    scale = scale_from_json({"spec": {"replicas": 1}, "status": {"replicas": 1}}, target)
+    with pytest.raises(BadDataError, match="selector is required"):
+        scale.pod_selector()
