@@ -163,8 +163,8 @@ _TABLE = (
     ("direction changes", "direction_changes", "{}"),
     ("time over target", "over_target_seconds", None),
     ("time beyond tolerance", "beyond_tolerance_seconds", None),
-    ("max over target", "max_over_target_percent", "{:.1f}%"),
-    ("mean over target (when over)", "mean_over_target_percent", "{:.1f}%"),
+    ("worst overshoot", "max_over_target_percent", "+{:.1f}%"),
+    ("mean overshoot (when over)", "mean_over_target_percent", "+{:.1f}%"),
     ("time with load, no ready pod", "no_ready_pod_seconds", None),
     ("time with invalid metrics", "invalid_metric_seconds", None),
 )

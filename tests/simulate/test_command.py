@@ -1,0 +1,175 @@
+"""``autoscaler simulate`` end to end: configs through the daemon's loader, files written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from autoscaler.simulate import command
+from tests.sim.prometheus import PrometheusProcess
+from tests.simulate.promdata import END, POINTS, START
+from tests.simulate.test_plot import PNG_SIGNATURE, pixels_of
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "config" / "examples" / "simulate"
+TARGET = """
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "{name}" }}
+minReplicas = 1
+maxReplicas = 20
+metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ type = "AverageValue", averageValue = "{target}" }}, query = 'sum by (pod) (rate(requests_total{{${{pod_selector}}}}[1m]))' }} }}]
+"""
+
+
+def config(
+    tmp_path: Path, name: str = "a", *, targets: tuple[tuple[str, int], ...] = (("web", 100),)
+) -> Path:
+    """A config with one Pods ``rps`` metric per (deployment, averageValue) pair."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text("".join(TARGET.format(name=n, target=t) for n, t in targets))
+    return path
+
+
+def csv_trace(tmp_path: Path, text: str = "time,demand\n0,100\n60,400\n300,400\n") -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    return path
+
+
+def summary(out: Path) -> list[dict[str, object]]:
+    runs: list[dict[str, object]] = json.loads((out / "summary.json").read_text())["runs"]
+    return runs
+
+
+def test_example_main_job(tmp_path: Path) -> None:
+    """The README's command on the shipped example: a day at 15 s, every output written."""
+    out = tmp_path / "out"
+    code = command([
+        "--config", str(EXAMPLE / "web.toml"), "--workload", str(EXAMPLE / "workload.toml"),
+        "--trace", str(EXAMPLE / "day.csv"), "--out", str(out),
+    ])
+    assert code == 0
+    run, = summary(out)
+    assert run["steps"] == 24 * 240 + 1
+    assert 2 <= run["min_replicas"] < run["max_replicas"] <= 40  # type: ignore[operator]
+    assert (out / "simulation.png").read_bytes()[:8] == PNG_SIGNATURE
+    rows = (out / "timeline.csv").read_text().splitlines()
+    assert len(rows) == 24 * 240 + 2
+    assert rows[0].startswith("time,demand,current,desired,pending,starting,ready,deleting")
+
+
+def test_compare_runs_both_configs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--compare simulates a second config on the same trace; both show in files and plot."""
+    first = config(tmp_path, "a", targets=(("web", 100),))
+    second = config(tmp_path, "b", targets=(("web", 50),))
+    out = tmp_path / "out"
+    code = command(["--config", str(first), "--compare", str(second), "--metric-window", "15s",
+                    "--trace", str(csv_trace(tmp_path)), "--out", str(out)])
+    assert code == 0
+    runs = summary(out)
+    assert [r["label"] for r in runs] == ["a", "b"]
+    assert [r["max_replicas"] for r in runs] == [4, 8]
+    assert (out / "timeline-compare.csv").exists()
+    image = np.asarray(mpimg.imread(out / "simulation.png"))
+    assert pixels_of(image, "tab:blue") > 500
+    assert pixels_of(image, "tab:orange") > 500
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split() == ["a", "b"]
+
+
+def test_flags_override_the_workload_file(tmp_path: Path) -> None:
+    """--replicas on the command line wins over replicas in the [simulate] table."""
+    workload = tmp_path / "w.toml"
+    workload.write_text("[simulate]\nreplicas = 2\n")
+    out = tmp_path / "out"
+    code = command(["--config", str(config(tmp_path)), "--workload", str(workload),
+                    "--replicas", "5", "--trace", str(csv_trace(tmp_path)), "--out", str(out),
+                    "--no-plot"])
+    assert code == 0
+    first = (out / "timeline.csv").read_text().splitlines()[1].split(",")
+    assert first[2] == "5"
+    assert not (out / "simulation.png").exists()
+
+
+def test_target_selects_one_of_several(tmp_path: Path) -> None:
+    """--target picks a target by key; the default is the first."""
+    path = config(tmp_path, targets=(("web", 100), ("api", 50)))
+    out = tmp_path / "out"
+    code = command(["--config", str(path), "--target", "shop/Deployment/api", "--metric-window",
+                    "15s", "--trace", str(csv_trace(tmp_path)), "--out", str(out), "--no-plot"])
+    assert code == 0
+    assert summary(out)[0]["max_replicas"] == 8
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--target", "shop/Deployment/nope"], "no target 'shop/Deployment/nope'; targets:"),
+        (["--capacity", "0"], "capacity: expected a positive number"),
+        (["--request", "cpu"], "--request: expected NAME=VALUE"),
+        (["--query", "up"], "--query goes with --prometheus"),
+    ],
+    ids=["unknown-target", "bad-capacity", "bad-request", "query-without-prometheus"],
+)
+def test_bad_input_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    """Bad flags are reported on stderr in one line, with exit status 2 and no traceback."""
+    code = command(["--config", str(config(tmp_path)), "--trace", str(csv_trace(tmp_path)),
+                    "--out", str(tmp_path / "out"), *extra])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_invalid_config_is_reported_by_the_loader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon's own validation runs: a misspelt key is an error with its place."""
+    path = tmp_path / "bad.toml"
+    path.write_text(config(tmp_path).read_text().replace("maxReplicas", "maxReplica"))
+    code = command(["--config", str(path), "--trace", str(csv_trace(tmp_path))])
+    assert code == 2
+    assert "maxReplica" in capsys.readouterr().err
+
+
+def test_missing_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace that is not there is named in the error."""
+    code = command(["--config", str(config(tmp_path)), "--trace", str(tmp_path / "no.csv")])
+    assert code == 2
+    assert "cannot read trace" in capsys.readouterr().err
+
+
+def test_demand_from_prometheus(tmp_path: Path, prometheus: PrometheusProcess) -> None:
+    """--prometheus takes the demand from a range query over --start..--end."""
+    out = tmp_path / "out"
+    code = command([
+        "--config", str(config(tmp_path)), "--prometheus", prometheus.url,
+        "--query", 'web_demand{app="web"}', "--start", str(START), "--end", str(END),
+        "--out", str(out), "--no-plot",
+    ])
+    assert code == 0
+    document = json.loads((out / "timeline.json").read_text())
+    assert document["origin"] == START
+    assert len(document["rows"]) == POINTS
+    assert document["rows"][0]["demand"] == 100.0
+    assert document["rows"][-1]["demand"] == 100.0 + POINTS - 1
+
+
+def test_cli_entry_point_runs_simulate(tmp_path: Path) -> None:
+    """``python -m autoscaler simulate`` reaches this command through the CLI table."""
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler", "simulate", "--config", str(config(tmp_path)),
+         "--trace", str(csv_trace(tmp_path)), "--out", str(out), "--no-plot"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "replica-hours" in result.stdout
+    assert (out / "summary.json").exists()
