@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +176,38 @@ def test_cli_entry_point_runs_simulate(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "replica-hours" in result.stdout
     assert (out / "summary.json").exists()
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    """On a TTY a long run draws a bar on stderr; piped, stderr stays empty."""
+    args = [sys.executable, "-m", "autoscaler", "simulate", "--config", str(config(tmp_path)),
+            "--trace", str(EXAMPLE / "day.csv"), "--out", str(tmp_path / "out"), "--no-plot"]
+    leader, follower = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        while chunk := _read(leader):
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        result = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=follower, cwd=ROOT,
+                                timeout=60, check=False)
+    finally:
+        os.close(follower)
+        reader.join(timeout=5)
+        os.close(leader)
+    assert result.returncode == 0
+    assert "[##############################] 5761/5761 steps" in seen.decode()
+    piped = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=60,
+                           check=False)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # the follower end closed: EIO on Linux
+        return b""

@@ -150,3 +150,14 @@ def test_sync_period_sets_the_step() -> None:
     scenario = Scenario(label="t", spec=spec(), model=WorkloadModel(), sync_period=30)
     timeline = simulate(scenario, trace([(0, 100), (100, 100)]))
     assert [row.time for row in timeline.rows] == [0, 30, 60, 90]
+
+
+def test_progress_is_reported_in_about_a_hundred_calls() -> None:
+    """Long runs report progress every ~1% of the steps, ending with (all, all)."""
+    calls: list[tuple[int, int]] = []
+    scenario = Scenario(label="t", spec=spec(), model=WorkloadModel())
+    timeline = simulate(scenario, trace([(0, 100), (15 * 999, 100)]),
+                        progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (len(timeline.rows), len(timeline.rows)) == (1000, 1000)
+    assert 90 <= len(calls) <= 102
+    assert [done for done, _ in calls] == sorted({done for done, _ in calls})
