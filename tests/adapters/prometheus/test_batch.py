@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from autoscaler.adapters.prometheus import PrometheusSource
-from autoscaler.algorithm import MetricSourceType, PodMetricValues
+from autoscaler.adapters.prometheus import PrometheusSource, batch
+from autoscaler.algorithm import MetricSourceType, MetricTargetType, PodMetricValues
 from tests.adapters.prometheus.conftest import CPU_WINDOW, PER_POD
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import CountingProxy, PrometheusProcess
@@ -83,3 +83,30 @@ async def test_per_target_templates_are_per_target_queries(
                for i, (ns, pods) in enumerate(HOMES)]
     result = await source.fetch(targets, deadline=time.monotonic() + 10)
     assert (result.queries_issued, proxy.count("/api/v1/query")) == (2, 2)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 5000], ids=lambda n: f"{n}-targets")
+def test_plan_does_not_grow_with_targets(n: int) -> None:
+    """Planning alone (no server): the distinct queries stay 3 for thousands of targets."""
+    assert len(batch.plan(shared_targets(n), known=lambda _: True).queries) == 3
+
+
+@pytest.mark.parametrize(("variant", "queries"), [
+    ({}, 1),
+    ({"window": 30.0}, 2),
+    ({"server": "other"}, 2),
+    ({"kind": CR}, 2),
+    ({"requests_source": "kube-state-metrics"}, 2),
+], ids=["same", "other-window", "other-server", "per-container", "ksm-requests"])
+def test_what_splits_a_built_in_query(variant: dict, queries: int) -> None:
+    """Built-in queries are shared unless window, server or grouping differ."""
+    def cpu_target(key: str, **kw: object) -> object:
+        kind = kw.get("kind", R)
+        metric = spec(kind, "cpu", container="app" if kind is CR else None,
+                      target=MetricTargetType.UTILIZATION)
+        query = metric_query(window=kw.get("window", 60.0),
+                             requests_source=kw.get("requests_source", "pods"))
+        return target(key, namespace="shop", pod_names=["web-0"],
+                      server=kw.get("server", "default"), metrics=[(metric, query)])
+    plan = batch.plan([cpu_target("a"), cpu_target("b", **variant)], known=lambda _: True)
+    assert len(plan.queries) == queries

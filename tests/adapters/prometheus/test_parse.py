@@ -1,0 +1,140 @@
+"""Shape and value checks on the client's raw answers (pure functions, no server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from autoscaler.adapters.prometheus.parse import (
+    Sample,
+    all_values,
+    check_series_count,
+    parse_result,
+    pod_samples,
+    single_value,
+    to_milli,
+)
+from autoscaler.errors import BadDataError
+
+
+@pytest.mark.parametrize(("raw", "milli"), [
+    ("0.25", 250), ("1", 1000), ("0", 0), ("1e-3", 1), ("104857600", 104857600000),
+    ("0.0004", 0), ("0.0005", 0), ("0.0015", 2),
+], ids=["quarter-core", "one", "zero", "one-milli", "100MiB", "rounds-down", "half-even",
+        "half-even-up"])
+def test_to_milli(raw: str, milli: int) -> None:
+    """Values become integer milli-units, rounded to nearest (ties to even)."""
+    assert to_milli(raw) == milli
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("NaN", "value is NaN"), ("+Inf", "value is +Inf"), ("-Inf", "value is -Inf"),
+    ("-0.5", "negative value -0.5"), ("abc", "non-numeric value 'abc'"),
+    ("1e300", "too large"),
+], ids=["nan", "pos-inf", "neg-inf", "negative", "text", "huge"])
+def test_to_milli_rejects(raw: str, message: str) -> None:
+    """Unusable values raise BadDataError naming the problem; none becomes zero."""
+    with pytest.raises(BadDataError, match=message.replace("+", r"\+")):
+        to_milli(raw)
+
+
+@pytest.mark.parametrize(("result", "expected"), [
+    ([], []),
+    ([1700000000.5, "3"], [Sample(labels={}, raw="3", timestamp=1700000000.5)]),
+    ([{"metric": {"pod": "a"}, "value": [1.0, "2"]}],
+     [Sample(labels={"pod": "a"}, raw="2", timestamp=1.0)]),
+    ([{"metric": {"a": "1"}, "value": [1.0, "1"]}, {"metric": {"a": "2"}, "value": [1.0, "2"]}],
+     [Sample(labels={"a": "1"}, raw="1", timestamp=1.0),
+      Sample(labels={"a": "2"}, raw="2", timestamp=1.0)]),
+], ids=["empty", "scalar", "vector", "two-series-vector"])
+def test_parse_result(result: Any, expected: list[Sample]) -> None:
+    """Vectors and scalars (as the client hands them over) become samples."""
+    assert parse_result(result) == expected
+
+
+@pytest.mark.parametrize(("result", "message"), [
+    ({"resultType": "vector"}, "unexpected answer"),
+    ([{"metric": {}, "values": [[1.0, "1"]]}], "range vector"),
+    ([{"value": [1.0, "1"]}], "without 'metric'"),
+    (["x"], "unexpected series"),
+    ([{"metric": {}, "value": ["later", "1"]}], "malformed sample timestamp"),
+    ([{"metric": {}, "value": [1.0]}], "malformed sample value"),
+], ids=["dict", "matrix", "no-labels", "string-item", "bad-timestamp", "short-pair"])
+def test_parse_result_rejects(result: Any, message: str) -> None:
+    """Any other shape is bad data with a specific message."""
+    with pytest.raises(BadDataError, match=message):
+        parse_result(result)
+
+
+def s(raw: str, **labels: str) -> Sample:
+    return Sample(labels=labels, raw=raw, timestamp=100.0)
+
+
+def test_pod_samples_keep_only_the_targets_pods() -> None:
+    """Other namespaces and pods are ignored; each sample keeps its time and the window."""
+    found, notes = pod_samples(
+        [s("1", pod="a", namespace="ns"), s("2", pod="b", namespace="other"),
+         s("3", pod="z", namespace="ns")],
+        namespace="ns", pods=frozenset({"a", "b"}), window=30.0)
+    assert (set(found), notes) == ({"a"}, [])
+    assert (found["a"].value, found["a"].timestamp, found["a"].window) == (1000, 100.0, 30.0)
+
+
+def test_pod_samples_drop_bad_pods_and_say_why() -> None:
+    """A NaN for one pod leaves that pod out (missing, not zero) with a note."""
+    found, notes = pod_samples([s("NaN", pod="a"), s("2", pod="b")], namespace="ns",
+                               pods=frozenset({"a", "b"}), window=60.0)
+    assert (set(found), notes) == ({"b"}, ["pod a: value is NaN"])
+
+
+def test_pod_samples_by_container() -> None:
+    """With a container, only that container's series count."""
+    found, _ = pod_samples([s("1", pod="a", container="app"), s("9", pod="a", container="x")],
+                           namespace="ns", pods=frozenset({"a"}), window=60.0,
+                           container="app")
+    assert found["a"].value == 1000
+
+
+@pytest.mark.parametrize(("samples", "message"), [
+    ([s("1", namespace="ns")], "no 'pod' label"),
+    ([s("1", pod="a"), s("2", pod="a")], "pod a has several series"),
+    ([s("1", pod="zz")], "no usable sample for any of the target's 1 pods"),
+    ([s("-1", pod="a")], r"no usable sample .* \(pod a: negative value -1\)"),
+], ids=["no-pod-label", "duplicate-pod", "no-target-pod", "all-bad"])
+def test_pod_samples_reject(samples: list[Sample], message: str) -> None:
+    """Vectors that cannot be read per pod are bad data."""
+    with pytest.raises(BadDataError, match=message):
+        pod_samples(samples, namespace="ns", pods=frozenset({"a"}), window=60.0)
+
+
+def test_single_value() -> None:
+    """An Object metric takes its one series' value."""
+    assert single_value([s("4.5")]) == 4500
+
+
+@pytest.mark.parametrize(("samples", "message"), [
+    ([], "empty result"), ([s("1"), s("2"), s("3")], "3 series where exactly one")],
+    ids=["empty", "three"])
+def test_single_value_rejects(samples: list[Sample], message: str) -> None:
+    """Zero or several series for an Object metric are bad data."""
+    with pytest.raises(BadDataError, match=message):
+        single_value(samples)
+
+
+def test_all_values() -> None:
+    """An External metric keeps every value, in order, for the core to sum."""
+    assert all_values([s("1"), s("2.5")]) == (1000, 2500)
+
+
+def test_all_values_one_bad_spoils_all() -> None:
+    """One bad series makes the whole External metric unavailable, naming the series."""
+    with pytest.raises(BadDataError, match=r'q\{queue="b"\}: value is NaN'):
+        all_values([s("1", __name__="q", queue="a"), s("NaN", __name__="q", queue="b")])
+
+
+def test_series_explosion() -> None:
+    """More series than the limit is bad data; the limit itself is fine."""
+    check_series_count([s("1")] * 3, 3)
+    with pytest.raises(BadDataError, match="series explosion: 4 series"):
+        check_series_count([s("1")] * 4, 3)
