@@ -132,9 +132,33 @@ def openapi_v3_paths(registry: Registry) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def openapi_v3_document(group: str, version: str) -> dict[str, Any]:
+def openapi_v3_document(registry: Registry, group: str, version: str) -> dict[str, Any]:
+    """A minimal OpenAPI v3 document: one permissive schema per kind, tagged with its GVK.
+
+    Enough for kubectl's client-side validation (create/apply) to find the kind and accept
+    any fields; real schemas are not modelled.
+    """
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schemas = {
+        f"{group or 'core'}.{version}.{rt.kind}": {
+            **loose, "x-kubernetes-group-version-kind": [
+                {"group": rt.group, "version": rt.version, "kind": rt.kind}],
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                           "metadata": loose, "spec": loose, "status": loose}}
+        for rt in registry.in_group_version(group, version)}
+    paths = {
+        f"{rt.path_prefix('{namespace}' if rt.namespaced else None)}/{{name}}": {"patch": {
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": {"group": rt.group, "version": rt.version,
+                                                "kind": rt.kind},
+            # kubectl looks for this parameter to choose server-side field validation; the
+            # simulator accepts the parameter and checks only what objects.py validates.
+            "parameters": [{"name": "fieldValidation", "in": "query",
+                            "schema": {"type": "string"}}],
+            "responses": {}}}
+        for rt in registry.in_group_version(group, version)}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0-sim"},
-            "paths": {}, "components": {"schemas": {}}}
+            "paths": paths, "components": {"schemas": schemas}}
 
 
 def openapi_v2() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from .objects import to_view
 from .patch import PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
-from .tables import TABLE_CONTENT_TYPE, table
+from .tables import TABLE_CONTENT_TYPE, table, wants_table
 
 if TYPE_CHECKING:
     from .server import SimApiServer
@@ -113,7 +113,24 @@ class Router:
         server, query = self.server, request.query
         target: Target | None = None
         user: str | None = None
-        status = 500
+        status, logged = 500, False
+
+        def log(code: int) -> None:
+            nonlocal logged
+            if logged:
+                return
+            logged = True
+            verb = target.verb if target else ("get" if request.method == "GET"
+                                               else request.method.lower())
+            server.log.append(RequestRecord(
+                method=request.method, path=request.path, query=dict(query), verb=verb,
+                group=target.rt.group if target else None,
+                resource=target.resource if target else None,
+                namespace=target.namespace if target else None,
+                name=target.name if target else None, user=user, status=code,
+                content_type=request.headers.get("Content-Type", ""),
+                accept=request.headers.get("Accept", "")))
+
         try:
             principal = server.authenticate(request.headers.get("Authorization", ""))
             if principal is None:
@@ -126,6 +143,9 @@ class Router:
                                 group=target.rt.group, namespace=target.namespace,
                                 name=target.name)
             await self._faults(request.path, target)
+            if target is not None and target.verb == "watch":
+                # A watch is logged when its stream starts, so tests can wait for it.
+                return await server.watches.serve(request, target, lambda: log(200))
             response = await self._dispatch(request, target)
             status = response.status
             return response
@@ -133,16 +153,7 @@ class Router:
             status = error.code
             return error_response(error)
         finally:
-            verb = target.verb if target else ("get" if request.method == "GET"
-                                               else request.method.lower())
-            server.log.append(RequestRecord(
-                method=request.method, path=request.path, query=dict(query), verb=verb,
-                group=target.rt.group if target else None,
-                resource=target.resource if target else None,
-                namespace=target.namespace if target else None,
-                name=target.name if target else None, user=user, status=status,
-                content_type=request.headers.get("Content-Type", ""),
-                accept=request.headers.get("Accept", "")))
+            log(status)
 
     async def _faults(self, path: str, target: Target | None) -> None:
         verb = target.verb if target else "get"
@@ -162,8 +173,6 @@ class Router:
         if request.query.get("dryRun"):
             raise bad_request("dryRun is not supported by the simulated API server")
         method = request.method
-        if method == "GET" and target.verb == "watch":
-            return await self.server.watches.serve(request, target)
         if method == "GET":
             return self._get(request, target)
         body = await self._body(request)
@@ -214,7 +223,7 @@ class Router:
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
         rt, server = target.rt, self.server
-        as_table = _wants_table(request.headers.get("Accept", JSON))
+        as_table = wants_table(request.headers.get("Accept", JSON))
         if target.name is not None:
             obj = server.rest.get(rt, target.namespace, target.name, target.subresource)
             if as_table and target.subresource is None:
@@ -290,8 +299,10 @@ class Router:
             found = discovery.openapi_v2()
         elif path == "/openapi/v3":
             found = discovery.openapi_v3_paths(registry)
-        elif parts[:2] == ["openapi", "v3"]:
-            found = discovery.openapi_v3_document(parts[-2], parts[-1])
+        elif parts[:3] == ["openapi", "v3", "api"] and len(parts) == 4:
+            found = discovery.openapi_v3_document(registry, "", parts[3])
+        elif parts[:3] == ["openapi", "v3", "apis"] and len(parts) == 5:
+            found = discovery.openapi_v3_document(registry, parts[3], parts[4])
         elif path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if found is None:
@@ -310,11 +321,6 @@ class Router:
                               "apiVersion": target.rt.api_version,
                               "metadata": {"resourceVersion": str(
                                   self.server.store.resource_version)}, "items": deleted})
-
-
-def _wants_table(accept: str) -> bool:
-    compact = accept.replace(" ", "")
-    return "as=Table" in compact and "g=meta.k8s.io" in compact
 
 
 def _slot(obj: dict[str, Any]) -> str:

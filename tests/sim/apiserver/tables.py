@@ -17,6 +17,11 @@ Obj = dict[str, Any]
 TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
+def wants_table(accept: str) -> bool:
+    compact = accept.replace(" ", "")
+    return "as=Table" in compact and "g=meta.k8s.io" in compact
+
+
 def human_duration(seconds: float) -> str:
     """apimachinery's duration.HumanDuration."""
     s = int(seconds)

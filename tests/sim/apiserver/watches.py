@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -20,6 +22,8 @@ from .errors import ApiError, bad_request
 from .objects import to_view
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
+from .store import Watcher
+from .tables import table, wants_table
 
 if TYPE_CHECKING:
     from .routes import Target
@@ -33,13 +37,77 @@ def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> dict[s
     return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
 
+@dataclass(slots=True, kw_only=True)
+class _Stream:
+    """One open watch response and how its events are shaped."""
+
+    server: SimApiServer
+    response: web.StreamResponse
+    rt: ResourceType
+    watcher: Watcher
+    as_table: bool
+    include_object: str
+
+    async def write(self, event: dict[str, Any]) -> None:
+        await self.response.write(json.dumps(event).encode() + b"\n")
+
+    async def event(self, item: tuple[str, Any]) -> None:
+        kind, payload = item
+        if kind == "BOOKMARK":
+            body = _bookmark(self.rt, payload)
+        elif kind == "ERROR":
+            body = payload
+        elif self.as_table:
+            # kubectl get --watch asks for Table output: each event carries a one-row Table.
+            obj = to_view(self.rt, payload)
+            body = table(self.rt, [obj], now=self.server.clock.now(),
+                         include_object=self.include_object,
+                         list_meta={"resourceVersion": obj["metadata"]["resourceVersion"]})
+        else:
+            body = to_view(self.rt, payload)
+        await self.write({"type": kind, "object": body})
+
+    async def drain_initial(self) -> None:
+        queue = self.watcher.queue
+        while not queue.empty():
+            item = queue.get_nowait()
+            if item is None:
+                queue.put_nowait(None)
+                return
+            await self.event(item)
+        await self.write({"type": "BOOKMARK", "object": _bookmark(
+            self.rt, self.server.store.resource_version, initial_end=True)})
+
+    async def follow(self, timeout: float, bookmark_interval: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + bookmark_interval
+        while True:
+            now = loop.time()
+            wake = min(deadline, next_bookmark) if self.watcher.bookmarks else deadline
+            if now >= wake:
+                if self.watcher.bookmarks:
+                    await self.event(("BOOKMARK", self.server.store.resource_version))
+                    next_bookmark = now + bookmark_interval
+                if now >= deadline:
+                    return
+                continue
+            try:
+                item = await asyncio.wait_for(self.watcher.queue.get(), wake - now)
+            except TimeoutError:
+                continue
+            if item is None:
+                return
+            await self.event(item)
+
+
 class Watches:
     def __init__(self, server: SimApiServer) -> None:
         self.server = server
         self.bookmark_interval = 60.0
         self.default_timeout = 1800.0
 
-    def _open(self, request: web.Request, target: Target) -> Any:
+    def _open(self, request: web.Request, target: Target) -> Watcher:
         query, rt = request.query, target.rt
         labels = parse_label_selector(query.get("labelSelector", ""))
         fields = parse_field_selector(query.get("fieldSelector", ""), rt.field_labels)
@@ -59,81 +127,37 @@ class Watches:
             rt.storage_key, namespace=target.namespace, matches=matches, since=since,
             bookmarks=query.get("allowWatchBookmarks", "").lower() in ("true", "1"))
 
-    async def serve(self, request: web.Request, target: Target) -> web.StreamResponse:
+    async def serve(self, request: web.Request, target: Target,
+                    started: Callable[[], None]) -> web.StreamResponse:
         query = request.query
         timeout = float(query.get("timeoutSeconds") or self.default_timeout)
-        initial_events = query.get("sendInitialEvents", "").lower() == "true"
+        gone: ApiError | None = None
         try:
-            watcher = self._open(request, target)
+            watcher: Watcher | None = self._open(request, target)
         except ApiError as error:
             if error.code != 410:
                 raise
-            watcher = None
-            gone = error
+            watcher, gone = None, error
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(request)
+        started()
         if watcher is None:
-            await self._write(response, {"type": "ERROR", "object": gone.status()})
+            assert gone is not None
+            await response.write(json.dumps({"type": "ERROR", "object": gone.status()}).encode()
+                                 + b"\n")
             await response.write_eof()
             return response
+        stream = _Stream(server=self.server, response=response, rt=target.rt, watcher=watcher,
+                         as_table=wants_table(request.headers.get("Accept", "")),
+                         include_object=query.get("includeObject", "Metadata"))
         try:
-            if initial_events:
-                await self._drain_initial(response, target.rt, watcher)
-            await self._stream(response, target.rt, watcher, timeout)
+            if query.get("sendInitialEvents", "").lower() == "true":
+                await stream.drain_initial()
+            await stream.follow(timeout, self.bookmark_interval)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:
             pass
         finally:
             self.server.store.watchers.discard(watcher)
         return response
-
-    async def _drain_initial(self, response: web.StreamResponse, rt: ResourceType,
-                             watcher: Any) -> None:
-        while not watcher.queue.empty():
-            item = watcher.queue.get_nowait()
-            if item is None:
-                watcher.queue.put_nowait(None)
-                return
-            await self._event(response, rt, item)
-        await self._write(response, {"type": "BOOKMARK", "object": _bookmark(
-            rt, self.server.store.resource_version, initial_end=True)})
-
-    async def _stream(self, response: web.StreamResponse, rt: ResourceType, watcher: Any,
-                      timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        next_bookmark = loop.time() + self.bookmark_interval
-        while True:
-            now = loop.time()
-            wake = min(deadline, next_bookmark) if watcher.bookmarks else deadline
-            if now >= wake:
-                if watcher.bookmarks:
-                    await self._event(response, rt, ("BOOKMARK",
-                                                     self.server.store.resource_version))
-                    next_bookmark = now + self.bookmark_interval
-                if now >= deadline:
-                    return
-                continue
-            try:
-                item = await asyncio.wait_for(watcher.queue.get(), wake - now)
-            except TimeoutError:
-                continue
-            if item is None:
-                return
-            await self._event(response, rt, item)
-
-    async def _event(self, response: web.StreamResponse, rt: ResourceType,
-                     item: tuple[str, Any]) -> None:
-        kind, payload = item
-        if kind == "BOOKMARK":
-            body = _bookmark(rt, payload)
-        elif kind == "ERROR":
-            body = payload
-        else:
-            body = to_view(rt, payload)
-        await self._write(response, {"type": kind, "object": body})
-
-    @staticmethod
-    async def _write(response: web.StreamResponse, event: dict[str, Any]) -> None:
-        await response.write(json.dumps(event).encode() + b"\n")
