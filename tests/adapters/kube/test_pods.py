@@ -1,0 +1,168 @@
+"""The pod watch cache: one LIST, then WATCH; resume, relist on 410, never crash."""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from autoscaler.adapters.kube.pods import Backoff, PodCache
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.algorithm import ConditionStatus, PodPhase
+from autoscaler.errors import TransientError
+from tests.adapters.kube.waiting import eventually
+from tests.sim.kube import SimApiServer
+
+FAST = Backoff(initial=0.01, maximum=0.05)
+
+
+@pytest.fixture
+async def cache(kube: KubeSession) -> AsyncIterator[PodCache]:
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as pods:
+        yield pods
+
+
+async def synced(cache: PodCache, namespace: str = "shop") -> None:
+    cache.add_namespace(namespace)
+    async with asyncio.timeout(5):
+        await cache.wait_synced(namespace)
+
+
+def names(cache: PodCache, selector: str = "app=web", namespace: str = "shop") -> list[str]:
+    return [pod.name for pod in cache.pods_for(namespace, selector)]
+
+
+async def test_sync_selects_by_labels(cache: PodCache, apiserver: SimApiServer) -> None:
+    """After one LIST the cache answers per selector with converted pods."""
+    apiserver.create_deployment("shop", "web", replicas=3, requests={"cpu": "250m"})
+    apiserver.create_deployment("shop", "db", replicas=1)
+    await synced(cache)
+    web = cache.pods_for("shop", "app=web")
+    assert sorted(names(cache)) == sorted(p["metadata"]["name"]
+                                          for p in apiserver.pods("shop", "app=web"))
+    assert len(web) == 3
+    assert {(p.phase, p.ready) for p in web} == {(PodPhase.RUNNING, ConditionStatus.TRUE)}
+    assert web[0].containers[0].requests["cpu"] == 250
+    assert len(names(cache, "app=db")) == 1
+
+
+async def test_watch_follows_scaling_without_listing(cache: PodCache,
+                                                     apiserver: SimApiServer) -> None:
+    """Pods created and deleted after the LIST arrive as watch events; no second LIST."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    await synced(cache)
+    apiserver.set_replicas("Deployment", "shop", "web", 4)
+    apiserver.settle()
+    await eventually(lambda: len(names(cache)) == 4)
+    apiserver.set_replicas("Deployment", "shop", "web", 2)
+    apiserver.settle()
+    await eventually(lambda: len(apiserver.pods("shop", "app=web")) == len(names(cache)) == 2)
+    assert apiserver.count(verb="list", resource="pods") == cache.counters.lists == 1
+
+
+async def test_steady_state_makes_no_list(cache: PodCache, apiserver: SimApiServer) -> None:
+    """Many passes over many targets read memory only: the LIST count stays at one."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    await synced(cache)
+    for _ in range(20):
+        assert len(names(cache)) == 2
+        await asyncio.sleep(0.005)
+    assert apiserver.count(verb="list", resource="pods") == 1
+    assert apiserver.count(verb="watch", resource="pods") == 1
+
+
+async def test_ended_watch_resumes_from_last_version(cache: PodCache,
+                                                     apiserver: SimApiServer) -> None:
+    """A watch the server ends is reopened from the last resourceVersion, not relisted."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    await synced(cache)
+    apiserver.set_replicas("Deployment", "shop", "web", 2)
+    apiserver.settle()
+    await eventually(lambda: len(names(cache)) == 2)
+    await eventually(lambda: apiserver.open_watches == 1)
+    apiserver.expire_watches()
+    await eventually(lambda: apiserver.count(verb="watch", resource="pods") == 2)
+    resumed = apiserver.requests(verb="watch", resource="pods")[-1]
+    newest = max(int(p["metadata"]["resourceVersion"]) for p in apiserver.pods("shop"))
+    assert resumed.query["resourceVersion"] == str(newest)
+    assert resumed.query.get("allowWatchBookmarks", "").lower() == "true"
+    assert apiserver.count(verb="list", resource="pods") == 1
+
+
+async def test_gone_relists(cache: PodCache, apiserver: SimApiServer) -> None:
+    """A watch that expires with 410 Gone leads to one relist and a consistent cache."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    await synced(cache)
+    await eventually(lambda: apiserver.open_watches == 1)
+    apiserver.compact()
+    apiserver.expire_watches(gone=True)
+    await eventually(lambda: cache.counters.relists == 1 and apiserver.open_watches == 1)
+    assert apiserver.count(verb="list", resource="pods") == 2
+    apiserver.set_replicas("Deployment", "shop", "web", 3)
+    apiserver.settle()
+    await eventually(lambda: len(names(cache)) == 3)
+
+
+async def test_bookmarks_advance_the_version(cache: PodCache, apiserver: SimApiServer) -> None:
+    """A BOOKMARK moves the resume point without touching the pods."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    apiserver.create_deployment("other", "noise", replicas=1)
+    await synced(cache)
+    await eventually(lambda: apiserver.open_watches == 1)
+    apiserver.send_bookmarks()
+    await eventually(lambda: cache.counters.bookmarks >= 1)
+    assert len(names(cache)) == 1
+
+
+@pytest.mark.parametrize("verb", ["list", "watch"])
+async def test_errors_are_retried_with_backoff(cache: PodCache, apiserver: SimApiServer,
+                                               verb: str) -> None:
+    """500s on LIST or WATCH are retried; a failed watch resumes without a relist."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    apiserver.fail_next(2, status=500, verb=verb, resource="pods")
+    await synced(cache)
+    await eventually(lambda: cache.counters.errors == 2 and apiserver.open_watches == 1)
+    expected_lists = 3 if verb == "list" else 1
+    assert apiserver.count(verb="list", resource="pods") == expected_lists
+    assert names(cache)
+
+
+async def test_pagination(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """The LIST is paged with limit/continue; every page lands in the cache."""
+    apiserver.create_deployment("shop", "web", replicas=5)
+    async with PodCache(kube.api_client, page_size=2, backoff=FAST) as cache:
+        await synced(cache)
+        assert len(names(cache)) == 5
+        assert cache.counters.lists == 3
+
+
+async def test_not_synced_yet(cache: PodCache, apiserver: SimApiServer) -> None:
+    """Before the first LIST completes, pods_for is a TransientError, not an empty list."""
+    apiserver.delay_next(1, seconds=1.0, verb="list", resource="pods")
+    cache.add_namespace("shop")
+    with pytest.raises(TransientError, match="not synced"):
+        cache.pods_for("shop", "app=web")
+
+
+def poke(api: SimApiServer, namespace: str, replicas: int) -> None:
+    """Change pods in a namespace: the server notices a closed watch when it next writes."""
+    api.set_replicas("Deployment", namespace, "web", replicas)
+    api.settle()
+
+
+async def test_namespaces_added_and_removed(cache: PodCache, apiserver: SimApiServer) -> None:
+    """set_namespaces starts and stops watches at run time; close ends them all."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    apiserver.create_deployment("blog", "web", replicas=2)
+    await cache.set_namespaces(["shop", "blog"])
+    await eventually(lambda: apiserver.open_watches == 2)
+    assert len(names(cache, namespace="blog")) == 2
+    await cache.set_namespaces(["blog"])
+    poke(apiserver, "shop", 2)
+    await eventually(lambda: apiserver.open_watches == 1)
+    assert cache.namespaces == {"blog"}
+    with pytest.raises(KeyError, match="shop"):
+        cache.pods_for("shop", "app=web")
+    await cache.close()
+    poke(apiserver, "blog", 3)
+    await eventually(lambda: apiserver.open_watches == 0)
+    assert apiserver.count(verb="watch", resource="pods") == 2
