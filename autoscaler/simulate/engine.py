@@ -96,54 +96,78 @@ def simulate(
     progress: Progress | None = None,
 ) -> Timeline:
     """Run the scenario over the whole trace, one step per sync period from time 0."""
-    spec, sync = scenario.spec, scenario.sync_period
+    sync = scenario.sync_period
     if sync <= 0:
         raise SimulationError(f"the sync period must be positive, got {sync}")
-    model = _fit_container(scenario.model, spec)
-    windows = scenario.windows
-    if len(windows) != len(spec.metrics):
-        windows = (DEFAULT_WINDOW,) * len(spec.metrics)
-    feeds = [
-        MetricFeed(m, model, own_column=m.name in trace.columns, window=w)
-        for m, w in zip(spec.metrics, windows, strict=True)
-    ]
+    model = _fit_container(scenario.model, scenario.spec)
+    feeds = _feeds(scenario, model, trace)
     grid = [k * sync for k in range(int(trace.duration // sync) + 1)]
     demand = trace.on_grid(DEMAND, grid, interpolation) if DEMAND in trace.columns else None
     totals = [_totals(feed, trace, grid, demand, interpolation) for feed in feeds]
-    replicas = model.replicas if model.replicas is not None else max(spec.min_replicas, 1)
-    workload = Workload(model, prefix=scenario.label, replicas=replicas, now=0.0)
-    history = History()
+    target = _Target(scenario, model, feeds)
     rows: list[Row] = []
     every = max(len(grid) // 100, 1)
     for k, now in enumerate(grid):
-        workload.advance(now)
-        counts = workload.counts(now)
-        observed = [
-            feed.observe(now=now, total=series[k], ready=counts.ready, pods=workload.pods)
-            for feed, series in zip(feeds, totals, strict=True)
-        ]
-        decision = decide(
-            spec=spec,
-            scale=ScaleState(spec_replicas=replicas, status_replicas=counts.active),
-            metrics=[values for values, _ in observed],
-            pods=workload.core_pods(now),
-            history=history,
-            now=now,
-            settings=scenario.settings,
-        )
-        history = decision.history
-        if decision.rescale:
-            # The scale write succeeded (the model cannot fail it): record it, as the daemon does.
-            workload.scale_to(decision.desired_replicas, now)
-            history = record_scale_event(
-                history, behavior=spec.behavior, previous=replicas,
-                new=decision.desired_replicas, now=now, settings=scenario.settings,
-            )
-            replicas = decision.desired_replicas
-        rows.append(_row(now, demand[k] if demand else None, counts, observed, decision))
+        step_demand = demand[k] if demand is not None else None
+        rows.append(target.sync(now, demand=step_demand, totals=[t[k] for t in totals]))
         if progress is not None and (k % every == 0 or k == len(grid) - 1):
             progress(k + 1, len(grid))
     return Timeline(scenario=scenario, rows=tuple(rows), origin=trace.origin)
+
+
+class _Target:
+    """What the daemon keeps for one target between passes (replicas, history), and its pods."""
+
+    def __init__(
+        self, scenario: Scenario, model: WorkloadModel, feeds: Sequence[MetricFeed]
+    ) -> None:
+        self._scenario = scenario
+        self._feeds = feeds
+        spec = scenario.spec
+        self._replicas = model.replicas if model.replicas is not None else max(spec.min_replicas, 1)
+        self._workload = Workload(model, prefix=scenario.label, replicas=self._replicas, now=0.0)
+        self._history = History()
+
+    def sync(self, now: float, *, demand: float | None, totals: Sequence[float | None]) -> Row:
+        """One reconcile pass at ``now``: observe, decide, write the scale, record it."""
+        spec, settings, workload = self._scenario.spec, self._scenario.settings, self._workload
+        workload.advance(now)
+        counts = workload.counts(now)
+        observed = [
+            feed.observe(now=now, total=total, ready=counts.ready, pods=workload.pods)
+            for feed, total in zip(self._feeds, totals, strict=True)
+        ]
+        decision = decide(
+            spec=spec,
+            scale=ScaleState(spec_replicas=self._replicas, status_replicas=counts.active),
+            metrics=[values for values, _ in observed],
+            pods=workload.core_pods(now),
+            history=self._history,
+            now=now,
+            settings=settings,
+        )
+        self._history = decision.history
+        if decision.rescale:
+            # The write succeeds (the model cannot fail it); record it as the daemon does.
+            workload.scale_to(decision.desired_replicas, now)
+            self._history = record_scale_event(
+                self._history, behavior=spec.behavior, previous=self._replicas,
+                new=decision.desired_replicas, now=now, settings=settings,
+            )
+            self._replicas = decision.desired_replicas
+        return _row(now, demand, counts, observed, decision)
+
+
+def _feeds(scenario: Scenario, model: WorkloadModel, trace: Trace) -> list[MetricFeed]:
+    """One feed per metric; a metric with a trace column of its own name reads that column."""
+    metrics = scenario.spec.metrics
+    windows = scenario.windows
+    if len(windows) != len(metrics):
+        windows = (DEFAULT_WINDOW,) * len(metrics)
+    return [
+        MetricFeed(metric, model, own_column=metric.name in trace.columns, window=window)
+        for metric, window in zip(metrics, windows, strict=True)
+    ]
 
 
 def _fit_container(model: WorkloadModel, spec: AutoscalerSpec) -> WorkloadModel:
