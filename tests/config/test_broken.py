@@ -1,0 +1,176 @@
+"""A corpus of broken configs: each is rejected with the exact field path, line and message."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.config.helpers import TARGET, issues_of
+
+CASES = [
+    # (id, config text, line, field path, message fragment)
+    ("bad-type-int", TARGET + 'minReplicas = "2"\n', 5, "autoscaler[0].minReplicas",
+     'must be an integer, got "2"'),
+    ("bad-type-bool", TARGET + "paused = 1\n", 5, "autoscaler[0].paused",
+     "must be true or false, got 1"),
+    ("bad-type-table", "daemon = 3\n", 1, "daemon", "must be a table, got 3"),
+    ("bad-type-array", TARGET + 'metrics = "cpu"\n', 5, "autoscaler[0].metrics",
+     "must be an array"),
+    ("max-zero", TARGET.replace("maxReplicas = 10", "maxReplicas = 0"), 4,
+     "autoscaler[0].maxReplicas", "must be at least 1, got 0"),
+    ("min-above-max", TARGET + "minReplicas = 11\n", 4, "autoscaler[0].maxReplicas",
+     "must be greater than or equal to minReplicas (11), got 10"),
+    ("period-range",
+     TARGET + "behavior.scaleDown.policies = [\n  { type = \"Pods\", value = 1, "
+     "periodSeconds = 3000 },\n]\n", 6,
+     "autoscaler[0].behavior.scaleDown.policies[0].periodSeconds",
+     "must be between 1 and 1800, got 3000"),
+    ("window-range", TARGET + "[autoscaler.behavior.scaleUp]\nstabilizationWindowSeconds = 3601\n",
+     6, "autoscaler[0].behavior.scaleUp.stabilizationWindowSeconds",
+     "must be between 0 and 3600, got 3601"),
+    ("policy-value", TARGET + 'behavior.scaleUp.policies = [{ type = "Percent", value = 0, '
+     "periodSeconds = 15 }]\n", 5, "autoscaler[0].behavior.scaleUp.policies[0].value",
+     "must be greater than 0, got 0"),
+    ("no-policies", TARGET + "behavior.scaleUp.policies = []\n", 5,
+     "autoscaler[0].behavior.scaleUp.policies", "must list at least one policy"),
+    ("select-policy", TARGET + 'behavior.scaleDown.selectPolicy = "min"\n', 5,
+     "autoscaler[0].behavior.scaleDown.selectPolicy", 'did you mean "Min"?'),
+    ("negative-tolerance", TARGET + "behavior.scaleUp.tolerance = -0.1\n", 5,
+     "autoscaler[0].behavior.scaleUp.tolerance", "must be at least 0, got -0.1"),
+    ("unknown-key", TARGET + "maxReplica = 3\n", 5, "autoscaler[0].maxReplica",
+     'unknown key; did you mean "maxReplicas"?'),
+    ("unknown-nested-key", TARGET + "[autoscaler.behavior.scaleDown]\nstabilisationWindowSeconds"
+     " = 5\n", 6, "autoscaler[0].behavior.scaleDown.stabilisationWindowSeconds",
+     'did you mean "stabilizationWindowSeconds"?'),
+    ("unknown-table", "[deamon]\nsyncPeriod = 5\n", 1, "deamon",
+     'unknown table; did you mean "daemon"?'),
+    ("unknown-daemon-key", "[daemon]\nsyncPeriode = 5\n", 2, "daemon.syncPeriode",
+     'did you mean "syncPeriod"?'),
+    ("bad-quantity", TARGET + "[[autoscaler.metrics]]\ntype = \"Resource\"\nresource = { name = "
+     "\"memory\", target = { type = \"AverageValue\", averageValue = \"1.5Gx\" } }\n", 7,
+     "autoscaler[0].metrics[0].resource.target.averageValue",
+     'must be a quantity such as "500m", "1.5Gi", "10k" or 2, got "1.5Gx"'),
+    ("negative-quantity", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric"
+     ".name = \"q\"\nexternal.target = { type = \"Value\", value = \"-1\" }\nexternal.query = "
+     "'sum(q)'\n", 8, "autoscaler[0].metrics[0].external.target.value",
+     'must be positive, got "-1"'),
+    ("bad-duration", '[daemon]\nsyncPeriod = "15 seconds"\n', 2, "daemon.syncPeriod",
+     'must be a duration such as "30s"'),
+    ("zero-duration", "[daemon]\nsyncPeriod = 0\n", 2, "daemon.syncPeriod",
+     "must be greater than 0, got 0"),
+    ("utilization-on-pods", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\npods.metric.name ="
+     " \"rps\"\npods.target = { type = \"Utilization\", averageUtilization = 50 }\npods.query = "
+     "'sum by (pod) (rps{${pod_selector}})'\n", 8, "autoscaler[0].metrics[0].pods.target.type",
+     '"Utilization" is not allowed for a Pods metric; use "AverageValue"'),
+    ("two-target-fields", TARGET + "[[autoscaler.metrics]]\ntype = \"Resource\"\nresource = { name"
+     " = \"cpu\", target = { type = \"Utilization\", averageUtilization = 50, averageValue = "
+     "\"1\" } }\n", 7, "autoscaler[0].metrics[0].resource.target.averageValue",
+     'must not be set for target type "Utilization"'),
+    ("missing-target-field", TARGET + "[[autoscaler.metrics]]\ntype = \"Resource\"\nresource = { "
+     "name = \"cpu\", target = { type = \"AverageValue\" } }\n", 7,
+     "autoscaler[0].metrics[0].resource.target.averageValue",
+     'required for target type "AverageValue"'),
+    ("wrong-source-table", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\nresource = { name ="
+     " \"cpu\", target = { type = \"Utilization\", averageUtilization = 5 } }\n", 5,
+     "autoscaler[0].metrics[0].pods", 'required for type "Pods"'),
+    ("metric-type", TARGET + "[[autoscaler.metrics]]\ntype = \"Pod\"\n", 6,
+     "autoscaler[0].metrics[0].type", 'did you mean "Pods"?'),
+    ("query-required", TARGET + "[[autoscaler.metrics]]\ntype = \"Object\"\nobject.metric.name = "
+     "\"rps\"\nobject.describedObject = { kind = \"Ingress\", name = \"main\" }\nobject.target = "
+     "{ type = \"Value\", value = 10 }\n", 7, "autoscaler[0].metrics[0].object.query",
+     'required: the PromQL for Object metric "rps"'),
+    ("no-builtin-query", TARGET + "[[autoscaler.metrics]]\ntype = \"Resource\"\nresource = { name"
+     " = \"nvidia.com/gpu\", target = { type = \"Utilization\", averageUtilization = 50 } }\n", 7,
+     "autoscaler[0].metrics[0].resource.query", 'resource "nvidia.com/gpu" has no built-in query'),
+    ("unknown-placeholder", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\npods.metric.name = "
+     "\"rps\"\npods.target = { type = \"AverageValue\", averageValue = 5 }\npods.query = "
+     "'sum by (pod) (rps{${pod_selecter}})'\n", 9, "autoscaler[0].metrics[0].pods.query",
+     "unknown placeholder ${pod_selecter}"),
+    ("stray-dollar", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name "
+     "= \"q\"\nexternal.target = { type = \"Value\", value = 5 }\nexternal.query = "
+     "'sum(q{name=~\"web$\"})'\n", 9, "autoscaler[0].metrics[0].external.query",
+     "write '$$' for a literal '$'"),
+    ("todo-query", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name "
+     "= \"q\"\nexternal.target = { type = \"Value\", value = 5 }\nexternal.query = "
+     "\"TODO: PromQL for External metric 'q'\"\n", 9, "autoscaler[0].metrics[0].external.query",
+     "is still the placeholder import-hpa wrote"),
+    ("unknown-server", TARGET + 'prometheus = "thanso"\n[prometheus.servers.thanos]\nurl = '
+     '"http://t:9090"\n', 5, "autoscaler[0].prometheus",
+     'unknown Prometheus server "thanso"; did you mean "thanos"?'),
+    ("server-without-url", "[prometheus.servers.thanos]\ntimeout = 5\n", 1,
+     "prometheus.servers.thanos.url", "required"),
+    ("bad-url", '[prometheus]\nurl = "prometheus:9090"\n', 2, "prometheus.url",
+     "must be an http:// or https:// URL"),
+    ("two-auth-methods", '[prometheus]\nbearerTokenFile = "/t"\nbasicAuth = { username = "u", '
+     'passwordFile = "/p" }\n', 3, "prometheus.basicAuth",
+     "set either bearerTokenFile or basicAuth, not both"),
+    ("duplicate-target", TARGET + "\n" + TARGET, 8, "autoscaler[1].scaleTargetRef",
+     "duplicate target shop/Deployment/web: autoscaler[0] already scales it"),
+    ("missing-max", '[[autoscaler]]\nnamespace = "shop"\nscaleTargetRef = { apiVersion = '
+     '"apps/v1", kind = "Deployment", name = "web" }\n', 1, "autoscaler[0].maxReplicas",
+     "required"),
+    ("missing-ref-name", '[[autoscaler]]\nnamespace = "shop"\nmaxReplicas = 3\nscaleTargetRef = '
+     '{ apiVersion = "apps/v1", kind = "Deployment" }\n', 4, "autoscaler[0].scaleTargetRef.name",
+     "required"),
+    ("bad-namespace", TARGET.replace('"shop"', '"Shop_1"'), 2, "autoscaler[0].namespace",
+     "must be a DNS-1123 label"),
+    ("scale-to-zero-without-object", TARGET + "minReplicas = 0\n", 5,
+     "autoscaler[0].minReplicas", "0 is allowed only with at least one Object or External"),
+    ("fallback-out-of-range", TARGET + "fallback = { failureThreshold = 3, replicas = 11 }\n", 5,
+     "autoscaler[0].fallback.replicas", "must be between minReplicas (1) and maxReplicas (10)"),
+    ("lease-timings", "[daemon.leaderElection]\nleaseDuration = \"5s\"\n", 2,
+     "daemon.leaderElection.leaseDuration", "must be greater than renewDeadline (10s), got 5s"),
+    ("in-cluster-with-kubeconfig", '[kubernetes]\ninCluster = true\nkubeconfig = "/k"\n', 2,
+     "kubernetes.inCluster", "drop kubeconfig and context"),
+    ("log-format", '[daemon]\nlogFormat = "text"\n', 2, "daemon.logFormat",
+     'must be one of "json", "console", got "text"'),
+    ("listen-address", '[daemon]\nlistenAddress = "8080"\n', 2, "daemon.listenAddress",
+     "must be HOST:PORT"),
+    ("defaults-bad-value", '[defaults]\nminReplicas = -1\n\n' + TARGET, 2, "defaults.minReplicas",
+     "must be at least 0, got -1"),
+    ("defaults-scale-target-ref", '[defaults]\nscaleTargetRef = { apiVersion = "apps/v1", kind = '
+     '"Deployment", name = "x" }\n\n' + TARGET, 2, "defaults.scaleTargetRef",
+     "set scaleTargetRef in each target"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "path", "message"),
+                         [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_broken_config_is_rejected_with_its_path(
+    text: str, line: int, path: str, message: str
+) -> None:
+    """The config is rejected, and one issue names the field's path, line and problem."""
+    issues = issues_of(text)
+    matching = [i for i in issues if i.path == path]
+    assert matching, f"no issue at {path}: {[str(i) for i in issues]}"
+    assert any(message in i.message for i in matching), [str(i) for i in matching]
+    assert matching[0].line == line, [str(i) for i in issues]
+
+
+@pytest.mark.parametrize(("text", "line", "fragment"), [
+    ("[daemon]\nsyncPeriod = \n", 2, "Invalid value"),
+    ("[[autoscaler]]\nnamespace = \"a\"\nnamespace = \"b\"\n", 3, "Cannot overwrite a value"),
+    ("[daemon\n", 1, "Expected ']'"),
+], ids=["missing-value", "duplicate-key", "unclosed-header"])
+def test_malformed_toml_reports_its_line(text: str, line: int, fragment: str) -> None:
+    """A TOML syntax error is one issue with the line tomllib reports and no field path."""
+    (issue,) = issues_of(text)
+    assert (issue.line, issue.path) == (line, "")
+    assert fragment in issue.message
+    assert issue.message.startswith("invalid TOML")
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    """Problems in several tables and targets all come back from one load."""
+    text = ('[daemon]\nconcurrency = 0\n[prometheus]\ntimeout = "x"\n' + TARGET
+            + "minReplicas = 20\nmaxReplicas2 = 1\n")
+    paths = {i.path for i in issues_of(text)}
+    assert paths == {"daemon.concurrency", "prometheus.timeout", "autoscaler[0].maxReplicas2",
+                     "autoscaler[0].maxReplicas"}
+
+
+def test_value_from_defaults_is_reported_once_at_its_defaults_path() -> None:
+    """A bad default shared by two targets is one issue at defaults., not one per target."""
+    text = ("[defaults]\nsyncPeriod = \"soon\"\n\n" + TARGET
+            + TARGET.replace('"web"', '"api"'))
+    issues = issues_of(text)
+    assert [(i.path, i.line) for i in issues] == [("defaults.syncPeriod", 2)]

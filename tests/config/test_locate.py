@@ -1,0 +1,58 @@
+"""Finding the line that defines a field path, in every way TOML can spell it."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.config.locate import LineFinder
+
+TEXT = """\
+[daemon]
+syncPeriod = 5
+leaderElection.enabled = true
+
+[[autoscaler]]
+namespace = "a"
+metrics = [
+  { type = "Pods", pods = { query = "x" } },
+  { type = "External" },
+]
+
+[[autoscaler]]
+namespace = "b"
+[autoscaler.behavior.scaleDown]
+policies = [
+  { type = "Pods", value = 1, periodSeconds = 15 },
+  { type = "Pods", value = 2, periodSeconds = 15 },
+]
+[[autoscaler.metrics]]
+type = "Resource"
+description = '''
+a multi-line
+string'''
+resource.name = "cpu"
+"""
+
+
+@pytest.mark.parametrize(("loc", "line"), [
+    (("daemon",), 1),
+    (("daemon", "syncPeriod"), 2),
+    (("daemon", "leaderElection", "enabled"), 3),
+    (("autoscaler", 0), 5),
+    (("autoscaler", 0, "namespace"), 6),
+    (("autoscaler", 0, "metrics"), 7),
+    (("autoscaler", 0, "metrics", 1, "type"), 9),
+    (("autoscaler", 0, "metrics", 0, "pods", "query"), 8),
+    (("autoscaler", 1, "namespace"), 13),
+    (("autoscaler", 1, "behavior", "scaleDown", "policies", 1, "value"), 17),
+    (("autoscaler", 1, "metrics", 0, "type"), 20),
+    (("autoscaler", 1, "metrics", 0, "resource", "name"), 24),
+    (("autoscaler", 1, "maxReplicas"), 12),
+    (("autoscaler", 0, "metrics", 1, "external", "query"), 9),
+    (("kubernetes", "context"), None),
+], ids=["table", "key", "dotted", "array-table", "target-key", "inline-array", "element",
+        "nested-inline", "second-target", "multiline-element", "array-of-tables",
+        "after-multiline-string", "missing-key-parent", "missing-nested", "missing-table"])
+def test_line_of(loc: tuple[str | int, ...], line: int | None) -> None:
+    """The first line whose prefix of the file defines the path (or its deepest parent)."""
+    assert LineFinder(TEXT).line_of(loc) == line
