@@ -9,7 +9,7 @@ regex: one query per group, whatever the number of targets.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,7 +32,13 @@ from autoscaler.algorithm import (
     ObjectMetricValue,
     PodMetricValues,
 )
-from autoscaler.errors import AutoscalerError, BadDataError
+from autoscaler.errors import (
+    AutoscalerError,
+    BadDataError,
+    BadQueryError,
+    PermissionError_,
+    TransientError,
+)
 
 
 class Shape(StrEnum):
@@ -82,10 +88,17 @@ class Plan:
 
     @property
     def queries(self) -> tuple[QueryKey, ...]:
-        keys = {s.query for row in self.slots.values() for s in row if isinstance(s, Slot)}
-        keys |= {s.requests for row in self.slots.values() for s in row
-                 if isinstance(s, Slot) and s.requests is not None}
-        return tuple(sorted(keys))
+        """Each distinct (server, PromQL) once, in a stable order."""
+        return tuple(sorted(self.sharers()))
+
+    def sharers(self) -> Counter[QueryKey]:
+        """How many (target, metric) slots each query answers."""
+        counts: Counter[QueryKey] = Counter()
+        for row in self.slots.values():
+            for slot in row:
+                if isinstance(slot, Slot):
+                    counts.update([slot.query] + ([slot.requests] if slot.requests else []))
+        return counts
 
 
 def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool]) -> Plan:
@@ -202,7 +215,20 @@ def extract(slot: Slot, target: TargetRequest, answers: Answers) -> tuple[Metric
             raise answer
         return _read(slot, target, answer)
     except AutoscalerError as error:
-        return MetricUnavailable(reason=f"{type(error).__name__}: {error}"), []
+        return MetricUnavailable(reason=describe(error)), []
+
+
+def describe(error: AutoscalerError) -> str:
+    """A reason for status and events: what kind of failure, then the detail."""
+    return f"{_KINDS.get(type(error), 'query failed')}: {error}"
+
+
+_KINDS: Mapping[type[AutoscalerError], str] = {
+    TransientError: "Prometheus unavailable",
+    BadQueryError: "query rejected",
+    PermissionError_: "access denied",
+    BadDataError: "bad data",
+}
 
 
 def _read(slot: Slot, target: TargetRequest, samples: Sequence[Sample]) -> tuple[

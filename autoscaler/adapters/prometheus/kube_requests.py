@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot
+from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot, describe
 from autoscaler.adapters.prometheus.parse import Sample, to_milli
 from autoscaler.algorithm import Container, MetricUnavailable, Pod
 from autoscaler.errors import AutoscalerError, BadDataError
@@ -38,8 +38,8 @@ def fold_requests(
         asked = True
         answer = answers.get(slot.requests)
         if answer is None or isinstance(answer, AutoscalerError):
-            why = "not run before the deadline" if answer is None else f"{answer}"
-            failed[index] = MetricUnavailable(reason=f"requests query failed: {why}")
+            why = "not run before the deadline" if answer is None else describe(answer)
+            failed[index] = MetricUnavailable(reason=f"requests query: {why}")
             continue
         _collect(answer, slot.resource, namespace, {p.name for p in pods},
                  found=found, notes=notes)

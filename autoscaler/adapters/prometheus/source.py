@@ -41,8 +41,11 @@ class PrometheusSource:
         retry: RetryPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``retry`` overrides ``retry_attempts`` with a whole policy (tests: short waits);
-        ``clock`` gives the Unix time each pass's queries are evaluated at."""
+        """``max_workers`` bounds concurrent queries (all servers); ``max_series`` is the
+        number of series one (target, metric) may bring before the answer counts as an
+        explosion (a query shared by N of them may return N times as many);
+        ``retry_attempts`` counts attempts per query, ``retry`` overrides it with a whole
+        policy (tests: short waits); ``clock`` gives the Unix time each pass evaluates at."""
         policy = retry or RetryPolicy(attempts=retry_attempts)
         self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
         self._max_series = max_series
@@ -55,7 +58,7 @@ class PrometheusSource:
         """Values for every target, aligned with its metrics; ``deadline`` is monotonic time."""
         try:
             plan = batch.plan(requests, self._client.knows)
-            answers = await self._run_all(plan.queries, deadline)
+            answers = await self._run_all(plan, deadline)
             return _assemble(requests, plan, answers, queries_issued=len(plan.queries))
         except Exception as error:  # a bug must not stop the daemon: hold every target
             log.exception("metrics fetch failed")
@@ -66,9 +69,14 @@ class PrometheusSource:
     async def close(self) -> None:
         self._client.close()
 
-    async def _run_all(self, keys: Sequence[QueryKey], deadline: float) -> Answers:
+    async def _run_all(self, plan: Plan, deadline: float) -> Answers:
         at = self._clock()
-        tasks = {asyncio.ensure_future(self._run(key, at, deadline)): key for key in keys}
+        # A query shared by N slots may return N times the per-slot limit (a built-in query
+        # over many targets' namespaces legitimately has one series per pod of them all).
+        tasks = {
+            asyncio.ensure_future(self._run(key, at, deadline, self._max_series * sharers)): key
+            for key, sharers in plan.sharers().items()
+        }
         if not tasks:
             return {}
         # The client stops at the deadline on its own; this only guards against a stuck task.
@@ -83,13 +91,13 @@ class PrometheusSource:
         return answers
 
     async def _run(
-        self, key: QueryKey, at: float, deadline: float
+        self, key: QueryKey, at: float, deadline: float, max_series: int
     ) -> list[Sample] | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
         try:
             raw = await self._client.query(key.server, key.promql, at=at, deadline=deadline)
             samples = parse_result(raw)
-            check_series_count(samples, self._max_series)
+            check_series_count(samples, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
             return error

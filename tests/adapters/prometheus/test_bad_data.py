@@ -49,7 +49,7 @@ async def test_promql_syntax_error_is_not_retried(
 ) -> None:
     """A PromQL parse error is a bad query: reported with Prometheus's message, sent once."""
     text = reason(await fetch_one(source, kind, "sum(rate(x[1m])"))
-    assert "BadQueryError: HTTP 400" in text
+    assert "query rejected: HTTP 400" in text
     assert "parse error" in text
     assert proxy.count("/api/v1/query") == 1
 

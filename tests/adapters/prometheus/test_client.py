@@ -83,7 +83,7 @@ async def test_bearer_token_is_reread_after_rotation(tmp_path: Path, rotate: Any
         assert await fetch_value(source) == GOOD
         await source.close()
     assert isinstance(stale, MetricUnavailable)
-    assert "PermissionError_: HTTP 401" in stale.reason
+    assert "access denied: HTTP 401" in stale.reason
 
 
 async def test_missing_token_file_is_a_reason(tmp_path: Path) -> None:

@@ -59,13 +59,13 @@ async def test_transient_status_is_retried_then_unavailable(status: int) -> None
         value = await fetch_value(source)
         await source.close()
     assert isinstance(value, MetricUnavailable)
-    assert f"TransientError: HTTP {status}: overloaded" in value.reason
+    assert f"Prometheus unavailable: HTTP {status}: overloaded" in value.reason
     assert server.count("/api/v1/query") == FAST.attempts
 
 
 @pytest.mark.parametrize(("status", "kind"), [
-    (400, "BadQueryError"), (422, "BadQueryError"), (401, "PermissionError_"),
-    (403, "PermissionError_")], ids=str)
+    (400, "query rejected"), (422, "query rejected"), (401, "access denied"),
+    (403, "access denied")], ids=str)
 async def test_permanent_status_is_not_retried(status: int, kind: str) -> None:
     """Other 4xx answers are permanent: one request, the metric unavailable."""
     with stub(prometheus_error(status, "nope")) as server:
@@ -170,7 +170,7 @@ async def test_prometheus_killed_mid_test(doomed: PrometheusProcess) -> None:
     elapsed = time.monotonic() - started
     await source.close()
     assert isinstance(value, MetricUnavailable)
-    assert "TransientError: cannot connect to" in value.reason
+    assert "Prometheus unavailable: cannot connect to" in value.reason
     assert "ConnectionRefusedError" in value.reason
     assert elapsed < 3.0
 
