@@ -30,6 +30,7 @@ from autoscaler.simulate.options import (
     parse_instant,
 )
 from autoscaler.simulate.report import (
+    Summary,
     render_table,
     summarize,
     write_summary,
@@ -106,8 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         simulate(s, trace, interpolation=settings.interpolation, progress=_progress(s.label))
         for s in scenarios
     ]
-    outputs = write_outputs(timelines, args.out, plot_png=not args.no_plot)
-    print(render_table([summarize(t) for t in timelines]))
+    summaries = [summarize(t) for t in timelines]
+    outputs = write_outputs(timelines, summaries, args.out, plot_png=not args.no_plot)
+    print(render_table(summaries))
     print()
     for path in outputs.written:
         print(f"wrote {path}")
@@ -219,7 +221,9 @@ def _progress(label: str) -> Progress | None:
     return show
 
 
-def write_outputs(timelines: Sequence[Timeline], out: Path, *, plot_png: bool) -> Outputs:
+def write_outputs(
+    timelines: Sequence[Timeline], summaries: Sequence[Summary], out: Path, *, plot_png: bool
+) -> Outputs:
     """The timeline(s), the summary and the plot, in ``out`` (created if needed)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +236,7 @@ def write_outputs(timelines: Sequence[Timeline], out: Path, *, plot_png: bool) -
             path = out / f"timeline{suffix}.{name}"
             write(timeline, path)
             written.append(path)
-    write_summary([summarize(t) for t in timelines], out / "summary.json")
+    write_summary(summaries, out / "summary.json")
     written.append(out / "summary.json")
     if plot_png:
         from autoscaler.simulate.plot import plot  # matplotlib takes a while to import

@@ -116,7 +116,8 @@ def build_settings(values: Mapping[str, Any], *, source: str) -> SimulateSetting
                                   f"got {replicas!r}")
         fields["replicas"] = replicas
     if (requests := values.get("requests")) is not None:
-        fields["requests"] = _requests(requests, source)
+        # Merged over the default (cpu: 1), so naming only memory keeps the cpu request.
+        fields["requests"] = {**model.requests, **_requests(requests, source)}
     interpolation = values.get("interpolation") or "step"
     if interpolation not in ("step", "linear"):
         raise SimulationError(

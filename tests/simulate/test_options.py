@@ -61,6 +61,12 @@ def test_workload_file_round_trip(tmp_path: Path) -> None:
     assert settings.interpolation == "linear"
 
 
+def test_requests_merge_over_the_default_cpu() -> None:
+    """Naming only a memory request keeps the default 1 cpu."""
+    settings = build_settings({"requests": {"memory": "1Gi"}}, source="flags")
+    assert settings.model.requests == {"cpu": 1000, "memory": 1024**3 * 1000}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
