@@ -214,6 +214,37 @@ def scale_down_limit(current: int, history: History, rules: Rules, now: Seconds)
     return result
 
 
+def convert_with_behavior_rate(  # noqa: PLR0917 - mirrors upstream's NormalizationArg
+    history: History,
+    current: int,
+    stabilized: int,
+    min_replicas: int,
+    max_replicas: int,
+    behavior: ResolvedBehavior,
+    now: Seconds,
+) -> tuple[int, Reason]:
+    """``convertDesiredReplicasWithBehaviorRate``: the policies' rate limits, then min/max
+    in the direction of the change only."""
+    if stabilized > current:
+        # We should not scale up further until old scale-up events fall out of the periods.
+        limit = max(scale_up_limit(current, history, behavior.scale_up, now), current)
+        ceiling, reason = (
+            (limit, Reason.SCALE_UP_LIMIT) if max_replicas > limit
+            else (max_replicas, Reason.TOO_MANY_REPLICAS)
+        )
+        if stabilized > ceiling:
+            return ceiling, reason
+    elif stabilized < current:
+        limit = min(scale_down_limit(current, history, behavior.scale_down, now), current)
+        floor, reason = (
+            (limit, Reason.SCALE_DOWN_LIMIT) if min_replicas < limit
+            else (min_replicas, Reason.TOO_FEW_REPLICAS)
+        )
+        if stabilized < floor:
+            return floor, reason
+    return stabilized, Reason.DESIRED_WITHIN_RANGE
+
+
 def normalize_with_behavior(
     *,
     history: History,
@@ -234,23 +265,9 @@ def normalize_with_behavior(
         stabilization_reason = Reason.SCALE_UP_STABILIZED
     else:
         stabilization_reason = Reason.SCALE_DOWN_STABILIZED
-    desired, limit_reason = stabilized, Reason.DESIRED_WITHIN_RANGE
-    if stabilized > current:
-        limit = max(scale_up_limit(current, history, behavior.scale_up, now), current)
-        ceiling, reason = (
-            (limit, Reason.SCALE_UP_LIMIT) if max_replicas > limit
-            else (max_replicas, Reason.TOO_MANY_REPLICAS)
-        )
-        if stabilized > ceiling:
-            desired, limit_reason = ceiling, reason
-    elif stabilized < current:
-        limit = min(scale_down_limit(current, history, behavior.scale_down, now), current)
-        floor, reason = (
-            (limit, Reason.SCALE_DOWN_LIMIT) if min_replicas < limit
-            else (min_replicas, Reason.TOO_FEW_REPLICAS)
-        )
-        if stabilized < floor:
-            desired, limit_reason = floor, reason
+    desired, limit_reason = convert_with_behavior_rate(
+        history, current, stabilized, min_replicas, max_replicas, behavior, now
+    )
     return Normalized(
         stabilized=stabilized,
         desired=desired,
@@ -258,6 +275,33 @@ def normalize_with_behavior(
         limit_reason=limit_reason,
         history=history,
     )
+
+
+def default_scale_up_limit(current: int, *, factor: float = SCALE_UP_LIMIT_FACTOR) -> int:
+    """``calculateScaleUpLimit``: max(factor x current, 4) (upstream's tests set factor 8)."""
+    return int(max(factor * current, SCALE_UP_LIMIT_MINIMUM))
+
+
+def convert_with_rules(
+    current: int,
+    stabilized: int,
+    min_replicas: int,
+    max_replicas: int,
+    *,
+    scale_up_limit_factor: float = SCALE_UP_LIMIT_FACTOR,
+) -> tuple[int, Reason]:
+    """``convertDesiredReplicasWithRules``: min first, then max(2 x current, 4) and max."""
+    # Do not scale up too fast: bogus usage reports once caused runaway scale-ups (#32304).
+    up_limit = default_scale_up_limit(current, factor=scale_up_limit_factor)
+    ceiling, ceiling_reason = (
+        (up_limit, Reason.SCALE_UP_LIMIT) if max_replicas > up_limit
+        else (max_replicas, Reason.TOO_MANY_REPLICAS)
+    )
+    if stabilized < min_replicas:
+        return min_replicas, Reason.TOO_FEW_REPLICAS
+    if stabilized > ceiling:
+        return ceiling, ceiling_reason
+    return stabilized, Reason.DESIRED_WITHIN_RANGE
 
 
 def normalize_without_behavior(
@@ -277,18 +321,7 @@ def normalize_without_behavior(
     stabilization_reason = (
         Reason.READY_FOR_NEW_SCALE if stabilized == proposal else Reason.SCALE_DOWN_STABILIZED
     )
-    # Do not scale up too fast: bogus usage reports once caused runaway scale-ups (#32304).
-    up_limit = int(max(SCALE_UP_LIMIT_FACTOR * current, SCALE_UP_LIMIT_MINIMUM))
-    ceiling, ceiling_reason = (
-        (up_limit, Reason.SCALE_UP_LIMIT) if max_replicas > up_limit
-        else (max_replicas, Reason.TOO_MANY_REPLICAS)
-    )
-    if stabilized < min_replicas:
-        desired, limit_reason = min_replicas, Reason.TOO_FEW_REPLICAS
-    elif stabilized > ceiling:
-        desired, limit_reason = ceiling, ceiling_reason
-    else:
-        desired, limit_reason = stabilized, Reason.DESIRED_WITHIN_RANGE
+    desired, limit_reason = convert_with_rules(current, stabilized, min_replicas, max_replicas)
     return Normalized(
         stabilized=stabilized,
         desired=desired,

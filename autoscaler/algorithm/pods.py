@@ -100,10 +100,8 @@ def pod_requests(pods: Sequence[Pod], *, resource: str, container: str | None) -
 
 def _pod_request(pod: Pod, resource: str, container: str | None) -> int:
     # A named container takes precedence over pod-level requests (KEP-2837).
-    if container is None and pod.pod_requests:
-        if resource not in pod.pod_requests:
-            raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
-        return pod.pod_requests[resource]
+    if container is None and _pod_level_requests_set(pod):
+        return _pod_level_request(pod, resource)
     counted: tuple[Container, ...] = pod.containers + pod.sidecars
     total = 0
     for entry in counted:
@@ -118,3 +116,32 @@ def _pod_request(pod: Pod, resource: str, container: str | None) -> int:
     if container is not None:
         raise MetricError(f"container {container} not found in Pod {pod.name}")
     return total
+
+
+def _supported_at_pod_level(resource: str) -> bool:
+    """``IsSupportedPodLevelResource``: cpu, memory and huge pages."""
+    return resource in {"cpu", "memory"} or resource.startswith("hugepages-")
+
+
+def _pod_level_requests_set(pod: Pod) -> bool:
+    """``IsPodLevelRequestsSet``: some pod-level request names a supported resource."""
+    return bool(pod.pod_requests) and any(
+        _supported_at_pod_level(name) for name in pod.pod_requests or {}
+    )
+
+
+def _pod_level_request(pod: Pod, resource: str) -> int:
+    """``calculatePodLevelRequests`` over ``PodRequests``: the pod-level value of a supported
+    resource, else the aggregate of the containers' requests (missing ones add nothing).
+
+    Plain init containers and pod overhead are not in the model, so the aggregate is the sum
+    over containers and sidecars (what ``AggregateContainerRequests`` gives without them).
+    """
+    pod_level = pod.pod_requests or {}
+    if resource in pod_level and _supported_at_pod_level(resource):
+        return pod_level[resource]
+    counted = pod.containers + pod.sidecars
+    requested = [c.requests[resource] for c in counted if resource in c.requests]
+    if not requested:
+        raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
+    return sum(requested)
