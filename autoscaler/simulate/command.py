@@ -67,19 +67,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--end", default="now", help="range end (default: now)")
     p.add_argument("--step", help="query step (default: the sync period)")
     p.add_argument("--workload", type=Path, help="TOML file with a [simulate] table")
-    p.add_argument("--capacity", type=float, help="demand one pod serves at 100%% of its request")
+    p.add_argument("--capacity", type=float,
+                   help="demand one pod serves at 100%% of its request (Resource metrics)")
     p.add_argument("--startup", help="pod creation to Running (e.g. 30s)")
     p.add_argument("--readiness", help="Running to Ready (e.g. 10s)")
     p.add_argument("--termination", help="deletion to gone (default 0s)")
     p.add_argument("--replicas", type=int, help="replicas at the start (default: minReplicas)")
     p.add_argument("--request", action="append", default=[], metavar="RESOURCE=QUANTITY",
                    help="the pods' request, e.g. cpu=500m (default cpu=1)")
-    p.add_argument("--metric-window", help="each sample averages this long (default 1m)")
+    p.add_argument("--metric-window",
+                   help="each sample averages this long (default: the metric's window, 1m)")
     p.add_argument("--saturation", type=float, help="usage cap in %% of the request")
     p.add_argument("--interpolation", choices=("step", "linear"), help="between trace points")
     p.add_argument("--compare", type=Path, metavar="OTHER.toml", help="a second config to overlay")
     p.add_argument("--compare-target", help="the key to simulate in --compare")
-    p.add_argument("--out", type=Path, default=Path("simulation"), help="output directory")
+    p.add_argument("--out", type=Path, default=Path("simulation"),
+                   help="output directory (default: simulation/)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return p
 
