@@ -41,6 +41,22 @@ class Ref:
 
 
 DISCOVERY_PREFIXES = ("/api", "/apis")  # system:discovery, granted to every authenticated user
+_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "POST": "create", "DELETE": "delete"}
+
+
+def _as_resource_request(method: str, path: str) -> tuple[str, str, str, str] | None:
+    """(verb, group, resource, namespace) of a path to a resource the server does not serve:
+    RBAC authorizes such a request like any other before the server answers 404."""
+    parts = path.strip("/").split("/")
+    group_version = parts[1:2] if parts[0] == "api" else parts[1:3]
+    rest = parts[1 + len(group_version):]
+    if len(rest) < 3 or rest[0] != "namespaces":
+        return None
+    namespace, plural, tail = rest[1], rest[2], rest[3:]
+    verb = "list" if method == "GET" and not tail else _VERBS[method]
+    resource = f"{plural}/{tail[1]}" if len(tail) > 1 else plural
+    group = group_version[0] if parts[0] == "apis" else ""
+    return verb, group, resource, namespace
 
 
 def assert_rbac_covers(api: SimApiServer) -> None:
@@ -49,8 +65,13 @@ def assert_rbac_covers(api: SimApiServer) -> None:
     refused = []
     for record in api.log.records:
         if record.resource is None:
-            if record.path == "/" or not record.path.startswith(DISCOVERY_PREFIXES) or \
-                    "/namespaces/" in record.path:
+            unserved = _as_resource_request(record.method, record.path)
+            if unserved is not None:
+                verb, group, resource, namespace = unserved
+                if not allows(permissions, verb=verb, group=group, resource=resource,
+                              namespace=namespace):
+                    refused.append(f"{verb} {group}/{resource} in {namespace} (unserved)")
+            elif not record.path.startswith(DISCOVERY_PREFIXES):
                 refused.append(f"{record.method} {record.path} (non-resource)")
             continue
         if record.group == "example.com" and record.resource.endswith("/scale"):

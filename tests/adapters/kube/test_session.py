@@ -1,0 +1,112 @@
+"""The session: kubeconfig or in-cluster, an explicit configuration, a timeout on every call."""
+
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio.client import Configuration
+
+from autoscaler.adapters.kube.discovery import Discovery
+from autoscaler.adapters.kube.scale import ScaleClient
+from autoscaler.adapters.kube.session import InClusterFiles, KubeSession, wants_in_cluster
+from autoscaler.errors import InvalidConfigError, PermissionError_, TransientError
+from tests.adapters.kube.conftest import Ref, Settings, assert_rbac_covers
+from tests.sim.apiserver.tls import server_tls
+from tests.sim.kube import SimApiServer
+
+
+async def can_discover(session: KubeSession) -> bool:
+    info = await Discovery(session.api_client).resolve("apps/v1", "Deployment")
+    return info.scalable
+
+
+async def test_kubeconfig_with_context(apiserver: SimApiServer) -> None:
+    """A named context of a kubeconfig file connects; the global default stays untouched."""
+    default_host = Configuration.get_default_copy().host
+    settings = Settings(kubeconfig=apiserver.kubeconfig, context="sim")
+    async with KubeSession.connect(settings) as session:
+        assert await can_discover(session)
+        assert session.api_client.configuration.host == apiserver.url
+    assert Configuration.get_default_copy().host == default_host
+    assert_rbac_covers(apiserver)
+
+
+@pytest.mark.parametrize(
+    ("context", "kubeconfig", "message"),
+    [("nope", None, "context 'nope'"), (None, Path("/nonexistent/kubeconfig"), "nonexistent")],
+    ids=["unknown-context", "missing-file"],
+)
+async def test_bad_kubeconfig(apiserver: SimApiServer, context: str | None,
+                              kubeconfig: Path | None, message: str) -> None:
+    """An unusable kubeconfig is an InvalidConfigError naming the file or context."""
+    settings = Settings(kubeconfig=kubeconfig or apiserver.kubeconfig, context=context)
+    with pytest.raises(InvalidConfigError, match=message):
+        async with KubeSession.connect(settings):
+            pass
+
+
+async def test_in_cluster(apiserver: SimApiServer, tmp_path: Path) -> None:
+    """The service-account token and CA files plus KUBERNETES_SERVICE_* connect in a pod."""
+    (tmp_path / "token").write_text(apiserver.token)
+    (tmp_path / "ca.crt").write_bytes(server_tls().ca_pem())
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               "KUBERNETES_SERVICE_PORT": str(apiserver.port)}
+    files = InClusterFiles(token=tmp_path / "token", ca=tmp_path / "ca.crt")
+    async with KubeSession.connect(Settings(in_cluster=None), environ=environ,
+                                   files=files) as session:
+        assert await can_discover(session)
+    assert apiserver.log.records
+    assert all(r.user and r.status == 200 for r in apiserver.log.records)
+
+
+@pytest.mark.parametrize(
+    ("in_cluster", "environ", "expected"),
+    [(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True), (None, {}, False),
+     (False, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, False), (True, {}, True)],
+    ids=["auto-in-pod", "auto-outside", "forced-off", "forced-on"],
+)
+def test_in_cluster_detection(in_cluster: bool | None, environ: dict[str, str],
+                              expected: bool) -> None:
+    """in_cluster=None means: in a pod exactly when KUBERNETES_SERVICE_HOST is set."""
+    assert wants_in_cluster(Settings(in_cluster=in_cluster), environ) is expected
+
+
+async def test_missing_in_cluster_files(tmp_path: Path) -> None:
+    """In-cluster without a token file is an InvalidConfigError, not a crash later."""
+    files = InClusterFiles(token=tmp_path / "token", ca=tmp_path / "ca.crt")
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1"}
+    with pytest.raises(InvalidConfigError, match="in-cluster service account"):
+        async with KubeSession.connect(Settings(in_cluster=True), environ=environ, files=files):
+            pass
+
+
+async def test_bad_token_is_a_permission_error(apiserver: SimApiServer, tmp_path: Path) -> None:
+    """A token the server does not know gives 401, reported as PermissionError_."""
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig", token="stolen")
+    async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
+        with pytest.raises(PermissionError_, match="HTTP 401"):
+            await can_discover(session)
+
+
+async def test_request_timeout_is_applied(apiserver: SimApiServer) -> None:
+    """A stalled server is a TransientError after request_timeout, not a hang."""
+    apiserver.create_deployment("default", "web")
+    apiserver.delay_next(1, seconds=5, resource="deployments/scale")
+    settings = Settings(kubeconfig=apiserver.kubeconfig, request_timeout=0.5)
+    async with KubeSession.connect(settings) as session:
+        scales = ScaleClient(session.api_client, Discovery(session.api_client))
+        started = time.monotonic()
+        with pytest.raises(TransientError, match="timed out"):
+            await scales.get_scale("default", Ref())
+        assert 0.4 < time.monotonic() - started < 2.0
+        assert (await scales.get_scale("default", Ref())).spec_replicas == 1
+
+
+async def test_server_error_is_transient(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """A 500 is a TransientError carrying the server's message."""
+    apiserver.create_deployment("default", "web")
+    apiserver.fail_next(1, status=500, resource="deployments/scale")
+    scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
+    with pytest.raises(TransientError, match="HTTP 500"):
+        await scales.get_scale("default", Ref())
+    assert (await scales.get_scale("default", Ref())).spec_replicas == 1
