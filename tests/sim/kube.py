@@ -38,6 +38,7 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 (then only ``api.advance`` moves it). The CA and server certificate are made once per test
 process with openssl; startup takes a few milliseconds after that.
 
+``await wait_until(lambda: len(api.pods()) == 3)`` polls with a deadline.
 ``kubectl(api, "get", "deployments")`` runs the real kubectl against the server (with its own
 discovery cache directory) without blocking the event loop; ``api_client(api)`` yields a
 kubernetes-asyncio ``ApiClient`` configured from the kubeconfig.
@@ -49,7 +50,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ from .apiserver.clock import Clock
 from .apiserver.kubeconfig import write_kubeconfig
 
 __all__ = ["KubectlResult", "ManualClock", "PodTiming", "SimApiServer", "api_client",
-           "apiserver", "apiserver_manual", "kubectl", "run_apiserver", "write_kubeconfig"]
+           "apiserver", "apiserver_manual", "kubectl", "run_apiserver", "wait_until",
+           "write_kubeconfig"]
 
 
 @contextlib.asynccontextmanager
@@ -121,6 +123,16 @@ async def kubectl(api: SimApiServer, *args: str, timeout: float = 30.0,
         await process.wait()
         raise
     return KubectlResult(process.returncode or 0, out.decode(), err.decode())
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll ``predicate`` (state owned by the server's tasks or a subprocess) until true."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not reached within {timeout} s")
+        await asyncio.sleep(0.01)
 
 
 @contextlib.asynccontextmanager

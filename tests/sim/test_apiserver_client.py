@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.sim.kube import SimApiServer, api_client, apiserver
+from tests.sim.kube import SimApiServer, api_client, apiserver, wait_until
 
 __all__ = ["apiserver"]
 
@@ -120,7 +120,7 @@ async def test_missing_object_is_a_not_found_status(apiserver: SimApiServer) -> 
     assert body["reason"] == "NotFound"
 
 
-@pytest.mark.parametrize("timeout_seconds, watch_requests", [(None, 2), (5, 1)],
+@pytest.mark.parametrize(("timeout_seconds", "watch_requests"), [(None, 2), (5, 1)],
                          ids=["watch-forever-retries-once", "with-timeout-raises-at-once"])
 async def test_watch_from_a_compacted_version_raises_410(
         apiserver: SimApiServer, timeout_seconds: int | None, watch_requests: int) -> None:
@@ -130,13 +130,15 @@ async def test_watch_from_a_compacted_version_raises_410(
     apiserver.set_replicas("Deployment", "default", "web", 2)
     apiserver.compact()
     kwargs = {"timeout_seconds": timeout_seconds} if timeout_seconds else {}
-    async with api_client(apiserver) as session:
-        core = client.CoreV1Api(session)
-        with pytest.raises(ApiException) as caught:
-            async with watch.Watch() as w:
-                async for _ in w.stream(core.list_namespaced_pod, "default",
-                                        resource_version=old, _request_timeout=10, **kwargs):
-                    pass
+
+    async def drain() -> None:
+        async with api_client(apiserver) as session, watch.Watch() as w:
+            async for _ in w.stream(client.CoreV1Api(session).list_namespaced_pod, "default",
+                                    resource_version=old, _request_timeout=10, **kwargs):
+                pass
+
+    with pytest.raises(ApiException) as caught:
+        await drain()
     assert caught.value.status == 410
     assert apiserver.count(verb="watch", resource="pods", status=200) == watch_requests
 
@@ -155,13 +157,12 @@ async def test_expire_watches_ends_open_streams(apiserver: SimApiServer) -> None
             return seen
 
         task = asyncio.create_task(consume())
-        while apiserver.open_watches == 0:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: apiserver.open_watches == 1)
         assert apiserver.expire_watches() == 1
         assert await asyncio.wait_for(task, 5) == 0
 
 
-@pytest.mark.parametrize("renew_time, status", [
+@pytest.mark.parametrize(("renew_time", "status"), [
     ("2026-01-01T00:00:00.123456Z", 201),
     ("2026-01-01T00:00:00.123456+02:00", 201),
     ("2026-01-01T00:00:00Z", 400),

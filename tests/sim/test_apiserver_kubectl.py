@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.kube import SimApiServer, apiserver, kubectl
+from tests.sim.kube import SimApiServer, apiserver, kubectl, wait_until
 
 __all__ = ["apiserver"]
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
                                 reason="LOUD: the real kubectl is not on PATH; fidelity unproven")
-
-
-async def _wait_for(predicate: object, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 def _rows(text: str) -> list[list[str]]:
@@ -32,8 +24,8 @@ def _rows(text: str) -> list[list[str]]:
 async def test_get_deployments_prints_the_server_side_table(apiserver: SimApiServer) -> None:
     """kubectl get deployments shows READY from the simulated status."""
     apiserver.create_deployment("default", "web", replicas=2)
-    await _wait_for(lambda: all(p["status"].get("conditions") for p in apiserver.pods()))
-    await _wait_for(lambda: apiserver.get("apps/v1", "Deployment", "default", "web")[
+    await wait_until(lambda: all(p["status"].get("conditions") for p in apiserver.pods()))
+    await wait_until(lambda: apiserver.get("apps/v1", "Deployment", "default", "web")[
         "status"].get("readyReplicas") == 2)
     result = (await kubectl(apiserver, "get", "deployments")).check()
     assert _rows(result.stdout)[0][:4] == ["web", "2/2", "2", "2"]
@@ -56,7 +48,7 @@ async def test_scale_deployment_creates_pods(apiserver: SimApiServer) -> None:
     apiserver.create_deployment("default", "web", replicas=2)
     result = (await kubectl(apiserver, "scale", "deployment/web", "--replicas=5")).check()
     assert result.stdout.strip() == "deployment.apps/web scaled"
-    await _wait_for(lambda: len(apiserver.pods("default", "app=web")) == 5)
+    await wait_until(lambda: len(apiserver.pods("default", "app=web")) == 5)
     assert apiserver.count(verb="patch", resource="deployments/scale") == 1
 
 
@@ -85,7 +77,7 @@ async def test_scale_custom_resource(apiserver: SimApiServer) -> None:
     apiserver.create_workload("Rollout", "default", "x", replicas=1)
     result = (await kubectl(apiserver, "scale", "rollout/x", "--replicas=3")).check()
     assert result.stdout.strip() == "rollout.example.com/x scaled"
-    await _wait_for(lambda: len(apiserver.pods("default", "app=x")) == 3)
+    await wait_until(lambda: len(apiserver.pods("default", "app=x")) == 3)
     rollout = apiserver.get("example.com/v1", "Rollout", "default", "x")
     assert rollout["spec"]["replicas"] == 3
 
@@ -94,7 +86,7 @@ async def test_scale_statefulset(apiserver: SimApiServer) -> None:
     """kubectl scale sts/db adds ordinals one by one until all are Ready."""
     apiserver.create_workload("StatefulSet", "default", "db", replicas=1)
     (await kubectl(apiserver, "scale", "statefulset/db", "--replicas=3")).check()
-    await _wait_for(lambda: sorted(p["metadata"]["name"] for p in apiserver.pods()) == [
+    await wait_until(lambda: sorted(p["metadata"]["name"] for p in apiserver.pods()) == [
         "db-0", "db-1", "db-2"])
 
 
@@ -133,7 +125,7 @@ async def test_create_and_apply_with_validation(apiserver: SimApiServer, tmp_pat
                               "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}))
     (await kubectl(apiserver, "create", "-f", str(manifest))).check()
     (await kubectl(apiserver, "apply", "-f", str(manifest))).check()
-    await _wait_for(lambda: len(apiserver.pods("default", "app=api")) == 2)
+    await wait_until(lambda: len(apiserver.pods("default", "app=api")) == 2)
 
 
 async def test_unknown_token_is_refused(apiserver: SimApiServer, tmp_path: Path) -> None:
@@ -149,7 +141,7 @@ async def test_watch_streams_pod_changes(apiserver: SimApiServer) -> None:
     apiserver.create_deployment("default", "web", replicas=1)
     task = asyncio.create_task(kubectl(apiserver, "get", "pods", "--watch",
                                        "--request-timeout=3s", timeout=10))
-    await _wait_for(lambda: apiserver.count(verb="watch", resource="pods") == 1)
+    await wait_until(lambda: apiserver.count(verb="watch", resource="pods") == 1)
     apiserver.set_replicas("Deployment", "default", "web", 2)
     result = await task
     names = {row[0] for row in _rows(result.stdout)}

@@ -195,7 +195,7 @@ class Rest:
         written = self._write(rt, old, new, None)
         return scale.scale_of(rt, written)
 
-    def patch(self, rt: ResourceType, namespace: str | None, name: str, content_type: str,
+    def patch(self, rt: ResourceType, namespace: str | None, name: str, *, content_type: str,
               body: Any, subresource: str | None = None) -> Obj:
         current = self.get(rt, namespace, name, subresource)
         patched = apply_patch(content_type, current, body, custom=rt.custom)

@@ -172,33 +172,28 @@ class Router:
             return self._non_resource(request)
         if request.query.get("dryRun"):
             raise bad_request("dryRun is not supported by the simulated API server")
-        method = request.method
-        if method == "GET":
+        if request.method == "GET":
             return self._get(request, target)
-        body = await self._body(request)
-        rest, rt, ns, name, sub = (self.server.rest, target.rt, target.namespace, target.name,
-                                   target.subresource)
+        status, result = self._mutate(request, target, await self._body(request))
+        return json_response(result, status)
+
+    def _mutate(self, request: web.Request, target: Target, body: Any) -> tuple[int, Any]:
+        method, rest = request.method, self.server.rest
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         if method == "POST" and name is None:
-            return json_response(rest.create(rt, ns, body), 201)
+            return 201, rest.create(rt, ns, body)
         if method == "PUT" and name is not None:
-            return json_response(rest.update(rt, ns, name, body, sub))
+            return 200, rest.update(rt, ns, name, body, sub)
         if method == "PATCH" and name is not None:
-            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-            if content_type not in PATCH_TYPES:
-                raise ApiError(415, "UnsupportedMediaType",
-                               f"the body of the request was in an unknown format - accepted "
-                               f"media types include: {', '.join(PATCH_TYPES)}")
-            if content_type == "application/apply-patch+yaml":
-                raise ApiError(415, "UnsupportedMediaType",
-                               "server-side apply is not supported by the simulated API server")
-            return json_response(rest.patch(rt, ns, name, content_type, body, sub))
+            return 200, rest.patch(rt, ns, name, content_type=_patch_type(request), body=body,
+                                   subresource=sub)
         if method == "DELETE" and name is not None and sub is None:
             grace = request.query.get("gracePeriodSeconds")
             options = body if isinstance(body, dict) else {}
-            return json_response(rest.delete(rt, ns, name, options,
-                                             int(grace) if grace is not None else None))
+            return 200, rest.delete(rt, ns, name, options,
+                                    int(grace) if grace is not None else None)
         if method == "DELETE" and name is None:
-            return self._delete_collection(request, target)
+            return 200, self._delete_collection(request, target)
         raise method_not_allowed()
 
     async def _body(self, request: web.Request) -> Any:
@@ -276,51 +271,65 @@ class Router:
     def _non_resource(self, request: web.Request) -> web.Response:
         path, server = request.path.rstrip("/") or "/", self.server
         accept = request.headers.get("Accept", JSON)
-        registry = server.registry
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok", content_type="text/plain")
         if path in ("/api", "/apis"):
             for version, media in (("v2", discovery.AGGREGATED_V2),
                                    ("v2beta1", discovery.AGGREGATED_V2BETA1)):
                 if f"v={version};as=APIGroupDiscoveryList" in accept.replace(" ", ""):
                     return json_response(discovery.aggregated(
-                        registry, core=path == "/api", version=version), content_type=media)
-            return json_response(discovery.api_versions(f"127.0.0.1:{server.port}")
-                                 if path == "/api" else discovery.api_group_list(registry))
-        parts = path.strip("/").split("/")
-        found: Any = None
-        if parts[:2] == ["api", "v1"] and len(parts) == 2:
-            found = discovery.api_resource_list(registry, "", "v1")
-        elif parts[0] == "apis" and len(parts) == 2:
-            found = discovery.api_group(registry, parts[1])
-        elif parts[0] == "apis" and len(parts) == 3:
-            found = discovery.api_resource_list(registry, parts[1], parts[2])
-        elif path == "/version":
-            found = discovery.version_info()
-        elif path == "/openapi/v2":
-            found = discovery.openapi_v2()
-        elif path == "/openapi/v3":
-            found = discovery.openapi_v3_paths(registry)
-        elif parts[:3] == ["openapi", "v3", "api"] and len(parts) == 4:
-            found = discovery.openapi_v3_document(registry, "", parts[3])
-        elif parts[:3] == ["openapi", "v3", "apis"] and len(parts) == 5:
-            found = discovery.openapi_v3_document(registry, parts[3], parts[4])
-        elif path in ("/healthz", "/livez", "/readyz"):
-            return web.Response(text="ok", content_type="text/plain")
+                        server.registry, core=path == "/api", version=version),
+                        content_type=media)
+        found = self._document(path)
         if found is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if "as=" in accept and JSON not in [a.split(";")[0].strip() for a in accept.split(",")
-                                            if "as=" not in a]:
+        # Only JSON is served: a client that accepts nothing else (protobuf) gets 406.
+        if not any(a.split(";")[0].strip() in (JSON, "*/*") and "as=" not in a
+                   for a in accept.split(",")):
             raise not_acceptable([JSON])
         return json_response(found)
 
-    def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+    def _document(self, path: str) -> Any:
+        registry, parts = self.server.registry, path.strip("/").split("/")
+        fixed = {
+            "/api": lambda: discovery.api_versions(f"127.0.0.1:{self.server.port}"),
+            "/apis": lambda: discovery.api_group_list(registry),
+            "/api/v1": lambda: discovery.api_resource_list(registry, "", "v1"),
+            "/version": discovery.version_info, "/openapi/v2": discovery.openapi_v2,
+            "/openapi/v3": lambda: discovery.openapi_v3_paths(registry),
+        }
+        if path in fixed:
+            return fixed[path]()
+        if parts[0] == "apis" and len(parts) == 2:
+            return discovery.api_group(registry, parts[1])
+        if parts[0] == "apis" and len(parts) == 3:
+            return discovery.api_resource_list(registry, parts[1], parts[2])
+        if parts[:3] == ["openapi", "v3", "api"] and len(parts) == 4:
+            return discovery.openapi_v3_document(registry, "", parts[3])
+        if parts[:3] == ["openapi", "v3", "apis"] and len(parts) == 5:
+            return discovery.openapi_v3_document(registry, parts[3], parts[4])
+        return None
+
+    def _delete_collection(self, request: web.Request, target: Target) -> dict[str, Any]:
         items, _ = self._list(request, target)
         rest = self.server.rest
         deleted = [rest.delete(target.rt, target.namespace, i["metadata"]["name"], {}, None)
                    for i in items]
-        return json_response({"kind": f"{target.rt.kind}List",
-                              "apiVersion": target.rt.api_version,
-                              "metadata": {"resourceVersion": str(
-                                  self.server.store.resource_version)}, "items": deleted})
+        return {"kind": f"{target.rt.kind}List", "apiVersion": target.rt.api_version,
+                "metadata": {"resourceVersion": str(self.server.store.resource_version)},
+                "items": deleted}
+
+
+def _patch_type(request: web.Request) -> str:
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    if content_type not in PATCH_TYPES:
+        raise ApiError(415, "UnsupportedMediaType",
+                       f"the body of the request was in an unknown format - accepted media "
+                       f"types include: {', '.join(PATCH_TYPES)}")
+    if content_type == "application/apply-patch+yaml":
+        raise ApiError(415, "UnsupportedMediaType",
+                       "server-side apply is not supported by the simulated API server")
+    return content_type
 
 
 def _slot(obj: dict[str, Any]) -> str:

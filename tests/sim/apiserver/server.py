@@ -209,7 +209,8 @@ class SimApiServer:
               merge: dict[str, Any]) -> dict[str, Any]:
         """A merge patch as another actor would send (a GitOps tool, a person with kubectl)."""
         rt = self.resource(api_version, kind)
-        return self.rest.patch(rt, namespace, name, "application/merge-patch+json", merge)
+        return self.rest.patch(rt, namespace, name, content_type="application/merge-patch+json",
+                               body=merge)
 
     def set_replicas(self, kind: str, namespace: str, name: str, replicas: int,
                      api_version: str | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def wants_table(accept: str) -> bool:
     return "as=Table" in compact and "g=meta.k8s.io" in compact
 
 
-def human_duration(seconds: float) -> str:
+def human_duration(seconds: float) -> str:  # noqa: PLR0911 (one return per upstream branch)
     """apimachinery's duration.HumanDuration."""
     s = int(seconds)
     if s < -1:

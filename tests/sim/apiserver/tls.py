@@ -8,11 +8,11 @@ simulator must speak HTTPS with a CA that the generated kubeconfig embeds.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import ssl
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +35,6 @@ class ServerTls:
         return self.ca_cert.read_bytes()
 
 
-_lock = threading.Lock()
-_cached: ServerTls | None = None
 
 _SERVER_EXT = """\
 basicConstraints = critical, CA:FALSE
@@ -65,12 +63,9 @@ def _make(directory: Path) -> ServerTls:
                      server_key=directory / "server.key")
 
 
+@functools.cache
 def server_tls() -> ServerTls:
     """The process-wide CA and server certificate, made on first use (about 50 ms)."""
-    global _cached
-    with _lock:
-        if _cached is None:
-            directory = Path(tempfile.mkdtemp(prefix="sim-apiserver-tls-"))
-            atexit.register(shutil.rmtree, directory, ignore_errors=True)
-            _cached = _make(directory)
-        return _cached
+    directory = Path(tempfile.mkdtemp(prefix="sim-apiserver-tls-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return _make(directory)

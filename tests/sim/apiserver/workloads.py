@@ -15,6 +15,7 @@ sleeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 from dataclasses import dataclass, field
@@ -98,10 +99,8 @@ class Workloads:
             self.settle()
             due = self._next_due()
             delay = self.server.clock.seconds_until(due) if due else None
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
-                pass
 
     def settle(self, max_passes: int = 50) -> None:
         """Run passes until nothing changes (what is due now has happened)."""

@@ -1,0 +1,152 @@
+"""Simulated controllers and kubelet: pods follow replicas and turn Ready on the injected clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.sim.kube import PodTiming, SimApiServer, apiserver_manual
+
+__all__ = ["apiserver_manual"]
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+
+
+def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in pod["status"]["conditions"] if c["type"] == kind)
+
+
+def test_pods_turn_ready_after_the_delay(apiserver_manual: SimApiServer) -> None:
+    """A new pod runs at once, is Ready only after ready_delay, with lastTransitionTime then."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=2, ready_delay=30)
+    pods = api.pods("default", "app=web")
+    assert [(p["status"]["phase"], _ready(p)) for p in pods] == [("Running", False)] * 2
+    assert all(p["status"]["startTime"] for p in pods)
+    api.advance(29)
+    assert not any(_ready(p) for p in api.pods("default", "app=web"))
+    api.advance(1)
+    pods = api.pods("default", "app=web")
+    assert all(_ready(p) for p in pods)
+    assert _condition(pods[0], "Ready")["lastTransitionTime"] == "2026-01-01T00:00:30Z"
+
+
+def test_pods_carry_template_labels_and_requests(apiserver_manual: SimApiServer) -> None:
+    """Pods get the template's labels, container requests and an owner reference."""
+    api = apiserver_manual
+    dep = api.create_deployment("default", "web", replicas=1, labels={"app": "web", "t": "x"},
+                                requests={"cpu": "500m", "memory": "64Mi"})
+    pod = api.pods("default", "app=web,t=x")[0]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m",
+                                                                     "memory": "64Mi"}
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+    assert pod["status"]["qosClass"] == "Burstable"
+
+
+def test_deployment_status_follows_pods(apiserver_manual: SimApiServer) -> None:
+    """status.replicas counts pods at once; readyReplicas only once they are Ready."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=3, ready_delay=10)
+    status = api.get("apps/v1", "Deployment", "default", "web")["status"]
+    assert (status["replicas"], status.get("readyReplicas", 0)) == (3, 0)
+    api.advance(10)
+    status = api.get("apps/v1", "Deployment", "default", "web")["status"]
+    assert (status["replicas"], status["readyReplicas"], status["availableReplicas"]) == (3, 3, 3)
+
+
+def test_scale_down_prefers_unready_pods_and_waits_for_termination(
+        apiserver_manual: SimApiServer) -> None:
+    """A scale-down deletes the not-ready pod first; it lingers with a deletionTimestamp."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=3, ready_delay=0, termination_delay=20)
+    api.settle()
+    victim = api.pods("default", "app=web")[1]["metadata"]["name"]
+    api.set_pod_ready("default", victim, False)
+    api.set_replicas("Deployment", "default", "web", 2)
+    api.settle()
+    terminating = [p["metadata"]["name"] for p in api.pods("default", "app=web")
+                   if p["metadata"].get("deletionTimestamp")]
+    assert terminating == [victim]
+    assert api.get("apps/v1", "Deployment", "default", "web")["status"]["replicas"] == 2
+    api.advance(20)
+    assert victim not in {p["metadata"]["name"] for p in api.pods("default", "app=web")}
+
+
+def test_deleted_pod_is_replaced(apiserver_manual: SimApiServer) -> None:
+    """Deleting a pod with grace 0 removes it and the controller makes a new one."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=2)
+    first = api.pods("default", "app=web")[0]["metadata"]["name"]
+    pods_rt = api.resource("v1", "Pod")
+    api.rest.delete(pods_rt, "default", first, {"gracePeriodSeconds": 0}, None)
+    api.settle()
+    names = {p["metadata"]["name"] for p in api.pods("default", "app=web")}
+    assert len(names) == 2
+    assert first not in names
+
+
+def test_deleting_the_workload_collects_its_pods(apiserver_manual: SimApiServer) -> None:
+    """Pods of a deleted deployment are garbage-collected."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=2)
+    api.rest.delete(api.resource("apps/v1", "Deployment"), "default", "web", {}, None)
+    api.settle()
+    assert api.pods("default", "app=web") == []
+
+
+def test_statefulset_ordered_ready_creates_one_ordinal_at_a_time(
+        apiserver_manual: SimApiServer) -> None:
+    """OrderedReady: db-2 appears only after db-1 is Ready; scale-down removes db-2 first."""
+    api = apiserver_manual
+    api.create_workload("StatefulSet", "default", "db", replicas=1,
+                        timing=PodTiming(ready_delay=5))
+    api.advance(5)
+    api.set_replicas("StatefulSet", "default", "db", 3)
+    api.settle()
+    assert [p["metadata"]["name"] for p in api.pods()] == ["db-0", "db-1"]
+    api.advance(5)
+    assert [p["metadata"]["name"] for p in api.pods()] == ["db-0", "db-1", "db-2"]
+    api.set_replicas("StatefulSet", "default", "db", 2)
+    api.settle()
+    assert [p["metadata"]["name"] for p in api.pods()] == ["db-0", "db-1"]
+
+
+@pytest.mark.parametrize(("kind", "api_version"), [
+    ("Rollout", "example.com/v1"), ("ReplicaSet", "apps/v1"), ("StatefulSet", "apps/v1"),
+], ids=["rollout", "replicaset", "statefulset"])
+def test_scale_view_of_every_workload(apiserver_manual: SimApiServer, kind: str,
+                                      api_version: str) -> None:
+    """Every workload kind shows replicas and the selector string through /scale."""
+    api = apiserver_manual
+    api.create_workload(kind, "default", "w", replicas=2, labels={"app": "w"},
+                        extra_spec={"podManagementPolicy": "Parallel"} if kind == "StatefulSet"
+                        else None)
+    rt = api.resource(api_version, kind)
+    scale = api.rest.get(rt, "default", "w", "scale")
+    assert scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 2, "selector": "app=w"}
+
+
+def test_no_op_update_keeps_the_resource_version(apiserver_manual: SimApiServer) -> None:
+    """Writing the same object back commits nothing: same resourceVersion, no event."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1)
+    before = api.get("apps/v1", "Deployment", "default", "web")
+    rv = api.store.resource_version
+    after = api.rest.update(api.resource("apps/v1", "Deployment"), "default", "web", before)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert api.store.resource_version == rv
+
+
+def test_spec_change_bumps_generation_but_status_does_not(apiserver_manual: SimApiServer) -> None:
+    """metadata.generation counts spec changes only."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1)
+    assert api.get("apps/v1", "Deployment", "default", "web")["metadata"]["generation"] == 1
+    api.set_replicas("Deployment", "default", "web", 2)
+    api.settle()
+    dep = api.get("apps/v1", "Deployment", "default", "web")
+    assert (dep["metadata"]["generation"], dep["status"]["observedGeneration"]) == (2, 2)
