@@ -143,7 +143,8 @@ def write_timeline_json(timeline: Timeline, path: Path) -> None:
         ],
         "rows": [row_record(row, prefixes) for row in timeline.rows],
     }
-    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    # Compact: a week at 15 s is 40,320 rows.
+    path.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
 
 
 def write_summary(summaries: Sequence[Summary], path: Path) -> None:

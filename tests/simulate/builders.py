@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+from matplotlib import colors
+
 from autoscaler.algorithm import (
     AutoscalerSpec,
     Behavior,
@@ -75,3 +78,12 @@ def at(timeline: Timeline, time: float) -> Row:
 
 def desired(timeline: Timeline) -> dict[float, int]:
     return {row.time: row.desired for row in timeline.rows}
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def pixels_of(image: np.ndarray, color: str) -> int:
+    """How many pixels of a decoded image are (nearly) exactly ``color``."""
+    rgb = np.array(colors.to_rgb(color))
+    return int((np.abs(image[..., :3] - rgb).max(axis=-1) < 0.02).sum())

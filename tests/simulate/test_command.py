@@ -16,8 +16,8 @@ from matplotlib import image as mpimg
 
 from autoscaler.simulate import command
 from tests.sim.prometheus import PrometheusProcess
+from tests.simulate.builders import PNG_SIGNATURE, pixels_of
 from tests.simulate.promdata import END, POINTS, START
-from tests.simulate.test_plot import PNG_SIGNATURE, pixels_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "examples" / "simulate"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.algorithm import Behavior, ScalingRules, SelectPolicy
 from autoscaler.simulate.engine import Scenario, simulate
@@ -161,3 +163,24 @@ def test_progress_is_reported_in_about_a_hundred_calls() -> None:
     assert calls[-1] == (len(timeline.rows), len(timeline.rows)) == (1000, 1000)
     assert 90 <= len(calls) <= 102
     assert [done for done, _ in calls] == sorted({done for done, _ in calls})
+
+
+@given(
+    demand=st.lists(st.one_of(st.none(), st.floats(0, 5000)), min_size=2, max_size=30),
+    start=st.integers(1, 10),
+    startup=st.sampled_from([0.0, 20.0, 45.0]),
+)
+@settings(max_examples=60, deadline=None)
+def test_invariants_on_random_traces(
+    demand: list[float | None], start: int, startup: float
+) -> None:
+    """Whatever the demand: counts stay in bounds, never grow faster than max(2x, 4) without
+    behavior, and a step with a gap in the data never scales down."""
+    points = [(60.0 * i, value) for i, value in enumerate(demand)]
+    timeline = run(spec(rps(100), low=1, high=25), trace(points), replicas=start,
+                   startup=startup)
+    for row in timeline.rows:
+        assert 1 <= row.desired <= 25
+        assert row.desired <= max(2 * row.current, 4)
+        if row.metrics[0].load.total is None:
+            assert row.desired >= row.current

@@ -6,21 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib import colors
 from matplotlib import image as mpimg
 
 from autoscaler.simulate.engine import Timeline
 from autoscaler.simulate.plot import COLORS, DPI, HEIGHT, WIDTH, plot
-from tests.simulate.builders import cpu, rps, run, spec, trace
+from tests.simulate.builders import PNG_SIGNATURE, cpu, pixels_of, rps, run, spec, trace
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DAY = trace([(0, 100), (600, 900), (1800, 2500), (2400, 300), (3600, 300)])
-
-
-def pixels_of(image: np.ndarray, color: str) -> int:
-    """How many pixels are (nearly) exactly ``color``."""
-    rgb = np.array(colors.to_rgb(color))
-    return int((np.abs(image[..., :3] - rgb).max(axis=-1) < 0.02).sum())
 
 
 def draw(tmp_path: Path, *timelines: Timeline) -> np.ndarray:
