@@ -1,0 +1,78 @@
+"""deploy/rbac.yaml grants exactly what the daemon's Kubernetes calls need: no less, no more.
+
+"No less" is checked after every test that uses the ``kube`` fixture (conftest). Here one
+session makes every kind of call the daemon makes (the adapters of this package plus the
+Lease elector and the ConfigMap state store) and the set of (verb, group, resource) it used
+must equal the set the manifests grant.
+"""
+
+import asyncio
+import contextlib
+
+from autoscaler.adapters.kube.discovery import Discovery
+from autoscaler.adapters.kube.events import EventRecorder
+from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
+from autoscaler.adapters.kube.owners import OwnerCheck
+from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.scale import ScaleClient, scale_with_retry
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.state import ConfigMapStateStore
+from autoscaler.algorithm import History
+from tests.adapters.kube.conftest import Ref, _as_resource_request
+from tests.adapters.kube.rbac import granted
+from tests.sim.kube import SimApiServer
+
+WORKLOADS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
+    scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
+    async with EventRecorder(kube.api_client, uid_of=scales.uid_of) as events, \
+            PodCache(kube.api_client, watch_timeout=5) as pods:
+        pods.add_namespace("shop")
+        for kind in WORKLOADS:
+            apiserver.create_workload(kind, "shop", "web")
+            await OwnerCheck(kube.api_client).owners_of("shop", Ref(kind=kind))
+            await scale_with_retry(scales, "shop", Ref(kind=kind), lambda s: s.spec_replicas + 1)
+            for _ in range(2):  # the repeat is aggregated: a PATCH
+                await events.record("shop", Ref(kind=kind), warning=False,
+                                    reason="SuccessfulRescale", message="New size: 2")
+        async with asyncio.timeout(5):
+            await pods.wait_synced("shop")
+
+
+async def exercise_leader_and_state(kube: KubeSession) -> None:
+    elector = LeaderElector(kube.api_client, LeaseConfig(
+        namespace="autoscaler", name="autoscaler", identity="test", retry_period=0.05))
+    task = asyncio.create_task(elector.run())
+    async with asyncio.timeout(5):
+        while not elector.is_leader:  # noqa: ASYNC110 - the elector has no wait API
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.15)  # a few renewals: GET + PUT
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await elector.release()
+    store = ConfigMapStateStore(kube.api_client, namespace="autoscaler", name="autoscaler-state")
+    await store.load()
+    await store.save({"shop/web": History()})
+    await store.save({"shop/web": History(), "shop/api": History()})
+
+
+def used(apiserver: SimApiServer) -> set[tuple[str, str, str]]:
+    calls = set()
+    for record in apiserver.log.records:
+        if record.resource is not None:
+            calls.add((record.verb, record.group or "", record.resource))
+        elif (unserved := _as_resource_request(record.method, record.path)) is not None:
+            calls.add(unserved[:3])
+    return calls
+
+
+async def test_rules_match_the_calls_exactly(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """Every granted (verb, group, resource) is used, and every used one is granted."""
+    apiserver.create_namespace("autoscaler")
+    await exercise_targets(kube, apiserver)
+    await exercise_leader_and_state(kube)
+    grants = {(p.verb, p.group, p.resource) for p in granted()}
+    assert used(apiserver) == grants
