@@ -127,7 +127,7 @@ def pod_samples(*values: int) -> dict[str, PodSample]:
     return {f"test-pod-{i}": sample(value) for i, value in enumerate(values)}
 
 
-def pod(  # noqa: PLR0917 - a builder with defaults for everything
+def pod(
     name: str = "pod",
     *,
     phase: PodPhase = RUNNING,
@@ -192,7 +192,7 @@ def spec(
     )
 
 
-def scaling_rules(  # noqa: PLR0917 - upstream's generateScalingRules signature
+def scaling_rules(
     pods: int, pods_period: int, percent: int, percent_period: int, window: int
 ) -> ScalingRules:
     """``generateScalingRules``: Max select policy, a Pods and/or a Percent policy."""

@@ -37,7 +37,8 @@ def run(scenario: Scenario, target: int, tol: Tolerances = DEFAULT_TOLERANCES) -
     )
     utilization = proposal.current.average_utilization
     raw = proposal.current.average_value
-    assert utilization is not None and raw is not None
+    assert utilization is not None
+    assert raw is not None
     return proposal.replicas, utilization, raw
 
 
