@@ -1,0 +1,187 @@
+"""autoscaler check: the examples pass, bad files fail, and --prometheus judges every query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoscaler.config import parse_config
+from autoscaler.config.check import command, summary
+from tests.sim.prometheus import PrometheusProcess, free_port
+
+CONFIG_DIR = Path(__file__).parents[2] / "config"
+# decision.toml is a scenario for `autoscaler decide`, not a daemon config.
+EXAMPLES = sorted(p for p in [*CONFIG_DIR.glob("*.toml"), *CONFIG_DIR.glob("examples/*.toml")]
+                  if p.name != "decision.toml")
+
+
+def test_there_are_examples() -> None:
+    """The example glob finds the shipped examples (so the next test checks something)."""
+    assert {p.name for p in EXAMPLES} >= {"minimal.toml", "web-service.toml",
+                                         "queue-worker.toml", "multi-cluster.toml"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_passes_check(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every example in config/ is valid and its summary lists every target."""
+    assert command([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("TARGET")
+    assert "target" in out.splitlines()[-1]
+
+
+def test_examples_cover_every_metric_type() -> None:
+    """Between them, the examples use all five metric types and all three target types."""
+    specs = [m for p in EXAMPLES for t in parse_config(p.read_bytes()).targets
+             for m in t.spec.metrics]
+    assert {m.type for m in specs} == {"Resource", "ContainerResource", "Pods", "Object",
+                                       "External"}
+    assert {m.target.type for m in specs} == {"Utilization", "Value", "AverageValue"}
+
+
+def test_invalid_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every issue goes to stderr, then a count; exit code 1."""
+    path = tmp_path / "bad.toml"
+    path.write_text("[daemon]\nconcurrency = 0\nlogLevel = \"loud\"\n")
+    assert command([str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{path}:2: daemon.concurrency: must be at least 1, got 0"
+    assert err[1].startswith(f"{path}:3: daemon.logLevel: must be one of")
+    assert err[2] == f"{path}: invalid (2 problems)"
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """No config argument is a usage error."""
+    assert command([]) == 2
+    assert "usage: autoscaler check" in capsys.readouterr().err
+
+
+def test_summary_rows() -> None:
+    """One row per target: bounds, metrics, behavior, server and period."""
+    config = parse_config("""\
+[prometheus.servers.thanos]
+url = "http://t:9090"
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "web" }
+maxReplicas = 10
+minReplicas = 2
+prometheus = "thanos"
+syncPeriod = 90
+behavior.scaleDown = { stabilizationWindowSeconds = 60, policies = [{ type = "Percent", value = 10, periodSeconds = 60 }] }
+metrics = [
+  { type = "Resource", resource = { name = "memory", target = { type = "AverageValue", averageValue = "1.5Gi" } } },
+  { type = "Object", object = { describedObject = { kind = "Ingress", name = "m" }, metric = { name = "rps" }, target = { type = "Value", value = "10k" }, query = "sum(x)" } },
+]
+""")
+    header, row, footer = summary(config).splitlines()
+    assert header.split() == ["TARGET", "MIN", "MAX", "METRICS", "BEHAVIOR", "PROMETHEUS", "SYNC"]
+    assert row.split("  ")[0] == "shop/Deployment/web"
+    for part in ("memory avg 1.5Gi, object:Ingress/rps 10k", "up: default; down: window 1m "
+                 "10%/60s", "thanos", "1m30s"):
+        assert part in row
+    assert footer == "1 target, 2 Prometheus servers"
+
+
+# --- --prometheus against a real Prometheus ---------------------------------------------------
+
+PROBED = """\
+[prometheus]
+url = "{url}"
+timeout = "5s"
+
+[prometheus.servers.down]
+url = "http://127.0.0.1:{closed}"
+
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 10
+metrics = [
+  {{ type = "Resource", resource = {{ name = "cpu", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
+  {{ type = "Resource", resource = {{ name = "memory", requestsFrom = "kube-state-metrics", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "good" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (http_requests_per_second{{${{pod_selector}}}})' }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "no-pod-label" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum(http_requests_per_second{{${{pod_selector}}}})' }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "no-data" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (not_exported{{${{pod_selector}}}})' }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "syntax" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (rate(http_requests_per_second[1m])' }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "nan" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'lag_seconds{{${{pod_selector}}}}' }} }},
+  {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "one" }}, target = {{ type = "Value", value = 5 }}, query = 'ingress_requests_per_second{{namespace="${{namespace}}",ingress="main"}}' }} }},
+  {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "several" }}, target = {{ type = "Value", value = 5 }}, query = 'queue_depth' }} }},
+  {{ type = "External", external = {{ metric = {{ name = "queues" }}, target = {{ type = "Value", value = 5 }}, query = 'queue_depth' }} }},
+]
+
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "api" }}
+maxReplicas = 3
+prometheus = "down"
+"""
+
+EXPECTED = {  # metric -> None (ok) or a fragment of its problem
+    "shop/Deployment/web metrics[0] Resource cpu": None,
+    "shop/Deployment/web metrics[1] Resource memory": None,
+    "shop/Deployment/web metrics[2] Pods good": None,
+    "shop/Deployment/web metrics[3] Pods no-pod-label": "a series has no 'pod' label",
+    "shop/Deployment/web metrics[4] Pods no-data": "empty result",
+    "shop/Deployment/web metrics[5] Pods syntax": "BadQueryError",
+    "shop/Deployment/web metrics[6] Pods nan": "pod web-0: value is NaN",
+    "shop/Deployment/web metrics[7] Object one": None,
+    "shop/Deployment/web metrics[8] Object several": "2 series where exactly one is expected",
+    "shop/Deployment/web metrics[9] External queues": None,
+    "shop/Deployment/api metrics[0] Resource cpu": "TransientError: cannot connect",
+}
+
+
+def _outcomes(out: str) -> dict[str, str | None]:
+    """Each probed query's outcome: None when ok, else its problem, keyed by target and metric."""
+    found: dict[str, str | None] = {}
+    for line in out.splitlines():
+        status, _, rest = line.partition("  ")
+        if status in {"ok", "FAIL"}:
+            where, _, problem = rest.strip().partition(": ")
+            key = where.rsplit(" [", 1)[0]
+            found.setdefault(key, None)  # a metric may have two queries: any failure counts
+            if status == "FAIL":
+                found[key] = problem
+    return found
+
+
+@pytest.mark.prometheus
+def test_prometheus_probe_reports_each_bad_query(
+    prometheus: PrometheusProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Errors, empty answers, wrong shapes and an unreachable server are each reported."""
+    path = tmp_path / "probe.toml"
+    path.write_text(PROBED.format(url=prometheus.url, closed=free_port()))
+    assert command([str(path), "--prometheus"]) == 1
+    out = capsys.readouterr().out
+    outcomes = _outcomes(out)
+    assert set(outcomes) == set(EXPECTED)
+    for key, fragment in EXPECTED.items():
+        if fragment is None:
+            assert outcomes[key] is None, f"{key}: {outcomes[key]}"
+        else:
+            assert fragment in (outcomes[key] or ""), f"{key}: {outcomes[key]}"
+    assert out.splitlines()[-1] == "12 queries, 6 failed"
+
+
+@pytest.mark.prometheus
+def test_prometheus_probe_passes_good_queries(
+    prometheus: PrometheusProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config whose queries all answer well exits 0; the rendered query is what ran."""
+    path = tmp_path / "good.toml"
+    path.write_text(f"""\
+[prometheus]
+url = "{prometheus.url}"
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 10
+metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'http_requests_per_second{{${{pod_selector}}}}' }} }}]
+""")
+    assert command([str(path), "--prometheus"]) == 0
+    out = capsys.readouterr().out
+    assert "ok    shop/Deployment/web metrics[0] Pods rps [default]: 2 series" in out
+    assert out.splitlines()[-1] == "1 queries, 0 failed"
