@@ -11,9 +11,11 @@ from autoscaler.config.check import command, summary
 from tests.sim.prometheus import PrometheusProcess, free_port
 
 CONFIG_DIR = Path(__file__).parents[2] / "config"
-# decision.toml is a scenario for `autoscaler decide`, not a daemon config.
-EXAMPLES = sorted(p for p in [*CONFIG_DIR.glob("*.toml"), *CONFIG_DIR.glob("examples/*.toml")]
-                  if p.name != "decision.toml")
+NOT_CONFIGS = {
+    "decision.toml",  # a scenario for `autoscaler decide`
+    "workload.toml",  # the workload model for `autoscaler simulate --workload`
+}
+EXAMPLES = sorted(p for p in CONFIG_DIR.rglob("*.toml") if p.name not in NOT_CONFIGS)
 
 
 def test_there_are_examples() -> None:
@@ -22,7 +24,7 @@ def test_there_are_examples() -> None:
                                          "queue-worker.toml", "multi-cluster.toml"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(CONFIG_DIR)) for p in EXAMPLES])
 def test_example_passes_check(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every example in config/ is valid and its summary lists every target."""
     assert command([str(path)]) == 0
