@@ -24,13 +24,14 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.reasons import EventType
-from autoscaler.adapters.kube.scale import ObjectRef, ScaleTargetRefLike
+from autoscaler.adapters.kube.scale import ObjectRef
+from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 
 log = structlog.get_logger("autoscaler.kube.events")
 
 COMPONENT = "autoscaler"
-UidLookup = Callable[[str, ScaleTargetRefLike], "str | None"]
+UidLookup = Callable[[str, ScaleTargetRef], "str | None"]
 """The target's uid, if known: ``kubectl describe`` matches events by involvedObject.uid."""
 MAX_MESSAGE = 1024  # events.k8s.io's limit; kubectl describe shows no more anyway
 
@@ -95,7 +96,7 @@ class EventRecorder:
         await self.close()
 
     async def record(
-        self, namespace: str, ref: ScaleTargetRefLike, *, warning: bool, reason: str,
+        self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
         message: str,
     ) -> None:
         """The runtime's ``EventPort``: queue an event on a target; returns at once."""

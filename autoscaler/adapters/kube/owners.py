@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.adapters.kube.scale import ScaleTargetRefLike
+from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 
 
@@ -55,7 +55,7 @@ def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def targets(item: Mapping[str, Any], owner: OwnerKind, ref: ScaleTargetRefLike) -> bool:
+def targets(item: Mapping[str, Any], owner: OwnerKind, ref: ScaleTargetRef) -> bool:
     """Whether one HPA or ScaledObject's ``spec.scaleTargetRef`` names ``ref``."""
     target = (item.get("spec") or {}).get("scaleTargetRef") or {}
     api_version = target.get("apiVersion") or owner.default_target_api_version or ""
@@ -79,11 +79,11 @@ class OwnerCheck:
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
 
-    async def owners_of(self, namespace: str, ref: ScaleTargetRefLike) -> tuple[str, ...]:
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
         """The runtime's ``OwnersPort``: ``"<Kind> <name>"`` of each autoscaler on ``ref``."""
         return tuple(str(owner) for owner in await self.find(namespace, ref))
 
-    async def find(self, namespace: str, ref: ScaleTargetRefLike) -> list[Owner]:
+    async def find(self, namespace: str, ref: ScaleTargetRef) -> list[Owner]:
         """Every other autoscaler that targets ``ref`` in ``namespace``, sorted.
 
         List errors other than a 404 propagate: not knowing is no licence to act.

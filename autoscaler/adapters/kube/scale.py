@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
@@ -22,20 +22,10 @@ from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
 from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.labels import Selector, parse_selector
 from autoscaler.algorithm import ScaleState
+from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import BadDataError, ConflictError, NotFoundError
 
 log = structlog.get_logger("autoscaler.kube.scale")
-
-
-class ScaleTargetRefLike(Protocol):
-    """The shape of ``autoscaler.config.ScaleTargetRef`` this module reads."""
-
-    @property
-    def api_version(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def name(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,11 +86,11 @@ class ScaleClient:
         self._core = CoreV1Api(api_client)
         self._uids: dict[tuple[str, str, str, str], str] = {}
 
-    def uid_of(self, namespace: str, ref: ScaleTargetRefLike) -> str | None:
+    def uid_of(self, namespace: str, ref: ScaleTargetRef) -> str | None:
         """The target's uid as its last /scale read reported it (events need it)."""
         return self._uids.get(_uid_key(namespace, ref))
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRefLike) -> Scale:
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale:
         info = await self._resolve(ref)
         what = f"get /scale of {ref.kind} {namespace}/{ref.name}"
         with api_errors(what):
@@ -114,7 +104,7 @@ class ScaleClient:
         return self._remember(scale_from_json(body, _object_ref(namespace, ref)), ref)
 
     async def update_scale(
-        self, namespace: str, ref: ScaleTargetRefLike, replicas: int, resource_version: str
+        self, namespace: str, ref: ScaleTargetRef, replicas: int, resource_version: str
     ) -> Scale:
         """PUT ``spec.replicas``; ``ConflictError`` if the object changed since it was read."""
         info = await self._resolve(ref)
@@ -134,12 +124,12 @@ class ScaleClient:
                         ref.name, namespace, body))
         return self._remember(scale_from_json(result, _object_ref(namespace, ref)), ref)
 
-    def _remember(self, scale: Scale, ref: ScaleTargetRefLike) -> Scale:
+    def _remember(self, scale: Scale, ref: ScaleTargetRef) -> Scale:
         if scale.target.uid:
             self._uids[_uid_key(scale.target.namespace, ref)] = scale.target.uid
         return scale
 
-    async def _resolve(self, ref: ScaleTargetRefLike) -> ResourceInfo:
+    async def _resolve(self, ref: ScaleTargetRef) -> ResourceInfo:
         info = await self._discovery.resolve(ref.api_version, ref.kind)
         if not info.scalable:
             raise NotFoundError(f"{ref.kind} ({ref.api_version}) has no /scale subresource")
@@ -148,11 +138,11 @@ class ScaleClient:
         return info
 
 
-def _uid_key(namespace: str, ref: ScaleTargetRefLike) -> tuple[str, str, str, str]:
+def _uid_key(namespace: str, ref: ScaleTargetRef) -> tuple[str, str, str, str]:
     return namespace, ref.api_version.rpartition("/")[0], ref.kind, ref.name
 
 
-def _object_ref(namespace: str, ref: ScaleTargetRefLike) -> ObjectRef:
+def _object_ref(namespace: str, ref: ScaleTargetRef) -> ObjectRef:
     return ObjectRef(api_version=ref.api_version, kind=ref.kind, namespace=namespace,
                      name=ref.name)
 
@@ -173,7 +163,7 @@ class ScaleOutcome:
 async def scale_with_retry(
     client: ScaleClient,
     namespace: str,
-    ref: ScaleTargetRefLike,
+    ref: ScaleTargetRef,
     recompute: Recompute,
     *,
     attempts: int = 3,

@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_kube_config
 from kubernetes_asyncio.config.incluster_config import (
@@ -25,20 +26,8 @@ from kubernetes_asyncio.config.incluster_config import (
     InClusterConfigLoader,
 )
 
+from autoscaler.config import KubernetesSettings
 from autoscaler.errors import InvalidConfigError
-
-
-class KubernetesSettingsLike(Protocol):
-    """The shape of ``autoscaler.config.KubernetesSettings`` this module reads."""
-
-    @property
-    def in_cluster(self) -> bool | None: ...
-    @property
-    def kubeconfig(self) -> Path | None: ...
-    @property
-    def context(self) -> str | None: ...
-    @property
-    def request_timeout(self) -> float: ...
 
 
 class TimeoutApiClient(ApiClient):
@@ -62,25 +51,29 @@ class InClusterFiles:
     ca: Path = Path(SERVICE_CERT_FILENAME)
 
 
-def wants_in_cluster(settings: KubernetesSettingsLike, environ: Mapping[str, str]) -> bool:
-    """``in_cluster = None`` means auto: in a pod when ``KUBERNETES_SERVICE_HOST`` is set."""
+def wants_in_cluster(
+    settings: KubernetesSettings, environ: Mapping[str, str], files: InClusterFiles
+) -> bool:
+    """``in_cluster = None`` means auto: in a pod, that is when ``KUBERNETES_SERVICE_HOST``
+    is set and the service-account token is mounted (as client-go's InClusterConfig)."""
     if settings.in_cluster is not None:
         return settings.in_cluster
-    return bool(environ.get(SERVICE_HOST_ENV_NAME))
+    return bool(environ.get(SERVICE_HOST_ENV_NAME)) and files.token.is_file()
 
 
 async def build_configuration(
-    settings: KubernetesSettingsLike,
+    settings: KubernetesSettings,
     *,
     environ: Mapping[str, str] | None = None,
     files: InClusterFiles | None = None,
 ) -> Configuration:
     """A fresh ``Configuration`` from the in-cluster account or a kubeconfig."""
     environ = os.environ if environ is None else environ
+    files = files or InClusterFiles()
+    in_cluster = wants_in_cluster(settings, environ, files)
     configuration = Configuration()
     try:
-        if wants_in_cluster(settings, environ):
-            files = files or InClusterFiles()
+        if in_cluster:
             # The library's loader re-reads the token file every minute: rotated tokens work.
             InClusterConfigLoader(
                 token_filename=str(files.token), cert_filename=str(files.ca),
@@ -93,8 +86,8 @@ async def build_configuration(
                 config_file=path, context=settings.context,
                 client_configuration=configuration, persist_config=False,
             )
-    except (ConfigException, OSError) as error:
-        source = "in-cluster service account" if wants_in_cluster(settings, environ) else (
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as error:
+        source = "in-cluster service account" if in_cluster else (
             f"kubeconfig {settings.kubeconfig or '(default)'}"
             + (f" context {settings.context!r}" if settings.context else ""))
         raise InvalidConfigError(f"kubernetes: cannot load the {source}: {error}") from error
@@ -115,7 +108,7 @@ class KubeSession:
     @asynccontextmanager
     async def connect(
         cls,
-        settings: KubernetesSettingsLike,
+        settings: KubernetesSettings,
         *,
         environ: Mapping[str, str] | None = None,
         files: InClusterFiles | None = None,

@@ -9,35 +9,29 @@ HTTP calls, so the log holds only the adapter's own requests.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.config import KubernetesSettings, ScaleTargetRef
 from tests.adapters.kube.rbac import allows, custom_scale_template, granted
 from tests.sim.kube import SimApiServer, apiserver
 
 __all__ = ["Ref", "Settings", "apiserver", "assert_rbac_covers", "kube"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """Shaped like autoscaler.config.KubernetesSettings."""
-
-    in_cluster: bool | None = False
-    kubeconfig: Path | None = None
-    context: str | None = None
-    request_timeout: float = 5.0
+def Settings(*, in_cluster: bool | None = False, kubeconfig: Path | None = None,
+             context: str | None = None, request_timeout: float = 5.0) -> KubernetesSettings:
+    """The daemon's Kubernetes settings, defaulting to the kubeconfig and a short timeout."""
+    return KubernetesSettings(in_cluster=in_cluster, kubeconfig=kubeconfig, context=context,
+                              request_timeout=request_timeout)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Ref:
-    """Shaped like autoscaler.config.ScaleTargetRef."""
-
-    api_version: str = "apps/v1"
-    kind: str = "Deployment"
-    name: str = "web"
+def Ref(*, api_version: str = "apps/v1", kind: str = "Deployment",
+        name: str = "web") -> ScaleTargetRef:
+    """A scaleTargetRef, defaulting to Deployment web."""
+    return ScaleTargetRef(api_version=api_version, kind=kind, name=name)
 
 
 DISCOVERY_PREFIXES = ("/api", "/apis")  # system:discovery, granted to every authenticated user

@@ -48,8 +48,8 @@ async def test_keda_not_installed(kube: KubeSession, apiserver: SimApiServer) ->
     apiserver.create_hpa("shop", "web-hpa", target_name="web")
     owners = await OwnerCheck(kube.api_client).owners_of("shop", Ref())
     assert owners == ("HorizontalPodAutoscaler web-hpa",)
-    assert apiserver.count(resource=None, status=404) + apiserver.count(
-        resource="scaledobjects", status=404) == 1
+    [missing] = apiserver.requests(status=404)
+    assert missing.path == "/apis/keda.sh/v1alpha1/namespaces/shop/scaledobjects"
 
 
 async def test_lists_are_cached(kube: KubeSession, apiserver: SimApiServer) -> None:

@@ -33,13 +33,18 @@ async def test_kubeconfig_with_context(apiserver: SimApiServer) -> None:
 
 @pytest.mark.parametrize(
     ("context", "kubeconfig", "message"),
-    [("nope", None, "context 'nope'"), (None, Path("/nonexistent/kubeconfig"), "nonexistent")],
-    ids=["unknown-context", "missing-file"],
+    [("nope", None, "context 'nope'"), (None, "/nonexistent/kubeconfig", "nonexistent"),
+     (None, "garbage", "cannot load the kubeconfig")],
+    ids=["unknown-context", "missing-file", "garbage-file"],
 )
-async def test_bad_kubeconfig(apiserver: SimApiServer, context: str | None,
-                              kubeconfig: Path | None, message: str) -> None:
+async def test_bad_kubeconfig(apiserver: SimApiServer, tmp_path: Path, context: str | None,
+                              kubeconfig: str | None, message: str) -> None:
     """An unusable kubeconfig is an InvalidConfigError naming the file or context."""
-    settings = Settings(kubeconfig=kubeconfig or apiserver.kubeconfig, context=context)
+    path = Path(kubeconfig) if kubeconfig else apiserver.kubeconfig
+    if kubeconfig == "garbage":
+        path = tmp_path / "kubeconfig"
+        path.write_text("clusters: [unclosed\n")
+    settings = Settings(kubeconfig=path, context=context)
     with pytest.raises(InvalidConfigError, match=message):
         async with KubeSession.connect(settings):
             pass
@@ -59,16 +64,22 @@ async def test_in_cluster(apiserver: SimApiServer, tmp_path: Path) -> None:
     assert all(r.user and r.status == 200 for r in apiserver.log.records)
 
 
+IN_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+
+
 @pytest.mark.parametrize(
-    ("in_cluster", "environ", "expected"),
-    [(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True), (None, {}, False),
-     (False, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, False), (True, {}, True)],
-    ids=["auto-in-pod", "auto-outside", "forced-off", "forced-on"],
+    ("in_cluster", "environ", "token", "expected"),
+    [(None, IN_POD, True, True), (None, IN_POD, False, False), (None, {}, True, False),
+     (False, IN_POD, True, False), (True, {}, False, True)],
+    ids=["auto-in-pod", "auto-no-token", "auto-outside", "forced-off", "forced-on"],
 )
-def test_in_cluster_detection(in_cluster: bool | None, environ: dict[str, str],
-                              expected: bool) -> None:
-    """in_cluster=None means: in a pod exactly when KUBERNETES_SERVICE_HOST is set."""
-    assert wants_in_cluster(Settings(in_cluster=in_cluster), environ) is expected
+def test_in_cluster_detection(tmp_path: Path, in_cluster: bool | None,
+                              environ: dict[str, str], token: bool, expected: bool) -> None:
+    """in_cluster=None: in a pod when KUBERNETES_SERVICE_HOST is set and a token is mounted."""
+    files = InClusterFiles(token=tmp_path / "token", ca=tmp_path / "ca.crt")
+    if token:
+        files.token.write_text("t")
+    assert wants_in_cluster(Settings(in_cluster=in_cluster), environ, files) is expected
 
 
 async def test_missing_in_cluster_files(tmp_path: Path) -> None:
