@@ -39,9 +39,26 @@ if TYPE_CHECKING:
 JSON = "application/json"
 
 
+@dataclass(slots=True, kw_only=True)
+class RequestInfo:
+    """A resource path as upstream's RequestInfoFactory reads it, before any lookup."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    verb: str
+
+    @property
+    def resource(self) -> str:
+        return f"{self.plural}/{self.subresource}" if self.subresource else self.plural
+
+
 @dataclass(slots=True)
 class Target:
-    """A parsed resource path."""
+    """A resource path resolved to a served type."""
 
     rt: ResourceType
     namespace: str | None
@@ -52,6 +69,10 @@ class Target:
     @property
     def resource(self) -> str:
         return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
+
+
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")
+_NOT_FOUND = "the server could not find the requested resource"
 
 
 def _verb(method: str, name: str | None, watch: bool) -> str:
@@ -83,7 +104,9 @@ class Router:
         self.server = server
 
     # parsing -----------------------------------------------------------------------------
-    def parse(self, method: str, path: str, query: Any) -> Target | None:
+    @staticmethod
+    def request_info(method: str, path: str, query: Any) -> RequestInfo | None:
+        """Parse a resource path; None for discovery and other non-resource paths."""
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             group, version, rest = "", "v1", parts[2:]
@@ -93,24 +116,33 @@ class Router:
             return None
         if not rest:
             return None
-        registry = self.server.registry
         namespace = None
-        if rest[0] == "namespaces" and len(rest) >= 3:
-            candidate = registry.lookup(group, version, rest[2])
-            if candidate is not None and candidate.namespaced:
-                namespace, rest = rest[1], rest[2:]
-        rt = registry.lookup(group, version, rest[0])
-        if rt is None or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rest[0] == "namespaces" and len(rest) > 1:
+            namespace = rest[1]
+            if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
+                rest = rest[2:]
         name = rest[1] if len(rest) > 1 else None
-        sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and sub not in rt.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        return Target(rt, namespace, name, sub, _verb(method, name, _is_watch(query)))
+        return RequestInfo(group=group, version=version, plural=rest[0], namespace=namespace,
+                           name=name, subresource="/".join(rest[2:]) or None,
+                           verb=_verb(method, name, _is_watch(query)))
+
+    def resolve(self, info: RequestInfo) -> Target:
+        """The served type of an authorized request, or 404 as the real server answers."""
+        rt = self.server.registry.lookup(info.group, info.version, info.plural)
+        if rt is None or (info.subresource is not None and
+                          info.subresource not in rt.subresources):
+            raise ApiError(404, "NotFound", _NOT_FOUND)
+        namespace = info.namespace if rt.namespaced else None
+        if not rt.namespaced and info.namespace not in (None, info.name):
+            raise ApiError(404, "NotFound", _NOT_FOUND)
+        if rt.namespaced and namespace is None and info.verb not in ("list", "watch"):
+            raise ApiError(404, "NotFound", _NOT_FOUND)
+        return Target(rt, namespace, info.name, info.subresource, info.verb)
 
     # the one handler ---------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
         server, query = self.server, request.query
+        info: RequestInfo | None = None
         target: Target | None = None
         user: str | None = None
         status, logged = 500, False
@@ -120,14 +152,14 @@ class Router:
             if logged:
                 return
             logged = True
-            verb = target.verb if target else ("get" if request.method == "GET"
-                                               else request.method.lower())
+            verb = info.verb if info else ("get" if request.method == "GET"
+                                           else request.method.lower())
             server.log.append(RequestRecord(
                 method=request.method, path=request.path, query=dict(query), verb=verb,
-                group=target.rt.group if target else None,
-                resource=target.resource if target else None,
-                namespace=target.namespace if target else None,
-                name=target.name if target else None, user=user, status=code,
+                group=info.group if info else None,
+                resource=info.resource if info else None,
+                namespace=info.namespace if info else None,
+                name=info.name if info else None, user=user, status=code,
                 content_type=request.headers.get("Content-Type", ""),
                 accept=request.headers.get("Accept", "")))
 
@@ -136,13 +168,15 @@ class Router:
             if principal is None:
                 raise unauthorized()
             user = principal.user
-            target = self.parse(request.method, request.path, query)
-            if target is not None and not principal.allows(
-                    target.verb, target.resource, target.namespace):
-                raise forbidden(user=user, verb=target.verb, resource=target.resource,
-                                group=target.rt.group, namespace=target.namespace,
-                                name=target.name)
-            await self._faults(request.path, target)
+            info = self.request_info(request.method, request.path, query)
+            # Authorization comes before the lookup, as upstream: a denied request for a
+            # resource that does not exist is a 403, not a 404.
+            if info is not None and not principal.allows(info.verb, info.resource,
+                                                         info.namespace):
+                raise forbidden(user=user, verb=info.verb, resource=info.resource,
+                                group=info.group, namespace=info.namespace, name=info.name)
+            await self._faults(request.path, info)
+            target = self.resolve(info) if info is not None else None
             if target is not None and target.verb == "watch":
                 # A watch is logged when its stream starts, so tests can wait for it.
                 return await server.watches.serve(request, target, lambda: log(200))
@@ -155,9 +189,9 @@ class Router:
         finally:
             log(status)
 
-    async def _faults(self, path: str, target: Target | None) -> None:
-        verb = target.verb if target else "get"
-        resource = target.resource if target else None
+    async def _faults(self, path: str, info: RequestInfo | None) -> None:
+        verb = info.verb if info else "get"
+        resource = info.resource if info else None
         for rule in self.server.faults:
             if rule.matches(path, verb, resource):
                 rule.remaining -= 1
