@@ -6,6 +6,8 @@ a reconcile pass, and a failure to record is logged, not propagated. A repeat of
 event (same involved object, type, reason and message) PATCHes the existing Event's
 ``count`` and ``lastTimestamp`` instead of creating a new object, as client-go's
 ``EventCorrelator`` does; if that Event has expired meanwhile (404), a new one is created.
+Like client-go's spam filter, each distinct event may repeat ``burst`` times, then once per
+``refill_seconds``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +60,35 @@ class EventCounters:
     failed: int = 0
     dropped: int = 0
     """Not sent because the queue was full."""
+    throttled: int = 0
+    """Not sent because the same event repeated faster than the spam policy allows."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpamPolicy:
+    """client-go's spam filter: a token bucket per event, ``burst`` then one per period."""
+
+    burst: int = 25
+    refill_seconds: float = 300.0
+
+
+class _Buckets:
+    """Token buckets keyed by event, bounded in number (least recently used go first)."""
+
+    def __init__(self, policy: SpamPolicy, clock: Callable[[], float], size: int) -> None:
+        self._policy, self._clock, self._size = policy, clock, size
+        self._state: OrderedDict[_Key, tuple[float, float]] = OrderedDict()
+
+    def allow(self, key: _Key) -> bool:
+        now, policy = self._clock(), self._policy
+        tokens, at = self._state.get(key, (float(policy.burst), now))
+        tokens = min(float(policy.burst), tokens + (now - at) / policy.refill_seconds)
+        allowed = tokens >= 1
+        self._state[key] = (tokens - 1 if allowed else tokens, now)
+        self._state.move_to_end(key)
+        while len(self._state) > self._size:
+            self._state.popitem(last=False)
+        return allowed
 
 
 def _timestamp(moment: datetime) -> str:
@@ -75,6 +107,8 @@ class EventRecorder:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         queue_size: int = 1000,
         remembered: int = 4096,
+        spam: SpamPolicy | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         # Any: the generated signatures want models; we send plain dicts and a content type.
         self._core: Any = CoreV1Api(api_client)
@@ -84,6 +118,7 @@ class EventRecorder:
         self._queue: asyncio.Queue[_Key] = asyncio.Queue(maxsize=queue_size)
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
         self._remembered = remembered
+        self._buckets = _Buckets(spam or SpamPolicy(), monotonic, remembered)
         self._last_nanos = 0
         self._worker: asyncio.Task[None] | None = None
         self.counters = EventCounters()
@@ -106,9 +141,14 @@ class EventRecorder:
         self.emit(target, EventType.WARNING if warning else EventType.NORMAL, reason, message)
 
     def emit(self, target: ObjectRef, type_: EventType, reason: str, message: str) -> None:
-        """Queue an event on ``target``; drops (and counts) it if the queue is full."""
+        """Queue an event on ``target``; drops (and counts) it if it repeats too fast or the
+        queue is full."""
         key = _Key(target=target, type=str(type_), reason=str(reason),
                    message=message[:MAX_MESSAGE])
+        if not self._buckets.allow(key):
+            # A target failing every pass would otherwise PATCH its event every sync period.
+            self.counters.throttled += 1
+            return
         try:
             self._queue.put_nowait(key)
         except asyncio.QueueFull:

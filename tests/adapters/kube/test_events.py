@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.kube.discovery import Discovery
-from autoscaler.adapters.kube.events import EventRecorder
+from autoscaler.adapters.kube.events import EventRecorder, SpamPolicy
 from autoscaler.adapters.kube.reasons import EventReason, successful_rescale_message
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
@@ -108,6 +108,23 @@ async def test_full_queue_drops(kube: KubeSession) -> None:
     await rescale(events)
     await rescale(events, size=6)
     assert events.counters.dropped == 1
+
+
+async def test_spam_is_throttled(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """Beyond the burst, a repeating event is sent once per refill period."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    now = [0.0]
+    async with EventRecorder(kube.api_client, spam=SpamPolicy(burst=2, refill_seconds=60),
+                             monotonic=lambda: now[0]) as events:
+        for _ in range(5):
+            await rescale(events)
+        now[0] = 60.0
+        await rescale(events)
+        await rescale(events)
+        await events.flush()
+        assert events.counters.throttled == 4
+    [event] = stored(apiserver)
+    assert event["count"] == 3
 
 
 async def test_close_sends_what_is_queued(kube: KubeSession, apiserver: SimApiServer) -> None:
