@@ -135,7 +135,10 @@ def _targets(
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_targets):
         loc = ("autoscaler", index)
-        model, dropped = _merged_target(_table(raw, loc, problems), defaults, loc, problems)
+        if not isinstance(raw, dict):
+            problems.add(loc, f"must be a table, got {show(raw)}")
+            continue
+        model, dropped = _merged_target(raw, defaults, loc, problems)
         target = None if model is None else convert_target(
             model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,
             problems=problems)

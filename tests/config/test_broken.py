@@ -125,6 +125,19 @@ CASES = [
      'must be one of "json", "console", got "text"'),
     ("listen-address", '[daemon]\nlistenAddress = "8080"\n', 2, "daemon.listenAddress",
      "must be HOST:PORT"),
+    ("autoscaler-not-array", '[autoscaler]\nnamespace = "a"\n', 1, "autoscaler",
+     "must be an array of tables ([[autoscaler]]), got a table"),
+    ("target-not-table", "autoscaler = [1]\n", 1, "autoscaler[0]", "must be a table, got 1"),
+    ("server-name", '[prometheus.servers."my server"]\nurl = "http://x"\n', 1,
+     "prometheus.servers.my server", "must be letters, digits, '_' or '-'"),
+    ("server-named-default", '[prometheus.servers.default]\nurl = "http://x"\n', 1,
+     "prometheus.servers.default", "the name 'default' is the [prometheus] table itself"),
+    ("requests-from-on-pods", TARGET + "metrics = [{ type = \"Pods\", pods = { metric = { name ="
+     " \"x\" }, target = { type = \"AverageValue\", averageValue = 1 }, query = \"sum(x)\", "
+     "requestsFrom = \"pods\" } }]\n", 5, "autoscaler[0].metrics[0].pods.requestsFrom",
+     "unknown key; expected one of: metric, query, target, window"),
+    ("defaults-unknown-key", "[defaults]\nminReplica = 2\n", 2, "defaults.minReplica",
+     'unknown key; did you mean "minReplicas"?'),
     ("defaults-bad-value", '[defaults]\nminReplicas = -1\n\n' + TARGET, 2, "defaults.minReplicas",
      "must be at least 0, got -1"),
     ("defaults-scale-target-ref", '[defaults]\nscaleTargetRef = { apiVersion = "apps/v1", kind = '
