@@ -16,29 +16,9 @@ from enum import StrEnum
 
 from autoscaler.adapters.prometheus import queries
 from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
-from autoscaler.adapters.prometheus.parse import (
-    Sample,
-    all_values,
-    pod_samples,
-    single_value,
-)
-from autoscaler.algorithm import (
-    ExternalMetricValues,
-    MetricSourceType,
-    MetricSpec,
-    MetricTargetType,
-    MetricUnavailable,
-    MetricValues,
-    ObjectMetricValue,
-    PodMetricValues,
-)
-from autoscaler.errors import (
-    AutoscalerError,
-    BadDataError,
-    BadQueryError,
-    PermissionError_,
-    TransientError,
-)
+from autoscaler.adapters.prometheus.parse import Sample
+from autoscaler.algorithm import MetricSourceType, MetricSpec, MetricTargetType, MetricUnavailable
+from autoscaler.errors import AutoscalerError
 
 
 class Shape(StrEnum):
@@ -127,20 +107,29 @@ def _needs_requests(spec: MetricSpec, query: QuerySettings) -> bool:
             and spec.target.type is MetricTargetType.UTILIZATION)
 
 
-@dataclass(frozen=True, slots=True)
 class _SharedQueries:
-    usage_ns: Mapping[tuple[str, str, bool, float], set[str]]
-    requests_ns: Mapping[tuple[str, str], set[str]]
+    """The shared built-in queries of a pass, each rendered once."""
+
+    def __init__(self, usage_ns: Mapping[tuple[str, str, bool, float], set[str]],
+                 requests_ns: Mapping[tuple[str, str], set[str]]) -> None:
+        self.usage_ns, self.requests_ns = usage_ns, requests_ns
+        self._usage: dict[tuple[str, str, bool, float], QueryKey] = {}
+        self._requests: dict[tuple[str, str], QueryKey] = {}
 
     def usage(self, server: str, spec: MetricSpec, query: QuerySettings) -> QueryKey:
         group = _usage_group(server, spec, query)
-        promql = queries.usage_query(spec.name, namespaces=self.usage_ns[group],
-                                     per_container=group[2], window=query.window)
-        return QueryKey(server, promql)
+        if group not in self._usage:
+            promql = queries.usage_query(spec.name, namespaces=self.usage_ns[group],
+                                         per_container=group[2], window=query.window)
+            self._usage[group] = QueryKey(server, promql)
+        return self._usage[group]
 
     def requests(self, server: str, resource: str) -> QueryKey:
-        namespaces = self.requests_ns[(server, resource)]
-        return QueryKey(server, queries.requests_query(resource, namespaces=namespaces))
+        if (server, resource) not in self._requests:
+            namespaces = self.requests_ns[(server, resource)]
+            promql = queries.requests_query(resource, namespaces=namespaces)
+            self._requests[(server, resource)] = QueryKey(server, promql)
+        return self._requests[(server, resource)]
 
 
 def _target_slots(
@@ -200,62 +189,3 @@ def _render(target: TargetRequest, template: str, *, container: str) -> str | Me
         )
     except (KeyError, ValueError) as error:
         return MetricUnavailable(reason=f"cannot render the query template: {error!r}")
-
-
-# --- splitting answers per target ------------------------------------------------------------
-
-
-def extract(slot: Slot, target: TargetRequest, answers: Answers) -> tuple[MetricValues, list[str]]:
-    """This target's value for ``slot`` from the pass's answers, plus non-fatal notes."""
-    answer = answers.get(slot.query)
-    if answer is None:
-        return MetricUnavailable(reason="the query was not run before the deadline"), []
-    try:
-        if isinstance(answer, AutoscalerError):
-            raise answer
-        return _read(slot, target, answer)
-    except AutoscalerError as error:
-        return MetricUnavailable(reason=describe(error)), []
-
-
-def describe(error: AutoscalerError) -> str:
-    """A reason for status and events: what kind of failure, then the detail."""
-    return f"{_KINDS.get(type(error), 'query failed')}: {error}"
-
-
-_KINDS: Mapping[type[AutoscalerError], str] = {
-    TransientError: "Prometheus unavailable",
-    BadQueryError: "query rejected",
-    PermissionError_: "access denied",
-    BadDataError: "bad data",
-}
-
-
-def _read(slot: Slot, target: TargetRequest, samples: Sequence[Sample]) -> tuple[
-        MetricValues, list[str]]:
-    if slot.shape is Shape.OBJECT:
-        return ObjectMetricValue(value=single_value(samples)), []
-    if slot.shape is Shape.EXTERNAL:
-        return ExternalMetricValues(values=all_values(samples)), []
-    pods = frozenset(pod.name for pod in target.pods)
-    if slot.shape is Shape.CONTAINER and slot.container is not None:
-        _check_container_present(samples, target.namespace, pods, slot.container)
-    found, notes = pod_samples(samples, namespace=target.namespace, pods=pods,
-                               window=slot.window, container=slot.container)
-    return PodMetricValues(samples=found), notes
-
-
-def _check_container_present(
-    samples: Sequence[Sample], namespace: str, pods: frozenset[str], container: str
-) -> None:
-    # Upstream: a pod with metrics but none for the named container fails the whole metric
-    # ("container %s not present in metrics for pod %s/%s").
-    seen: dict[str, bool] = {}
-    for sample in samples:
-        pod = sample.labels.get("pod", "")
-        if pod in pods and sample.labels.get("namespace") == namespace:
-            seen[pod] = seen.get(pod, False) or sample.labels.get("container") == container
-    missing = sorted(pod for pod, has in seen.items() if not has)
-    if missing:
-        raise BadDataError(
-            f"container {container} not present in metrics for pod {namespace}/{missing[0]}")

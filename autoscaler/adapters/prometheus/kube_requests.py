@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot, describe
+from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot
 from autoscaler.adapters.prometheus.parse import Sample, to_milli
+from autoscaler.adapters.prometheus.split import describe
 from autoscaler.algorithm import Container, MetricUnavailable, Pod
 from autoscaler.errors import AutoscalerError, BadDataError
 

@@ -22,6 +22,7 @@ from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
 from autoscaler.adapters.prometheus.kube_requests import fold_requests
 from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import Sample, check_series_count, parse_result
+from autoscaler.adapters.prometheus.split import Splitter
 from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
 from autoscaler.errors import AutoscalerError, BadDataError, TransientError
 
@@ -114,12 +115,13 @@ def _assemble(
     values: dict[str, tuple[MetricValues, ...]] = {}
     pods: dict[str, tuple[Pod, ...]] = {}
     warnings: dict[str, tuple[str, ...]] = {}
+    splitter = Splitter(answers)
     for target in requests:
         slots = plan.slots[target.key]
         with_requests, failed, notes = fold_requests(target.pods, target.namespace, slots, answers)
         row: list[MetricValues] = []
         for index, (spec, slot) in enumerate(zip(target.metrics, slots, strict=True)):
-            value, more = _value(slot, target, answers, failed.get(index))
+            value, more = _value(slot, target, splitter, failed.get(index))
             row.append(value)
             notes.extend(f"{spec.name}: {note}" for note in more)
             _log_value(target.key, spec.name, str(spec.type), value, more)
@@ -132,12 +134,12 @@ def _assemble(
 
 
 def _value(
-    slot: Slot | MetricUnavailable, target: TargetRequest, answers: Answers,
+    slot: Slot | MetricUnavailable, target: TargetRequest, splitter: Splitter,
     requests_failure: MetricUnavailable | None,
 ) -> tuple[MetricValues, list[str]]:
     if isinstance(slot, MetricUnavailable):
         return slot, []
-    value, notes = batch.extract(slot, target, answers)
+    value, notes = splitter.extract(slot, target)
     if requests_failure is not None and not isinstance(value, MetricUnavailable):
         return requests_failure, notes
     return value, notes
@@ -146,8 +148,9 @@ def _value(
 def _log_value(
     target: str, metric: str, kind: str, value: MetricValues, notes: Sequence[str]
 ) -> None:
-    bound = log.bind(target=target, metric=metric, metric_type=kind)
     if isinstance(value, MetricUnavailable):
-        bound.warning("metric unavailable", reason=value.reason)
+        log.warning("metric unavailable", target=target, metric=metric, metric_type=kind,
+                    reason=value.reason)
     elif notes:
-        bound.warning("samples left out", notes=list(notes))
+        log.warning("samples left out", target=target, metric=metric, metric_type=kind,
+                    notes=list(notes))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -25,7 +25,7 @@ from tests.adapters.prometheus.conftest import (
     PER_POD,
 )
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
-from tests.sim.prometheus import PrometheusProcess
+from tests.sim.prometheus import PrometheusProcess, backfill, start_prometheus
 
 R, CR = MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE
 
@@ -168,3 +168,32 @@ async def test_values_align_with_metrics(source: PrometheusSource) -> None:
     request = target("shop/web", namespace="shop", pod_names=["web-0"], metrics=metrics)
     row = (await source.fetch([request], deadline=deadline())).values["shop/web"]
     assert [type(v) for v in row] == [ExternalMetricValues, PodMetricValues, ObjectMetricValue]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrometheusProcess, float]]:
+    """A Prometheus whose only data is a backfilled hour of a per-pod gauge (value = minute)."""
+    start = (time.time() // 3600 - 3) * 3600  # three hours ago, on the hour
+    lines = ["# TYPE app_load gauge"]
+    for minute in range(60):
+        for pod, scale in (("web-0", 1), ("web-1", 2)):
+            lines.append(f'app_load{{namespace="shop",pod="{pod}"}} {minute * scale} '
+                         f"{start + minute * 60:.0f}")
+    data = tmp_path_factory.mktemp("backfilled")
+    backfill(data, "\n".join(lines))
+    with start_prometheus(data_dir=data) as prom:
+        yield prom, start
+
+
+async def test_evaluates_at_the_pinned_instant(history: tuple[PrometheusProcess, float]) -> None:
+    """All queries of a pass are evaluated at the clock's instant, stamped with it."""
+    prom, start = history
+    at = start + 30 * 60 + 10  # ten seconds after minute 30's sample
+    source = PrometheusSource({"default": prom_server(url=prom.url)}, clock=lambda: at)
+    request = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(MetricSourceType.PODS, "load"), metric_query("app_load"))])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    await source.close()
+    assert isinstance(value, PodMetricValues)
+    assert {p: (s.value, s.timestamp) for p, s in value.samples.items()} == {
+        "web-0": (30_000, at), "web-1": (60_000, at)}
