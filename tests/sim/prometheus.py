@@ -19,7 +19,8 @@ API (plain context managers; wrap them in fixtures of the scope you need)::
   ``set_gauge``, ``set_counter`` (a counter growing at ``per_second``, so ``rate()`` returns
   it), ``set_many`` (thousands of series at once), ``remove``, ``clear``. Values may be NaN or
   +/-Inf. ``target`` is ``"127.0.0.1:<port>"`` for a scrape config.
-- ``start_prometheus(*, scrape_targets, scrape_interval=1.0, data_dir=None, extra_args=())``:
+- ``start_prometheus(*, scrape_targets=(), scrape_interval=1.0, data_dir=None, extra_args=(),
+  binary=None)``:
   starts the binary with a temp data dir (or ``data_dir``, e.g. one filled by ``backfill``),
   ``honor_labels: true`` (so exported ``namespace``/``pod`` labels are kept as they are), waits
   until ``/-/ready``, and kills the process and removes the temp dir on exit. A missing binary
@@ -430,13 +431,15 @@ def _write_config(path: Path, scrape_targets: Sequence[str], interval: float) ->
     path.write_text(json.dumps(config))  # JSON is YAML
 
 
-def _launch(workdir: Path, data_dir: Path, extra_args: Sequence[str]) -> PrometheusProcess:
+def _launch(
+    binary: str, workdir: Path, data_dir: Path, extra_args: Sequence[str]
+) -> PrometheusProcess:
     port = free_port()
     log = workdir / f"prometheus-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
-                require_binary(PROMETHEUS_BIN),
+                binary,
                 f"--config.file={workdir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={data_dir}",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -471,15 +474,16 @@ def start_prometheus(
     data_dir: Path | None = None,
     extra_args: Sequence[str] = (),
     ready_timeout: float = 30.0,
+    binary: str | None = None,
 ) -> Iterator[PrometheusProcess]:
     """Run Prometheus on a free loopback port for the duration of the ``with`` block."""
-    require_binary(PROMETHEUS_BIN)
+    binary = require_binary(binary or PROMETHEUS_BIN)
     workdir = Path(tempfile.mkdtemp(prefix="prom-test-"))
     try:
         _write_config(workdir / "prometheus.yml", scrape_targets, scrape_interval)
         prom = None
         for _attempt in range(3):  # the free port may be taken between probe and bind
-            prom = _launch(workdir, data_dir or workdir / "data", extra_args)
+            prom = _launch(binary, workdir, data_dir or workdir / "data", extra_args)
             if _wait_ready(prom, ready_timeout):
                 break
             prom.kill()

@@ -114,6 +114,17 @@ async def test_resource_query_override(source: PrometheusSource) -> None:
     assert value.samples["web-1"].value == MEMORY["shop", "web-1", "app"] * 1000
 
 
+async def test_container_resource_query_override(source: PrometheusSource) -> None:
+    """A ContainerResource override gets the container name through ${container}."""
+    query = metric_query('sum by (pod) (container_memory_working_set_bytes{${pod_selector},'
+                         'container="${container}"})')
+    request = target("shop/web", namespace="shop", pod_names=["web-0"],
+                     metrics=[(spec(CR, "memory", container="sidecar"), query)])
+    value = (await source.fetch([request], deadline=deadline())).values["shop/web"][0]
+    assert isinstance(value, PodMetricValues)
+    assert value.samples["web-0"].value == MEMORY["shop", "web-0", "sidecar"] * 1000
+
+
 async def test_requests_from_kube_state_metrics(source: PrometheusSource) -> None:
     """kube-state-metrics requests are folded into the pods (duplicates of replicas merged)."""
     query = metric_query(window=CPU_WINDOW, requests_source="kube-state-metrics")

@@ -7,6 +7,7 @@ import itertools
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from autoscaler.algorithm import (
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import (
     LoopbackHTTPServer,
+    PrometheusMissingError,
     PrometheusProcess,
     StubRequest,
     StubResponse,
@@ -181,3 +183,20 @@ def test_stub_handler_sees_the_query() -> None:
     with LoopbackHTTPServer(lambda r: seen.append(r) or ONE) as server:
         urllib.request.urlopen(f"{server.url}/api/v1/query?query=up", timeout=5).read()
     assert seen[0].params == {"query": ["up"]}
+
+
+async def test_deadline_already_passed() -> None:
+    """A pass whose deadline has passed sends nothing and reports every metric unavailable."""
+    with stub(ONE) as server:
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
+        result = await source.fetch([request()], deadline=time.monotonic() - 1)
+        await source.close()
+    assert isinstance(result.values["shop/web"][0], MetricUnavailable)
+    assert server.count("/api/v1/query") == 0
+
+
+def test_missing_prometheus_binary_is_a_hard_failure(tmp_path: Path) -> None:
+    """The harness raises (never skips) when the Prometheus binary is absent."""
+    with (pytest.raises(PrometheusMissingError, match="install Debian's 'prometheus' package"),
+          start_prometheus(binary=str(tmp_path / "prometheus"))):
+        pass
