@@ -39,6 +39,8 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 process with openssl; startup takes a few milliseconds after that.
 
 ``await wait_until(lambda: len(api.pods()) == 3)`` polls with a deadline.
+``await http(api, "GET", "/api/v1/pods", token="")`` sends one raw request (status, headers,
+text; ``token=""`` sends none) for protocol details a client library hides.
 ``kubectl(api, "get", "deployments")`` runs the real kubectl against the server (with its own
 discovery cache directory) without blocking the event loop; ``api_client(api)`` yields a
 kubernetes-asyncio ``ApiClient`` configured from the kubeconfig.
@@ -48,7 +50,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -60,9 +64,10 @@ import pytest
 from .apiserver import ManualClock, PodTiming, SimApiServer
 from .apiserver.clock import Clock
 from .apiserver.kubeconfig import write_kubeconfig
+from .apiserver.tls import server_tls
 
-__all__ = ["KubectlResult", "ManualClock", "PodTiming", "SimApiServer", "api_client",
-           "apiserver", "apiserver_manual", "kubectl", "run_apiserver", "wait_until",
+__all__ = ["HttpResult", "KubectlResult", "ManualClock", "PodTiming", "SimApiServer", "api_client",
+           "apiserver", "apiserver_manual", "http", "kubectl", "run_apiserver", "wait_until",
            "write_kubeconfig"]
 
 
@@ -133,6 +138,33 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> Non
         if loop.time() > deadline:
             raise AssertionError(f"condition not reached within {timeout} s")
         await asyncio.sleep(0.01)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResult:
+    status: int
+    headers: dict[str, str]
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+async def http(api: SimApiServer, method: str, path: str, *, body: Any = None,
+               content_type: str = "application/json", accept: str = "application/json",
+               token: str | None = None) -> HttpResult:
+    """One raw HTTPS request to the simulator (for protocol details a client library hides)."""
+    import aiohttp
+
+    context = ssl.create_default_context(cafile=str(server_tls().ca_cert))
+    headers = {"Accept": accept, "Content-Type": content_type}
+    if token != "":
+        headers["Authorization"] = f"Bearer {token or api.token}"
+    data = None if body is None else json.dumps(body).encode()
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+            method, api.url + path, data=data, headers=headers, ssl=context) as response:
+        return HttpResult(response.status, dict(response.headers), await response.text())
 
 
 @contextlib.asynccontextmanager

@@ -76,3 +76,22 @@ class RequestLog:
 
     def count(self, **criteria: Any) -> int:
         return len(self.select(**criteria))
+
+
+def access_review(principal: Principal, body: Any) -> dict[str, Any]:
+    """The answer to a SelfSubjectAccessReview (``kubectl auth can-i``), from the deny rules."""
+    spec = (body or {}).get("spec") or {}
+    attrs = spec.get("resourceAttributes")
+    allowed = True
+    if isinstance(attrs, dict):
+        resource = attrs.get("resource", "")
+        if attrs.get("subresource"):
+            resource = f"{resource}/{attrs['subresource']}"
+        allowed = principal.allows(attrs.get("verb", ""), resource, attrs.get("namespace") or None)
+    status: dict[str, Any] = {"allowed": allowed}
+    if allowed:
+        status["reason"] = "allowed by the simulated API server"
+    else:
+        status["denied"] = True
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}

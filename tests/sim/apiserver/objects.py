@@ -7,6 +7,8 @@ events.k8s.io/v1 view of core/v1 Events (one storage, two shapes, as upstream).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any
 
@@ -130,6 +132,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
                            f"Invalid value: {replicas}: must be greater than or equal to 0"))
     if rt.group == "events.k8s.io" and old is None:
         causes += _events_v1_causes(obj)
+    if rt.kind == "ConfigMap":
+        causes += _configmap_causes(obj)
     if rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "FieldValueRequired", "Required value"))
     if causes:
@@ -153,6 +157,31 @@ def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
     if old is not None and (old.get("spec") or {}).get("selector") != selector:
         causes.append(("spec.selector", "FieldValueInvalid",
                        f"Invalid value: {selector}: field is immutable"))
+    return causes
+
+
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIGMAP_BYTES = 1024 * 1024
+
+
+def _configmap_causes(obj: Obj) -> list[tuple[str, str, str]]:
+    """Keys must be valid config keys; data plus binaryData at most 1 MiB, as upstream."""
+    causes, size = [], 0
+    for field in ("data", "binaryData"):
+        for key, value in (obj.get(field) or {}).items():
+            if not _CONFIG_KEY.match(key) or len(key) > 253:
+                causes.append((f"{field}[{key}]", "FieldValueInvalid",
+                               f'Invalid value: "{key}": a valid config key must consist of '
+                               "alphanumeric characters, '-', '_' or '.'"))
+            try:
+                size += len(base64.b64decode(str(value), validate=True)) \
+                    if field == "binaryData" else len(str(value).encode())
+            except binascii.Error:
+                raise bad_request(f"ConfigMap in version \"v1\" cannot be handled as a "
+                                  f"ConfigMap: illegal base64 data in binaryData[{key}]") from None
+    if size > MAX_CONFIGMAP_BYTES:
+        causes.append(("", "FieldValueTooLong",
+                       f"Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes"))
     return causes
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import discovery
-from .access import RequestRecord
+from .access import Principal, RequestRecord, access_review
 from .errors import (
     ApiError,
     bad_request,
@@ -180,7 +180,7 @@ class Router:
             if target is not None and target.verb == "watch":
                 # A watch is logged when its stream starts, so tests can wait for it.
                 return await server.watches.serve(request, target, lambda: log(200))
-            response = await self._dispatch(request, target)
+            response = await self._dispatch(request, target, principal)
             status = response.status
             return response
         except ApiError as error:
@@ -201,19 +201,23 @@ class Router:
                     raise injected(rule.status)
                 return
 
-    async def _dispatch(self, request: web.Request, target: Target | None) -> web.StreamResponse:
+    async def _dispatch(self, request: web.Request, target: Target | None,
+                        principal: Principal) -> web.StreamResponse:
         if target is None:
             return self._non_resource(request)
         if request.query.get("dryRun"):
             raise bad_request("dryRun is not supported by the simulated API server")
         if request.method == "GET":
             return self._get(request, target)
-        status, result = self._mutate(request, target, await self._body(request))
+        status, result = self._mutate(request, target, await self._body(request), principal)
         return json_response(result, status)
 
-    def _mutate(self, request: web.Request, target: Target, body: Any) -> tuple[int, Any]:
+    def _mutate(self, request: web.Request, target: Target, body: Any,
+                principal: Principal) -> tuple[int, Any]:
         method, rest = request.method, self.server.rest
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        if method == "POST" and name is None and rt.kind == "SelfSubjectAccessReview":
+            return 201, access_review(principal, body)
         if method == "POST" and name is None:
             return 201, rest.create(rt, ns, body)
         if method == "PUT" and name is not None:
@@ -234,6 +238,11 @@ class Router:
         raw = await request.read()
         if not raw:
             return None
+        if "protobuf" in request.headers.get("Content-Type", ""):
+            # Only JSON is served; client-go falls back to JSON on this 415.
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted media "
+                           f"types include: {JSON}, application/yaml")
         try:
             return json.loads(raw)
         except ValueError as error:

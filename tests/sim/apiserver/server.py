@@ -266,6 +266,7 @@ class SimApiServer:
     def create_hpa(self, namespace: str, name: str, *, target_kind: str = "Deployment",
                    target_name: str, target_api_version: str = "apps/v1",
                    min_replicas: int = 1, max_replicas: int = 10) -> dict[str, Any]:
+        self.create_namespace(namespace)
         return self.create({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                             "metadata": {"name": name, "namespace": namespace},
                             "spec": {"scaleTargetRef": {"apiVersion": target_api_version,
@@ -275,6 +276,7 @@ class SimApiServer:
     def create_scaled_object(self, namespace: str, name: str, *, target_name: str,
                              target_kind: str = "Deployment",
                              target_api_version: str = "apps/v1") -> dict[str, Any]:
+        self.create_namespace(namespace)
         return self.create({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
                             "metadata": {"name": name, "namespace": namespace},
                             "spec": {"scaleTargetRef": {"apiVersion": target_api_version,

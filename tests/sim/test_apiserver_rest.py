@@ -1,0 +1,212 @@
+"""REST semantics of the simulated API server checked on the wire (status codes, bodies)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.sim.kube import SimApiServer, apiserver, http
+
+__all__ = ["apiserver"]
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+ROLLOUTS = "/apis/example.com/v1/namespaces/default/rollouts"
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+
+
+async def test_missing_token_is_401(apiserver: SimApiServer) -> None:
+    """No bearer token: 401 with an Unauthorized Status."""
+    result = await http(apiserver, "GET", "/api/v1/pods", token="")
+    assert (result.status, result.json()["reason"]) == (401, "Unauthorized")
+
+
+async def test_authorization_comes_before_lookup(apiserver: SimApiServer) -> None:
+    """A denied request for a resource the server does not serve is 403, not 404."""
+    apiserver.deny("list", "*")
+    result = await http(apiserver, "GET", "/apis/nope.io/v1/namespaces/default/things")
+    assert result.status == 403
+    apiserver.allow_all()
+    assert (await http(apiserver, "GET", "/apis/nope.io/v1/namespaces/default/things")
+            ).status == 404
+
+
+async def test_create_in_a_missing_namespace_is_404(apiserver: SimApiServer) -> None:
+    """Creating into a namespace that does not exist names the namespace in the 404."""
+    result = await http(apiserver, "POST", "/api/v1/namespaces/ghost/configmaps",
+                        body={"metadata": {"name": "x"}})
+    assert result.status == 404
+    assert result.json()["message"] == 'namespaces "ghost" not found'
+
+
+async def test_duplicate_create_is_409_already_exists(apiserver: SimApiServer) -> None:
+    """A second create of the same name is 409 AlreadyExists."""
+    body = {"metadata": {"name": "state"}, "data": {"k": "v"}}
+    assert (await http(apiserver, "POST", CONFIGMAPS, body=body)).status == 201
+    result = await http(apiserver, "POST", CONFIGMAPS, body=body)
+    assert (result.status, result.json()["reason"]) == (409, "AlreadyExists")
+
+
+async def test_system_metadata_is_the_servers(apiserver: SimApiServer) -> None:
+    """uid, creationTimestamp and resourceVersion are set by the server, generation by type."""
+    created = (await http(apiserver, "POST", CONFIGMAPS,
+                          body={"metadata": {"name": "s", "uid": "mine"}})).json()
+    meta = created["metadata"]
+    assert meta["uid"] != "mine"
+    assert meta["resourceVersion"] == str(apiserver.store.resource_version)
+    assert meta["creationTimestamp"].endswith("Z")
+    assert "generation" not in meta
+
+
+async def test_custom_resource_update_needs_a_resource_version(apiserver: SimApiServer) -> None:
+    """PUT of a custom resource without metadata.resourceVersion is 422, as upstream."""
+    rollout = apiserver.create_workload("Rollout", "default", "x", replicas=1)
+    del rollout["metadata"]["resourceVersion"]
+    result = await http(apiserver, "PUT", f"{ROLLOUTS}/x", body=rollout)
+    assert (result.status, result.json()["reason"]) == (422, "Invalid")
+
+
+async def test_strategic_merge_patch_is_refused_for_custom_resources(
+        apiserver: SimApiServer) -> None:
+    """Strategic merge patch on a custom resource is 415, as upstream."""
+    apiserver.create_workload("Rollout", "default", "x", replicas=1)
+    result = await http(apiserver, "PATCH", f"{ROLLOUTS}/x", body={"spec": {"replicas": 2}},
+                        content_type="application/strategic-merge-patch+json")
+    assert result.status == 415
+
+
+async def test_negative_scale_is_invalid(apiserver: SimApiServer) -> None:
+    """spec.replicas < 0 through /scale is a 422 on Scale.autoscaling."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    result = await http(apiserver, "PATCH", f"{DEPLOYMENTS}/web/scale",
+                        body={"spec": {"replicas": -1}},
+                        content_type="application/merge-patch+json")
+    assert result.status == 422
+    assert result.json()["message"].startswith('Scale.autoscaling "web" is invalid')
+
+
+async def test_selector_is_immutable(apiserver: SimApiServer) -> None:
+    """Changing an apps/v1 selector is a 422."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    result = await http(apiserver, "PATCH", f"{DEPLOYMENTS}/web",
+                        body={"spec": {"selector": {"matchLabels": {"app": "other"}},
+                                       "template": {"metadata": {"labels": {"app": "other"}}}}},
+                        content_type="application/merge-patch+json")
+    assert result.status == 422
+
+
+async def test_status_is_ignored_on_the_main_resource(apiserver: SimApiServer) -> None:
+    """A PUT of a deployment cannot change its status (status subresource semantics)."""
+    dep = apiserver.create_deployment("default", "web", replicas=1)
+    dep = apiserver.get("apps/v1", "Deployment", "default", "web")
+    dep["status"]["replicas"] = 99
+    dep["metadata"]["labels"] = {"touched": "yes"}
+    written = (await http(apiserver, "PUT", f"{DEPLOYMENTS}/web", body=dep)).json()
+    assert written["status"]["replicas"] == 1
+    assert written["metadata"]["labels"] == {"touched": "yes"}
+
+
+@pytest.mark.parametrize(("data", "status"), [
+    ({"ok.key": "v"}, 201), ({"bad/key": "v"}, 422), ({"big": "x" * (1024 * 1024 + 1)}, 422),
+], ids=["valid", "bad-key", "over-1MiB"])
+async def test_configmap_validation(apiserver: SimApiServer, data: dict[str, str],
+                                    status: int) -> None:
+    """ConfigMap keys must be config keys and the data at most 1 MiB."""
+    result = await http(apiserver, "POST", CONFIGMAPS,
+                        body={"metadata": {"name": "state"}, "data": data})
+    assert result.status == status
+
+
+async def test_list_pagination(apiserver: SimApiServer) -> None:
+    """limit and continue page through a list; resourceVersion=0 ignores limit."""
+    apiserver.create_deployment("default", "web", replicas=3)
+    first = (await http(apiserver, "GET", "/api/v1/namespaces/default/pods?limit=2")).json()
+    token = first["metadata"]["continue"]
+    rest = (await http(apiserver, "GET",
+                       f"/api/v1/namespaces/default/pods?limit=2&continue={token}")).json()
+    whole = (await http(apiserver, "GET",
+                        "/api/v1/namespaces/default/pods?limit=2&resourceVersion=0")).json()
+    assert (len(first["items"]), first["metadata"]["remainingItemCount"]) == (2, 1)
+    assert len(rest["items"]) == 1
+    assert "continue" not in rest["metadata"]
+    assert len(whole["items"]) == 3
+
+
+async def test_table_output(apiserver: SimApiServer) -> None:
+    """Accept as=Table returns a meta.k8s.io/v1 Table with PartialObjectMetadata rows."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    result = await http(apiserver, "GET", DEPLOYMENTS,
+                        accept="application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+    table = result.json()
+    assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert [c["name"] for c in table["columnDefinitions"]][:5] == [
+        "Name", "Ready", "Up-to-date", "Available", "Age"]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+async def test_aggregated_discovery_content_type(apiserver: SimApiServer) -> None:
+    """/apis answers aggregated discovery with the parameters kubectl keys on."""
+    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    result = await http(apiserver, "GET", "/apis", accept=accept)
+    assert result.headers["Content-Type"] == accept
+    apps = next(i for i in result.json()["items"] if i["metadata"]["name"] == "apps")
+    deployments = next(r for r in apps["versions"][0]["resources"]
+                       if r["resource"] == "deployments")
+    assert deployments["subresources"][0]["responseKind"] == {
+        "group": "autoscaling", "version": "v1", "kind": "Scale"}
+
+
+async def test_watch_bookmarks_and_timeout(apiserver: SimApiServer) -> None:
+    """allowWatchBookmarks gets a BOOKMARK before timeoutSeconds ends the stream."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    rv = apiserver.store.resource_version
+    result = await http(apiserver, "GET", f"/api/v1/namespaces/default/pods?watch=1&"
+                        f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1")
+    events = [json.loads(line) for line in result.text.splitlines()]
+    assert [e["type"] for e in events] == ["BOOKMARK"]
+    assert events[0]["object"]["metadata"]["resourceVersion"] == str(rv)
+
+
+async def test_send_initial_events_ends_with_an_annotated_bookmark(
+        apiserver: SimApiServer) -> None:
+    """sendInitialEvents=true streams the state, then a bookmark marking its end."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    result = await http(apiserver, "GET", "/api/v1/namespaces/default/pods?watch=1&"
+                        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&"
+                        "allowWatchBookmarks=true&timeoutSeconds=1")
+    events = [json.loads(line) for line in result.text.splitlines()]
+    assert [e["type"] for e in events][:3] == ["ADDED", "ADDED", "BOOKMARK"]
+    assert events[2]["object"]["metadata"]["annotations"] == {
+        "k8s.io/initial-events-end": "true"}
+
+
+async def test_expired_watch_is_a_200_stream_with_an_error_event(
+        apiserver: SimApiServer) -> None:
+    """A watch from a compacted resourceVersion is HTTP 200 with one ERROR 410 event."""
+    old = apiserver.store.resource_version
+    apiserver.create_deployment("default", "web", replicas=1)
+    apiserver.compact()
+    result = await http(apiserver, "GET", f"/api/v1/pods?watch=true&resourceVersion={old}")
+    [event] = [json.loads(line) for line in result.text.splitlines()]
+    assert result.status == 200
+    assert (event["type"], event["object"]["code"], event["object"]["reason"]) == (
+        "ERROR", 410, "Expired")
+
+
+async def test_self_subject_access_review(apiserver: SimApiServer) -> None:
+    """A SelfSubjectAccessReview answers from the deny rules."""
+    apiserver.deny("update", "deployments/scale")
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"namespace": "default", "verb": "update",
+                                              "group": "apps", "resource": "deployments",
+                                              "subresource": "scale"}}}
+    result = await http(apiserver, "POST",
+                        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review)
+    assert (result.status, result.json()["status"]["allowed"]) == (201, False)
+
+
+async def test_protobuf_bodies_are_refused(apiserver: SimApiServer) -> None:
+    """Only JSON bodies are understood: a protobuf body is 415, never misread."""
+    result = await http(apiserver, "POST", CONFIGMAPS, body={"metadata": {"name": "x"}},
+                        content_type="application/vnd.kubernetes.protobuf")
+    assert result.status == 415
