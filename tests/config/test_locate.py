@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from autoscaler.config.locate import LineFinder
@@ -56,3 +58,21 @@ resource.name = "cpu"
 def test_line_of(loc: tuple[str | int, ...], line: int | None) -> None:
     """The first line whose prefix of the file defines the path (or its deepest parent)."""
     assert LineFinder(TEXT).line_of(loc) == line
+
+
+def test_header_inside_a_string_falls_back_to_the_whole_file() -> None:
+    """A `[[autoscaler]]` line inside a multi-line string does not shift the blocks."""
+    text = 'note = """\n[[autoscaler]]\n"""\n[[autoscaler]]\nnamespace = "a"\n'
+    assert LineFinder(text).line_of(("autoscaler", 0, "namespace")) == 5
+
+
+def test_many_broken_targets_are_located_fast() -> None:
+    """500 targets with a problem each: every line found, in well under the test's budget."""
+    block = ('[[autoscaler]]\nnamespace = "n{i}"\nmaxReplicas = 10\nminReplicas = 20\n'
+             '[[autoscaler.metrics]]\ntype = "Pods"\n')
+    text = "".join(block.format(i=i) for i in range(500))
+    finder = LineFinder(text)
+    started = time.perf_counter()
+    lines = [finder.line_of(("autoscaler", i, "minReplicas")) for i in range(500)]
+    assert lines == [6 * i + 4 for i in range(500)]
+    assert time.perf_counter() - started < 5.0
