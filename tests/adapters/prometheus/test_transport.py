@@ -14,6 +14,7 @@ import pytest
 from autoscaler.adapters.prometheus import PrometheusSource, RetryPolicy, TargetRequest
 from autoscaler.algorithm import (
     MetricSourceType,
+    MetricTargetType,
     MetricUnavailable,
     MetricValues,
     ObjectMetricValue,
@@ -200,3 +201,25 @@ def test_missing_prometheus_binary_is_a_hard_failure(tmp_path: Path) -> None:
     with (pytest.raises(PrometheusMissingError, match="install Debian's 'prometheus' package"),
           start_prometheus(binary=str(tmp_path / "prometheus"))):
         pass
+
+
+async def test_failed_requests_query_invalidates_the_utilization_metric() -> None:
+    """With kube-state-metrics requests, a failed requests query makes the metric unavailable."""
+    usage = StubResponse(body=prometheus_vector([({"namespace": "shop", "pod": "web-0"}, 0.3)]))
+
+    def handle(req: StubRequest) -> StubResponse:
+        if "kube_pod_container_resource_requests" in req.params["query"][0]:
+            return prometheus_error(503, "store gateway down", "internal")
+        return usage
+
+    with LoopbackHTTPServer(handle) as server:
+        source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
+        metric = spec(MetricSourceType.RESOURCE, "cpu", target=MetricTargetType.UTILIZATION)
+        request = target("shop/web", namespace="shop", pod_names=["web-0"], metrics=[
+            (metric, metric_query(requests_source="kube-state-metrics"))])
+        result = await source.fetch([request], deadline=time.monotonic() + 5)
+        await source.close()
+    value = result.values["shop/web"][0]
+    assert isinstance(value, MetricUnavailable)
+    assert value.reason == ("requests query: Prometheus unavailable: HTTP 503: "
+                            "store gateway down")
