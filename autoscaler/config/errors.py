@@ -8,6 +8,8 @@ the exact spot the user has to change.
 from __future__ import annotations
 
 import difflib
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -39,14 +41,21 @@ class ConfigError(InvalidConfigError):
         super().__init__("\n".join(str(issue) for issue in self.issues))
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def format_loc(loc: Loc) -> str:
-    """``("autoscaler", 2, "behavior")`` -> ``"autoscaler[2].behavior"``."""
+    """``("autoscaler", 2, "behavior")`` -> ``"autoscaler[2].behavior"``.
+
+    Keys that TOML would quote are quoted (``headers."X Org"``), so the path reads as TOML.
+    """
     text = ""
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
+            continue
+        key = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
+        text += f".{key}" if text else key
     return text
 
 

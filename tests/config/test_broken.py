@@ -129,7 +129,7 @@ CASES = [
      "must be an array of tables ([[autoscaler]]), got a table"),
     ("target-not-table", "autoscaler = [1]\n", 1, "autoscaler[0]", "must be a table, got 1"),
     ("server-name", '[prometheus.servers."my server"]\nurl = "http://x"\n', 1,
-     "prometheus.servers.my server", "must be letters, digits, '_' or '-'"),
+     'prometheus.servers."my server"', "must be letters, digits, '_' or '-'"),
     ("server-named-default", '[prometheus.servers.default]\nurl = "http://x"\n', 1,
      "prometheus.servers.default", "the name 'default' is the [prometheus] table itself"),
     ("requests-from-on-pods", TARGET + "metrics = [{ type = \"Pods\", pods = { metric = { name ="
