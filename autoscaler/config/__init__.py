@@ -14,10 +14,12 @@ Query templates take these placeholders (``string.Template`` syntax; ``$$`` is a
 - ``${pod_regex}``: the target's current pod names, regex-escaped and joined with ``|``;
 - ``${container}``: a ContainerResource metric's container (empty otherwise).
 
-Modules: ``schema`` (the file's shape, pydantic), ``fields`` (field types), ``settings`` and
-``targets`` (cross-field rules, conversion to ``model``'s dataclasses), ``loader`` (the
-pipeline), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as messages),
-``query`` (templates), ``durations``, ``check`` and ``importer`` (the two subcommands).
+Modules: ``model`` (the validated dataclasses), ``schema`` (the file's shape, pydantic;
+nothing outside this package sees pydantic), ``fields`` (field types), ``settings`` and
+``targets`` (cross-field rules, conversion to ``model``), ``loader`` (the pipeline),
+``errors`` (issues), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as
+messages), ``query`` (templates), ``durations``; the subcommands ``check`` (with ``probe``
+for ``--prometheus``) and ``importer`` (with ``hpa`` and ``toml_out``).
 """
 
 from autoscaler.config.durations import format_duration, parse_duration

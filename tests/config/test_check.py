@@ -187,3 +187,11 @@ metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ 
     out = capsys.readouterr().out
     assert "ok    shop/Deployment/web metrics[0] Pods rps [default]: 2 series" in out
     assert out.splitlines()[-1] == "1 queries, 0 failed"
+
+
+def test_cli_dispatches_to_check(capsys: pytest.CaptureFixture[str]) -> None:
+    """`autoscaler check FILE` through the real entry point."""
+    from autoscaler.cli import main
+
+    assert main(["check", str(CONFIG_DIR / "examples" / "minimal.toml")]) == 0
+    assert "default/Deployment/web" in capsys.readouterr().out
