@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from autoscaler.config.errors import ConfigError, ConfigIssue, Loc, Problems, format_loc
+from autoscaler.config.errors import (
+    ConfigError,
+    ConfigIssue,
+    Loc,
+    Problem,
+    Problems,
+    format_loc,
+)
 from autoscaler.config.errors import did_you_mean as _hint
 from autoscaler.config.fields import show
 from autoscaler.config.locate import LineFinder
@@ -120,7 +127,8 @@ def _validate(model: type[M], value: object, loc: Loc, problems: Problems) -> M 
 
 
 def _targets(
-    document: dict[str, Any], problems: Problems, *, servers: Any, sync_period: float
+    document: dict[str, Any], problems: Problems, *, servers: Collection[str],
+    sync_period: float,
 ) -> list[TargetConfig]:
     defaults = _table(document.get("defaults", {}), ("defaults",), problems)
     if "scaleTargetRef" in defaults:
@@ -138,12 +146,7 @@ def _targets(
         if not isinstance(raw, dict):
             problems.add(loc, f"must be a table, got {show(raw)}")
             continue
-        model, dropped = _merged_target(raw, defaults, loc, problems)
-        target = None if model is None else convert_target(
-            model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,
-            problems=problems)
-        if "metrics" in dropped:
-            check_metrics(merge(defaults, raw).get("metrics"), loc=loc, problems=problems)
+        target = _target(raw, defaults, loc, problems, servers=servers, sync_period=sync_period)
         if target is None:
             continue
         if target.key in seen:
@@ -152,6 +155,42 @@ def _targets(
         seen.setdefault(target.key, index)
         found.append(target)
     return found
+
+
+def _target(
+    raw: dict[str, Any], defaults: dict[str, Any], loc: Loc, problems: Problems, *,
+    servers: Collection[str], sync_period: float,
+) -> TargetConfig | None:
+    before = len(problems.items)
+    model, dropped = _merged_target(raw, defaults, loc, problems)
+    target = None if model is None else convert_target(
+        model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,
+        problems=problems)
+    if "metrics" in dropped:
+        check_metrics(merge(defaults, raw).get("metrics"), loc=loc, problems=problems)
+    _blame_defaults(problems, before, raw, defaults, loc)
+    return target
+
+
+def _blame_defaults(
+    problems: Problems, start: int, raw: dict[str, Any], defaults: dict[str, Any], loc: Loc
+) -> None:
+    """Move problems inside metrics or behavior that came from [defaults] to their defaults path.
+
+    Those tables are self-contained, so a problem in one is the default's own, reported
+    once at the line that has it (cross-field problems such as bounds stay per target).
+    """
+    moved = []
+    for problem in problems.items[start:]:
+        inner = problem.loc[len(loc):]
+        own = problem.loc[:len(loc)] == loc and inner[:1] in {("metrics",), ("behavior",)}
+        if own and not _has(raw, inner) and _has(defaults, inner):
+            moved.append(Problem(loc=("defaults", *inner), message=problem.message))
+        else:
+            moved.append(problem)
+    del problems.items[start:]
+    for problem in moved:
+        problems.add(problem.loc, problem.message)
 
 
 def _table(value: object, loc: Loc, problems: Problems) -> dict[str, Any]:

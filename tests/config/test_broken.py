@@ -187,3 +187,12 @@ def test_value_from_defaults_is_reported_once_at_its_defaults_path() -> None:
             + TARGET.replace('"web"', '"api"'))
     issues = issues_of(text)
     assert [(i.path, i.line) for i in issues] == [("defaults.syncPeriod", 2)]
+
+
+def test_metric_problem_from_defaults_is_reported_at_defaults() -> None:
+    """A default metric with a cross-field mistake is one issue at its [defaults] line."""
+    text = ('[defaults]\nmetrics = [{ type = "Pods", pods = { metric = { name = "r" }, target = '
+            '{ type = "Value", value = 1 }, query = "sum(r)" } }]\n\n' + TARGET
+            + TARGET.replace('"web"', '"api"'))
+    issues = issues_of(text)
+    assert [(i.path, i.line) for i in issues] == [("defaults.metrics[0].pods.target.type", 2)]
