@@ -3,15 +3,15 @@
 Modules: server (SimApiServer and its test controls), routes (HTTP handling), watches (watch
 streams), rest (generic storage semantics), store (objects, resourceVersion, history),
 objects (defaulting, validation, the events.k8s.io view), scale (the Scale subresource),
-discovery, tables (server-side Table output), selectors, patch, workloads (controllers and a
-kubelet), access (auth, faults, request log), clock, tls. Start one with
+discovery, tables (server-side Table output), selectors, patch, workloads (controllers),
+kubelet (pod lifecycle), access (auth, faults, request log), clock, tls. Start one with
 ``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
 """
 
 from .clock import ManualClock, SystemClock
+from .kubelet import PodTiming
 from .resources import PrinterColumn, ResourceType, ScaleSpec, rollout_type
 from .server import SimApiServer
-from .workloads import PodTiming
 
 __all__ = ["ManualClock", "PodTiming", "PrinterColumn", "ResourceType", "ScaleSpec",
            "SimApiServer", "SystemClock", "rollout_type"]

@@ -41,6 +41,7 @@ class RequestRecord:
     status: int
     content_type: str
     accept: str
+    user_agent: str = ""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -134,6 +134,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         causes += _events_v1_causes(obj)
     if rt.kind == "ConfigMap":
         causes += _configmap_causes(obj)
+    if rt.kind == "Event":
+        causes += _event_namespace_causes(obj)
     if rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "FieldValueRequired", "Required value"))
     if causes:
@@ -158,6 +160,16 @@ def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
         causes.append(("spec.selector", "FieldValueInvalid",
                        f"Invalid value: {selector}: field is immutable"))
     return causes
+
+
+def _event_namespace_causes(obj: Obj) -> list[tuple[str, str, str]]:
+    """The object an event is about must live in the event's namespace (if namespaced)."""
+    field = "involvedObject" if "involvedObject" in obj else "regarding"
+    ref_namespace = (obj.get(field) or {}).get("namespace")
+    if ref_namespace and ref_namespace != obj["metadata"].get("namespace"):
+        return [(f"{field}.namespace", "FieldValueInvalid",
+                 f'Invalid value: "{ref_namespace}": does not match event.namespace')]
+    return []
 
 
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")

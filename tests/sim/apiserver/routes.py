@@ -161,7 +161,8 @@ class Router:
                 namespace=info.namespace if info else None,
                 name=info.name if info else None, user=user, status=code,
                 content_type=request.headers.get("Content-Type", ""),
-                accept=request.headers.get("Accept", "")))
+                accept=request.headers.get("Accept", ""),
+                user_agent=request.headers.get("User-Agent", "")))
 
         try:
             principal = server.authenticate(request.headers.get("Authorization", ""))

@@ -23,6 +23,7 @@ from .access import FaultRule, Principal, RequestLog, RequestRecord
 from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
 from .kubeconfig import write_kubeconfig
+from .kubelet import PodTiming
 from .resources import Registry, ResourceType, builtin_types, rollout_type, scaledobject_type
 from .rest import Rest
 from .routes import Router
@@ -30,7 +31,7 @@ from .selectors import parse_label_selector
 from .store import Store
 from .tls import server_tls
 from .watches import Watches
-from .workloads import PodTiming, Workloads
+from .workloads import Workloads
 
 DEFAULT_USER = "system:serviceaccount:autoscaler:autoscaler"
 _WORKLOAD_KINDS = {"Deployment": ("apps/v1", "deployments"),

@@ -1,15 +1,13 @@
-"""Controllers and a kubelet, simulated: workloads make pods, pods start, turn Ready and go away.
+"""Simulated controllers: workloads make and remove pods, their status follows the pods.
 
 For every Deployment, StatefulSet, ReplicaSet and Rollout the controller keeps as many active
 pods as ``spec.replicas`` says (pods are owned by the workload directly: Deployments do not
 materialize ReplicaSets here). A scale-down picks victims as the ReplicaSet controller ranks
 them (unscheduled, pending, not ready, newest first); StatefulSets create and remove ordinals
-one at a time under ``OrderedReady`` and all at once under ``Parallel``. The kubelet side takes
-each pod through bound -> Pending (ContainerCreating) -> Running (Ready False) -> Ready True
-after ``start_delay`` and ``ready_delay``, and removes a deleted pod ``termination_delay``
-after its deletionTimestamp was set. Workload status (replicas, readyReplicas, selector, ...)
+one at a time under ``OrderedReady`` and all at once under ``Parallel``. Workload status (replicas, readyReplicas, selector, ...)
 follows. Time comes from the injected clock, so a ``ManualClock`` test advances it instead of
-sleeping.
+sleeping. The controllers and the kubelet (kubelet.py) run as one background task that
+wakes on every store change and when the next pod transition is due.
 """
 
 from __future__ import annotations
@@ -18,13 +16,12 @@ import asyncio
 import contextlib
 import copy
 import hashlib
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .clock import ManualClock, rfc3339
+from .clock import ManualClock
+from .kubelet import Kubelet, PodTiming, is_ready
 from .resources import ResourceType
-from .rest import random_suffix
 from .scale import spec_replicas
 from .selectors import format_label_selector, get_path, set_path
 from .store import Change
@@ -36,52 +33,29 @@ Obj = dict[str, Any]
 PODS = ("", "pods")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PodTiming:
-    start_delay: float = 0.0
-    ready_delay: float = 0.0
-    termination_delay: float = 0.0
-
-
-@dataclass(slots=True, kw_only=True)
-class PodSim:
-    """What the kubelet remembers about a pod between passes."""
-
-    timing: PodTiming
-    seen_at: datetime
-    started_at: datetime | None = None
-    deleting_since: datetime | None = None
-    forced_ready: bool | None = None
-    ready_since: datetime | None = field(default=None)
-
-
 def template_hash(template: Any) -> str:
     digest = hashlib.sha256(repr(template).encode()).digest()
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     return "".join(alphabet[b % len(alphabet)] for b in digest[:10])
 
 
-def _condition(type_: str, status: bool, when: str, reason: str | None = None) -> Obj:
-    cond: Obj = {"type": type_, "status": "True" if status else "False", "lastProbeTime": None,
-                 "lastTransitionTime": when}
-    if reason:
-        cond["reason"] = reason
-    return cond
-
-
-def is_ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+# Status fields with `json:",omitempty"` in upstream's Go types, per workload kind.
+_OMITEMPTY = {
+    "deployment": ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+                   "availableReplicas", "unavailableReplicas"),
+    "statefulset": ("observedGeneration", "readyReplicas", "currentReplicas",
+                    "updatedReplicas"),
+    "replicaset": ("observedGeneration", "fullyLabeledReplicas", "readyReplicas",
+                   "availableReplicas"),
+}
 
 
 class Workloads:
     def __init__(self, server: SimApiServer) -> None:
         self.server = server
-        self.defaults = PodTiming()
+        self.kubelet = Kubelet(server.store, server.clock)
         self.timings: dict[tuple[str, str, str], PodTiming] = {}
-        self.pods: dict[tuple[str, str], PodSim] = {}
         self._wake = asyncio.Event()
-        self._ip = 0
         server.store.listeners.append(self._on_change)
         if isinstance(server.clock, ManualClock):
             server.clock.on_advance.append(self._wake.set)
@@ -97,7 +71,7 @@ class Workloads:
         while True:
             self._wake.clear()
             self.settle()
-            due = self._next_due()
+            due = self.kubelet.next_due()
             delay = self.server.clock.seconds_until(due) if due else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
@@ -115,25 +89,11 @@ class Workloads:
                 for obj in self.server.store.list(rt.storage_key):
                     changed |= self._reconcile(rt, obj)
         changed |= self._collect_orphans()
-        for pod in self.server.store.list(PODS):
-            changed |= self._kubelet(pod)
-        return changed
-
-    def _next_due(self) -> datetime | None:
-        times = []
-        for sim in self.pods.values():
-            t = sim.timing
-            if sim.deleting_since is not None:
-                times.append(sim.deleting_since + timedelta(seconds=t.termination_delay))
-            elif sim.started_at is None:
-                times.append(sim.seen_at + timedelta(seconds=t.start_delay))
-            elif sim.forced_ready is None and sim.ready_since is None:
-                times.append(sim.started_at + timedelta(seconds=t.ready_delay))
-        return min(times) if times else None
+        return self.kubelet.step() or changed
 
     # controllers -------------------------------------------------------------------------
     def timing_for(self, rt: ResourceType, namespace: str, name: str) -> PodTiming:
-        return self.timings.get((rt.plural, namespace, name), self.defaults)
+        return self.timings.get((rt.plural, namespace, name), self.kubelet.defaults)
 
     def _owned(self, obj: Obj) -> list[Obj]:
         uid = obj["metadata"]["uid"]
@@ -190,7 +150,7 @@ class Workloads:
         """ReplicaSet controller order: unassigned, pending, not ready, recently ready, newest."""
         status, meta = pod.get("status") or {}, pod["metadata"]
         phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase"), 0)
-        sim = self.pods.get((meta["namespace"], meta["name"]))
+        sim = self.kubelet.pods.get((meta["namespace"], meta["name"]))
         ready_since = sim.ready_since.timestamp() if sim and sim.ready_since else 0.0
         created = datetime.fromisoformat(meta["creationTimestamp"]).timestamp()
         return (bool((pod.get("spec") or {}).get("nodeName")), phase_rank, is_ready(pod),
@@ -223,8 +183,8 @@ class Workloads:
         pods_rt = self.server.registry.lookup("", "v1", "pods")
         assert pods_rt is not None
         pod = self.server.rest.create(pods_rt, meta["namespace"], body)
-        self.pods[(meta["namespace"], pod["metadata"]["name"])] = PodSim(
-            timing=self.timing_for(rt, meta["namespace"], meta["name"]), seen_at=self.now())
+        self.kubelet.track(meta["namespace"], pod["metadata"]["name"],
+                           self.timing_for(rt, meta["namespace"], meta["name"]))
 
     def _delete_pod(self, pod: Obj) -> None:
         pods_rt = self.server.registry.lookup("", "v1", "pods")
@@ -263,9 +223,9 @@ class Workloads:
             status["currentReplicas"] = len(active)
         if rt.workload == "rollout":
             status["selector"] = format_label_selector(get_path(obj, "spec.selector"))
-        for key in ("readyReplicas", "availableReplicas", "unavailableReplicas", "updatedReplicas"):
-            if status.get(key) == 0 and rt.workload != "rollout":
-                status.pop(key)  # omitempty int32 fields, as upstream serializes them
+        for key in _OMITEMPTY.get(rt.workload or "", ()):
+            if status.get(key) == 0:
+                status.pop(key)  # int32 fields tagged omitempty vanish at zero, as upstream
         if rt.scale is not None and rt.scale.status_replicas_path != ".status.replicas":
             set_path(status, rt.scale.status_replicas_path.removeprefix(".status."), len(active))
         if status == (obj.get("status") or {}):
@@ -275,102 +235,16 @@ class Workloads:
         self.server.store.replace(rt.storage_key, new)
         return True
 
-    # kubelet -----------------------------------------------------------------------------
-    def _kubelet(self, pod: Obj) -> bool:
-        meta = pod["metadata"]
-        key = (meta["namespace"], meta["name"])
-        sim = self.pods.setdefault(key, PodSim(timing=self.defaults, seen_at=self.now()))
-        now = self.now()
-        if meta.get("deletionTimestamp"):
-            sim.deleting_since = sim.deleting_since or now
-            if now >= sim.deleting_since + timedelta(seconds=sim.timing.termination_delay):
-                self.server.store.delete(PODS, *key)
-                self.pods.pop(key, None)
-                return True
-            return False
-        status = pod.get("status") or {}
-        if not (pod.get("spec") or {}).get("nodeName"):
-            return self._bind(pod)
-        if status.get("phase") == "Pending" and not status.get("startTime"):
-            return self._accept(pod)
-        if status.get("phase") == "Pending" and now >= sim.seen_at + timedelta(
-                seconds=sim.timing.start_delay):
-            sim.started_at = now
-            return self._write_status(pod, self._running(pod, now), )
-        if sim.started_at is None and status.get("phase") == "Running":
-            sim.started_at = now
-        return self._readiness(pod, sim, now)
-
-    def _readiness(self, pod: Obj, sim: PodSim, now: datetime) -> bool:
-        if (pod.get("status") or {}).get("phase") != "Running" or sim.started_at is None:
-            return False
-        want = sim.forced_ready if sim.forced_ready is not None else \
-            now >= sim.started_at + timedelta(seconds=sim.timing.ready_delay)
-        if want == is_ready(pod):
-            return False
-        sim.ready_since = now if want else None
-        status = copy.deepcopy(pod["status"])
-        when = rfc3339(now)
-        for cond in status["conditions"]:
-            if cond["type"] in ("Ready", "ContainersReady"):
-                cond.update(status="True" if want else "False", lastTransitionTime=when)
-                if want:
-                    cond.pop("reason", None)
-                else:
-                    cond["reason"] = "ContainersNotReady"
-        for container in status.get("containerStatuses") or []:
-            container["ready"] = want
-        return self._write_status(pod, status)
-
-    def _bind(self, pod: Obj) -> bool:
-        new = copy.deepcopy(pod)
-        new["spec"]["nodeName"] = "sim-node-1"
-        new.setdefault("status", {}).setdefault("conditions", []).append(
-            _condition("PodScheduled", True, rfc3339(self.now())))
-        self.server.store.replace(PODS, new)
-        return True
-
-    def _accept(self, pod: Obj) -> bool:
-        when = rfc3339(self.now())
-        self._ip += 1
-        status = copy.deepcopy(pod.get("status") or {})
-        status.update(hostIP="10.0.0.1", hostIPs=[{"ip": "10.0.0.1"}], startTime=when,
-                      podIP=f"10.244.{self._ip // 250}.{self._ip % 250 + 2}")
-        status["podIPs"] = [{"ip": status["podIP"]}]
-        status["conditions"] = [
-            _condition("PodReadyToStartContainers", False, when),
-            _condition("Initialized", True, when),
-            _condition("Ready", False, when, "ContainersNotReady"),
-            _condition("ContainersReady", False, when, "ContainersNotReady"),
-            *[c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"]]
-        status["containerStatuses"] = [
-            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
-             "restartCount": 0, "started": False,
-             "state": {"waiting": {"reason": "ContainerCreating"}}}
-            for c in pod["spec"].get("containers") or []]
-        return self._write_status(pod, status)
-
-    def _running(self, pod: Obj, now: datetime) -> Obj:
-        when = rfc3339(now)
-        status = copy.deepcopy(pod["status"])
-        status["phase"] = "Running"
-        for cond in status["conditions"]:
-            if cond["type"] == "PodReadyToStartContainers":
-                cond.update(status="True", lastTransitionTime=when)
-        for container in status["containerStatuses"]:
-            container.update(started=True, containerID=f"containerd://{random_suffix(12)}",
-                             state={"running": {"startedAt": when}})
-        return status
-
-    def _write_status(self, pod: Obj, status: Obj) -> bool:
-        new = copy.deepcopy(pod)
-        new["status"] = status
-        self.server.store.replace(PODS, new)
-        return True
 
     # test controls -----------------------------------------------------------------------
+    @property
+    def defaults(self) -> PodTiming:
+        return self.kubelet.defaults
+
+    @defaults.setter
+    def defaults(self, timing: PodTiming) -> None:
+        self.kubelet.defaults = timing
+
     def force_ready(self, namespace: str, name: str, ready: bool | None) -> None:
-        sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,
-                                                             seen_at=self.now()))
-        sim.forced_ready = ready
+        self.kubelet.force_ready(namespace, name, ready)
         self._wake.set()

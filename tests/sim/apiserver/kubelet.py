@@ -1,0 +1,189 @@
+"""A simulated kubelet (and scheduler): each pod's way from created to Ready, and its end.
+
+A new pod is bound to ``sim-node-1``, accepted (startTime, IP, Ready False with
+ContainersNotReady, containers ContainerCreating), Running ``start_delay`` seconds after it
+was first seen, and Ready ``ready_delay`` seconds after it started, each step one status
+write with its lastTransitionTime, as a real node reports them. A pod with a
+deletionTimestamp is removed ``termination_delay`` seconds after the kubelet first saw it.
+Tests may pin a pod's readiness (``force_ready``). Time comes from the injected clock.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .clock import Clock, rfc3339
+from .rest import random_suffix
+from .store import Store
+
+Obj = dict[str, Any]
+PODS = ("", "pods")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodTiming:
+    start_delay: float = 0.0
+    ready_delay: float = 0.0
+    termination_delay: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class PodSim:
+    """What the kubelet remembers about a pod between passes."""
+
+    timing: PodTiming
+    seen_at: datetime
+    started_at: datetime | None = None
+    deleting_since: datetime | None = None
+    forced_ready: bool | None = None
+    ready_since: datetime | None = field(default=None)
+
+
+
+def _condition(type_: str, status: bool, when: str, reason: str | None = None) -> Obj:
+    cond: Obj = {"type": type_, "status": "True" if status else "False", "lastProbeTime": None,
+                 "lastTransitionTime": when}
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def is_ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+
+class Kubelet:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store, self.clock = store, clock
+        self.defaults = PodTiming()
+        self.pods: dict[tuple[str, str], PodSim] = {}
+        self._ip = 0
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def track(self, namespace: str, name: str, timing: PodTiming) -> None:
+        """Remember the timing of a pod a controller just created."""
+        self.pods[(namespace, name)] = PodSim(timing=timing, seen_at=self.now())
+
+    def step(self) -> bool:
+        changed = False
+        for pod in self.store.list(PODS):
+            changed |= self._sync(pod)
+        return changed
+
+    def next_due(self) -> datetime | None:
+        times = []
+        for sim in self.pods.values():
+            t = sim.timing
+            if sim.deleting_since is not None:
+                times.append(sim.deleting_since + timedelta(seconds=t.termination_delay))
+            elif sim.started_at is None:
+                times.append(sim.seen_at + timedelta(seconds=t.start_delay))
+            elif sim.forced_ready is None and sim.ready_since is None:
+                times.append(sim.started_at + timedelta(seconds=t.ready_delay))
+        return min(times) if times else None
+
+
+    def _sync(self, pod: Obj) -> bool:
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"])
+        sim = self.pods.setdefault(key, PodSim(timing=self.defaults, seen_at=self.now()))
+        now = self.now()
+        if meta.get("deletionTimestamp"):
+            sim.deleting_since = sim.deleting_since or now
+            if now >= sim.deleting_since + timedelta(seconds=sim.timing.termination_delay):
+                self.store.delete(PODS, *key)
+                self.pods.pop(key, None)
+                return True
+            return False
+        status = pod.get("status") or {}
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return self._bind(pod)
+        if status.get("phase") == "Pending" and not status.get("startTime"):
+            return self._accept(pod)
+        if status.get("phase") == "Pending" and now >= sim.seen_at + timedelta(
+                seconds=sim.timing.start_delay):
+            sim.started_at = now
+            return self._write_status(pod, self._running(pod, now), )
+        if sim.started_at is None and status.get("phase") == "Running":
+            sim.started_at = now
+        return self._readiness(pod, sim, now)
+
+    def _readiness(self, pod: Obj, sim: PodSim, now: datetime) -> bool:
+        if (pod.get("status") or {}).get("phase") != "Running" or sim.started_at is None:
+            return False
+        want = sim.forced_ready if sim.forced_ready is not None else \
+            now >= sim.started_at + timedelta(seconds=sim.timing.ready_delay)
+        if want == is_ready(pod):
+            return False
+        sim.ready_since = now if want else None
+        status = copy.deepcopy(pod["status"])
+        when = rfc3339(now)
+        for cond in status["conditions"]:
+            if cond["type"] in ("Ready", "ContainersReady"):
+                cond.update(status="True" if want else "False", lastTransitionTime=when)
+                if want:
+                    cond.pop("reason", None)
+                else:
+                    cond["reason"] = "ContainersNotReady"
+        for container in status.get("containerStatuses") or []:
+            container["ready"] = want
+        return self._write_status(pod, status)
+
+    def _bind(self, pod: Obj) -> bool:
+        new = copy.deepcopy(pod)
+        new["spec"]["nodeName"] = "sim-node-1"
+        new.setdefault("status", {}).setdefault("conditions", []).append(
+            _condition("PodScheduled", True, rfc3339(self.now())))
+        self.store.replace(PODS, new)
+        return True
+
+    def _accept(self, pod: Obj) -> bool:
+        when = rfc3339(self.now())
+        self._ip += 1
+        status = copy.deepcopy(pod.get("status") or {})
+        status.update(hostIP="10.0.0.1", hostIPs=[{"ip": "10.0.0.1"}], startTime=when,
+                      podIP=f"10.244.{self._ip // 250}.{self._ip % 250 + 2}")
+        status["podIPs"] = [{"ip": status["podIP"]}]
+        status["conditions"] = [
+            _condition("PodReadyToStartContainers", False, when),
+            _condition("Initialized", True, when),
+            _condition("Ready", False, when, "ContainersNotReady"),
+            _condition("ContainersReady", False, when, "ContainersNotReady"),
+            *[c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"]]
+        status["containerStatuses"] = [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+             "restartCount": 0, "started": False,
+             "state": {"waiting": {"reason": "ContainerCreating"}}}
+            for c in pod["spec"].get("containers") or []]
+        return self._write_status(pod, status)
+
+    def _running(self, pod: Obj, now: datetime) -> Obj:
+        when = rfc3339(now)
+        status = copy.deepcopy(pod["status"])
+        status["phase"] = "Running"
+        for cond in status["conditions"]:
+            if cond["type"] == "PodReadyToStartContainers":
+                cond.update(status="True", lastTransitionTime=when)
+        for container in status["containerStatuses"]:
+            container.update(started=True, containerID=f"containerd://{random_suffix(12)}",
+                             state={"running": {"startedAt": when}})
+        return status
+
+    def _write_status(self, pod: Obj, status: Obj) -> bool:
+        new = copy.deepcopy(pod)
+        new["status"] = status
+        self.store.replace(PODS, new)
+        return True
+
+
+    def force_ready(self, namespace: str, name: str, ready: bool | None) -> None:
+        sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,
+                                                             seen_at=self.now()))
+        sim.forced_ready = ready
