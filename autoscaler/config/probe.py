@@ -44,6 +44,8 @@ class Probe:
     server: str
     promql: str
     shape: Shape
+    container: str | None = None
+    """For a per-container answer: the container whose series must be present."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,8 +63,9 @@ def probes_for(target: TargetConfig) -> list[Probe]:
                                               strict=True)):
         label = f"metrics[{index}] {spec.type} {spec.name}"
         for promql, shape in _queries(target, spec, query):
+            container = spec.container if shape is Shape.PER_CONTAINER else None
             found.append(Probe(target=target.key, metric=label, server=target.prometheus,
-                               promql=promql, shape=shape))
+                               promql=promql, shape=shape, container=container))
     return found
 
 
@@ -90,8 +93,12 @@ def _queries(
     return found
 
 
-def judge(samples: Sequence[Sample], shape: Shape) -> str | None:
+def judge(samples: Sequence[Sample], shape: Shape, container: str | None = None) -> str | None:
     """What is wrong with an answer for a query of ``shape``, or ``None``."""
+    if container is not None and samples:
+        samples = [s for s in samples if s.labels.get("container") == container]
+        if not samples:
+            return f"no series for container {container!r}"
     try:
         if shape is Shape.SINGLE:
             single_value(samples)
@@ -149,4 +156,5 @@ async def _run(
         samples = parse_result(raw)
     except AutoscalerError as error:
         return ProbeResult(probe=probe, series=0, problem=f"{type(error).__name__}: {error}")
-    return ProbeResult(probe=probe, series=len(samples), problem=judge(samples, probe.shape))
+    problem = judge(samples, probe.shape, probe.container)
+    return ProbeResult(probe=probe, series=len(samples), problem=problem)

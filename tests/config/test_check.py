@@ -111,6 +111,8 @@ metrics = [
   {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "one" }}, target = {{ type = "Value", value = 5 }}, query = 'ingress_requests_per_second{{namespace="${{namespace}}",ingress="main"}}' }} }},
   {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "several" }}, target = {{ type = "Value", value = 5 }}, query = 'queue_depth' }} }},
   {{ type = "External", external = {{ metric = {{ name = "queues" }}, target = {{ type = "Value", value = 5 }}, query = 'queue_depth' }} }},
+  {{ type = "ContainerResource", containerResource = {{ name = "cpu", container = "app", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
+  {{ type = "ContainerResource", containerResource = {{ name = "memory", container = "sidecar", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
 ]
 
 [[autoscaler]]
@@ -131,6 +133,8 @@ EXPECTED = {  # metric -> None (ok) or a fragment of its problem
     "shop/Deployment/web metrics[7] Object one": None,
     "shop/Deployment/web metrics[8] Object several": "2 series where exactly one is expected",
     "shop/Deployment/web metrics[9] External queues": None,
+    "shop/Deployment/web metrics[10] ContainerResource cpu": None,
+    "shop/Deployment/web metrics[11] ContainerResource memory": "no series for container 'sidecar'",
     "shop/Deployment/api metrics[0] Resource cpu": "TransientError: cannot connect",
 }
 
@@ -165,7 +169,7 @@ def test_prometheus_probe_reports_each_bad_query(
             assert outcomes[key] is None, f"{key}: {outcomes[key]}"
         else:
             assert fragment in (outcomes[key] or ""), f"{key}: {outcomes[key]}"
-    assert out.splitlines()[-1] == "12 queries, 6 failed"
+    assert out.splitlines()[-1] == "14 queries, 7 failed"
 
 
 @pytest.mark.prometheus
