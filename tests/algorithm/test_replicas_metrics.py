@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from autoscaler.algorithm import Milli
 from autoscaler.algorithm.replicas import (
     Tolerances,
     average_value_proposal,
@@ -64,7 +65,7 @@ def test_pod_metric(
     """Pods AverageValue targets (calcPlainMetricReplicas) match upstream's GetMetricReplicas."""
     proposal = average_value_proposal(
         samples=pod_samples(*levels), pods=scenario.pods(), resource=None,
-        target_average=target, current_replicas=scenario.current, tolerances=tol, now=NOW,
+        target_average=Milli(target), current_replicas=scenario.current, tolerances=tol, now=NOW,
         settings=TESTING,
     )
     assert (proposal.replicas, proposal.current.average_value) == expected
@@ -105,7 +106,7 @@ def test_value_metric(
     """Value targets scale by Running+Ready pods; external series are summed, saturating."""
     usage = saturating_sum(values)
     proposal = value_proposal(
-        usage=usage, target_value=target, current_replicas=scenario.current,
+        usage=usage, target_value=Milli(target), current_replicas=scenario.current,
         pods=scenario.pods(), tolerances=tol,
     )
     assert (proposal.replicas, proposal.current.value) == expected
@@ -137,7 +138,7 @@ def test_per_pod_value_metric(
 ) -> None:
     """AverageValue targets of Object/External metrics divide by status.replicas."""
     proposal = per_pod_value_proposal(
-        usage=saturating_sum(values), target_average=target, status_replicas=status_replicas,
+        usage=saturating_sum(values), target_average=Milli(target), status_replicas=status_replicas,
         tolerances=tol,
     )
     assert (proposal.replicas, proposal.current.average_value) == expected
@@ -155,7 +156,7 @@ def test_per_pod_value_metric(
 def test_value_metric_from_zero(usage: int, target: int, expected: int) -> None:
     """At 0 replicas a Value target proposes ceil(ratio), with no tolerance and no pods."""
     proposal = value_proposal(
-        usage=usage, target_value=target, current_replicas=0, pods=(),
+        usage=usage, target_value=Milli(target), current_replicas=0, pods=(),
         tolerances=DEFAULT_TOLERANCES,
     )
     assert proposal.replicas == expected

@@ -1,0 +1,280 @@
+"""Invariants of the core, checked with hypothesis over random pods, metrics, specs and histories."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.algorithm import (
+    AutoscalerSpec,
+    Behavior,
+    ConditionStatus,
+    Container,
+    Decision,
+    ExternalMetricValues,
+    History,
+    MetricSourceType,
+    MetricUnavailable,
+    MetricValues,
+    Milli,
+    Pod,
+    PodMetricValues,
+    PodPhase,
+    PodSample,
+    PolicyType,
+    Recommendation,
+    ScaleEvent,
+    ScaleState,
+    ScalingPolicy,
+    ScalingRules,
+    SelectPolicy,
+    decide,
+    record_scale_event,
+    resolve_behavior,
+)
+from autoscaler.algorithm.behavior import (
+    normalize_with_behavior,
+    stabilize_downscale,
+    stabilize_with_behavior,
+    tolerances_for,
+)
+from tests.algorithm.builders import (
+    COOL,
+    HOT,
+    NOW,
+    TESTING,
+    ZERO,
+    cpu_spec,
+    external_spec,
+    pods_spec,
+    sample,
+)
+
+MODEST = settings(max_examples=200, deadline=None)
+
+# --- strategies ---------------------------------------------------------------------------
+
+policies = st.builds(
+    ScalingPolicy,
+    type=st.sampled_from(PolicyType),
+    value=st.integers(1, 200),
+    period_seconds=st.integers(1, 300),
+)
+rules = st.builds(
+    ScalingRules,
+    stabilization_window_seconds=st.none() | st.integers(0, 600),
+    select_policy=st.none() | st.sampled_from(SelectPolicy),
+    policies=st.none() | st.lists(policies, max_size=3).map(tuple),
+    tolerance=st.none() | st.floats(0.0, 0.5),
+)
+behaviors = st.none() | st.builds(Behavior, scale_up=st.none() | rules, scale_down=st.none() | rules)
+ages = st.floats(0.0, 900.0)
+histories = st.builds(
+    History,
+    recommendations=st.lists(
+        st.builds(lambda r, a: Recommendation(replicas=r, timestamp=NOW - a), st.integers(0, 40), ages),
+        max_size=6,
+    ).map(tuple),
+    scale_up_events=st.lists(
+        st.builds(lambda c, a: ScaleEvent(change=c, timestamp=NOW - a), st.integers(1, 10), ages),
+        max_size=4,
+    ).map(tuple),
+    scale_down_events=st.lists(
+        st.builds(lambda c, a: ScaleEvent(change=c, timestamp=NOW - a), st.integers(1, 10), ages),
+        max_size=4,
+    ).map(tuple),
+)
+
+
+@st.composite
+def pods_and_samples(draw: st.DrawFn) -> tuple[tuple[Pod, ...], dict[str, PodSample]]:
+    """Pods in every phase and readiness state, some without a sample, some superfluous."""
+    count = draw(st.integers(1, 8))
+    pods, samples = [], {}
+    for i in range(count):
+        name = f"p{i}"
+        pods.append(Pod(
+            name=name,
+            phase=draw(st.sampled_from(PodPhase)),
+            ready=draw(st.sampled_from([ConditionStatus.TRUE, ConditionStatus.FALSE, None])),
+            start_time=draw(st.sampled_from([None, ZERO, HOT, COOL])),
+            ready_transition_time=draw(st.sampled_from([ZERO, HOT, COOL])),
+            deleting=draw(st.booleans()),
+            containers=(Container(name="c", requests={"cpu": draw(st.integers(1, 4000))}),),
+        ))
+        if draw(st.booleans()) or i == 0:
+            samples[name] = sample(draw(st.integers(0, 20000)), timestamp=NOW)
+    if draw(st.booleans()):
+        samples["stale"] = sample(draw(st.integers(0, 20000)))
+    return tuple(pods), samples
+
+
+@st.composite
+def specs(draw: st.DrawFn, metric_count: int) -> tuple[AutoscalerSpec, int]:
+    """A spec with cpu/pods/external metrics and a current count within [min, max]."""
+    low = draw(st.integers(0, 5))
+    high = draw(st.integers(max(low, 1), 30))
+    choices = [cpu_spec(draw(st.integers(1, 200))), pods_spec(draw(st.integers(1, 20000))),
+               external_spec(value=draw(st.integers(1, 20000)))]
+    metrics = tuple(draw(st.sampled_from(choices)) for _ in range(metric_count))
+    current = draw(st.integers(max(low, 1), high))
+    hpa = AutoscalerSpec(min_replicas=low, max_replicas=high, metrics=metrics,
+                         behavior=draw(behaviors))
+    return hpa, current
+
+
+def values_for(hpa: AutoscalerSpec, samples: dict[str, PodSample], usage: int) -> list[MetricValues]:
+    out: list[MetricValues] = []
+    for metric in hpa.metrics:
+        if metric.type is MetricSourceType.EXTERNAL:
+            out.append(ExternalMetricValues(values=(Milli(usage),)))
+        else:
+            out.append(PodMetricValues(samples=samples))
+    return out
+
+
+def run(hpa: AutoscalerSpec, current: int, metrics: list[MetricValues], pods: tuple[Pod, ...],
+        history: History) -> Decision:
+    return decide(spec=hpa, scale=ScaleState(spec_replicas=current, status_replicas=current),
+                  metrics=metrics, pods=pods, history=history, now=NOW, settings=TESTING)
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+@MODEST
+@given(specs(metric_count=2), pods_and_samples(), histories, st.integers(0, 40000))
+def test_result_within_bounds(
+    drawn: tuple[AutoscalerSpec, int], pods: tuple[tuple[Pod, ...], dict[str, PodSample]],
+    history: History, usage: int,
+) -> None:
+    """Whatever the metrics and history, a count within [min, max] stays within [min, max]."""
+    hpa, current = drawn
+    decision = run(hpa, current, values_for(hpa, pods[1], usage), pods[0], history)
+    assert hpa.min_replicas <= decision.desired_replicas <= hpa.max_replicas
+
+
+@MODEST
+@given(specs(metric_count=1), st.integers(1, 8), st.integers(20, 20000), histories, st.data())
+def test_no_change_within_tolerance(
+    drawn: tuple[AutoscalerSpec, int], count: int, target: int, history: History,
+    data: st.DataObject,
+) -> None:
+    """Ready pods averaging within the tolerances keep the current count: with behavior for
+    any history, without it for a history no higher than the current count."""
+    hpa, current = drawn
+    hpa = AutoscalerSpec(min_replicas=hpa.min_replicas, max_replicas=hpa.max_replicas,
+                         metrics=(pods_spec(target),), behavior=hpa.behavior)
+    tol = tolerances_for(hpa.behavior, TESTING)  # per-direction tolerances count (KEP-4951)
+    low = math.ceil(target * (1 - 0.99 * tol.scale_down))
+    band = st.integers(low, max(low, math.floor(target * (1 + 0.99 * tol.scale_up))))
+    values = data.draw(st.lists(band, min_size=count, max_size=count))
+    pods = tuple(Pod(name=f"p{i}") for i in range(count))
+    samples = PodMetricValues(samples={f"p{i}": sample(v) for i, v in enumerate(values)})
+    if hpa.behavior is None:
+        history = History(recommendations=(Recommendation(replicas=current, timestamp=NOW - 1),))
+    assert run(hpa, current, [samples], pods, history).desired_replicas == current
+
+
+@MODEST
+@given(specs(metric_count=2), pods_and_samples(), histories, st.integers(0, 40000),
+       st.integers(0, 1))
+def test_invalid_metrics_never_scale_down(
+    drawn: tuple[AutoscalerSpec, int], pods: tuple[tuple[Pod, ...], dict[str, PodSample]],
+    history: History, usage: int, broken: int,
+) -> None:
+    """With any metric unavailable, the count never drops below the current one."""
+    hpa, current = drawn
+    metrics = values_for(hpa, pods[1], usage)
+    metrics[broken] = MetricUnavailable(reason="query failed")
+    decision = run(hpa, current, metrics, pods[0], history)
+    assert decision.desired_replicas >= current
+
+
+@MODEST
+@given(behaviors.filter(lambda b: b is not None), histories, st.integers(0, 40),
+       st.integers(0, 40))
+def test_stabilization_with_behavior_never_overshoots(
+    behavior: Behavior, history: History, current: int, proposal: int
+) -> None:
+    """A scale-down lands on the highest recommendation in the down window, a scale-up on the
+    lowest in the up window, and the result never moves against the proposal."""
+    resolved = resolve_behavior(behavior, TESTING)
+    got, _ = stabilize_with_behavior(history, proposal, current=current, now=NOW,
+                                     behavior=resolved)
+    down_cut = NOW - resolved.scale_down.stabilization_window_seconds
+    up_cut = NOW - resolved.scale_up.stabilization_window_seconds
+    in_down = [proposal] + [r.replicas for r in history.recommendations if r.timestamp > down_cut]
+    in_up = [proposal] + [r.replicas for r in history.recommendations if r.timestamp > up_cut]
+    if got < current:
+        assert got == max(in_down)
+        assert proposal < current
+    if got > current:
+        assert got == min(in_up)
+        assert proposal > current
+
+
+@MODEST
+@given(histories, st.integers(0, 40), st.floats(0.0, 900.0))
+def test_downscale_window_keeps_the_highest(history: History, proposal: int, window: float) -> None:
+    """Without behavior the result is the highest recommendation within the window."""
+    got, updated = stabilize_downscale(history, proposal, now=NOW, window=window)
+    recent = [r.replicas for r in history.recommendations if r.timestamp >= NOW - window]
+    assert got == max([proposal, *recent])
+    assert Recommendation(replicas=proposal, timestamp=NOW) in updated.recommendations
+
+
+single_policy_rules = st.builds(
+    lambda policy, window: ScalingRules(
+        stabilization_window_seconds=window, select_policy=SelectPolicy.MAX, policies=(policy,)
+    ),
+    policies, st.integers(0, 120),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(single_policy_rules, single_policy_rules, st.integers(1, 60),
+       st.lists(st.tuples(st.integers(0, 150), st.floats(1.0, 40.0)), min_size=5, max_size=60))
+def test_policies_hold_over_every_period(
+    up: ScalingRules, down: ScalingRules, start: int, steps: list[tuple[int, float]]
+) -> None:
+    """Over many passes, the net change inside any policy period never exceeds the policy."""
+    behavior = Behavior(scale_up=up, scale_down=down)
+    resolved = resolve_behavior(behavior, TESTING)
+    history, now, current = History(), NOW, start
+    log: list[tuple[float, int]] = []  # our own record: (time, signed change)
+    for proposal, dt in steps:
+        now += dt
+        result = normalize_with_behavior(
+            history=history, current=current, proposal=proposal, min_replicas=1,
+            max_replicas=150, behavior=resolved, now=now,
+        )
+        history = result.history
+        if result.desired != current:
+            log.append((now, result.desired - current))
+            rising = result.desired > current
+            _check_policy(log, now, result.desired, up if rising else down, up=rising)
+            history = record_scale_event(history, behavior=behavior, previous=current,
+                                         new=result.desired, now=now, settings=TESTING)
+            current = result.desired
+
+
+def _check_policy(
+    log: list[tuple[float, int]], now: float, new: int, rules: ScalingRules, *, up: bool
+) -> None:
+    """The net change since the period started (strictly newer events, this one included)
+    respects the policy of the step's direction."""
+    assert rules.policies is not None
+    (policy,) = rules.policies
+    net = sum(change for at, change in log if at > now - policy.period_seconds)
+    period_start = new - net
+    if up and policy.type is PolicyType.PODS:
+        assert net <= policy.value
+    elif up:
+        assert new <= math.ceil(period_start * (1 + policy.value / 100))
+    elif policy.type is PolicyType.PODS:
+        assert -net <= policy.value
+    else:
+        assert new >= int(period_start * (1 - policy.value / 100))
