@@ -12,11 +12,13 @@ import base64
 import hashlib
 from typing import Any
 
+from .errors import ApiError, not_acceptable
 from .resources import Registry, ResourceType
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 
+JSON = "application/json"
 _SUB_KINDS = {"scale": ("autoscaling", "v1", "Scale")}
 
 
@@ -164,3 +166,41 @@ def openapi_v3_document(registry: Registry, group: str, version: str) -> dict[st
 def openapi_v2() -> dict[str, Any]:
     return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0-sim"},
             "paths": {}, "definitions": {}}
+
+
+def answer(registry: Registry, path: str, accept: str, address: str) -> tuple[Any, str]:
+    """(body, content type) for a discovery, version or OpenAPI path; 404/406 as upstream."""
+    if path in ("/api", "/apis"):
+        for version, media in (("v2", AGGREGATED_V2), ("v2beta1", AGGREGATED_V2BETA1)):
+            if f"v={version};as=APIGroupDiscoveryList" in accept.replace(" ", ""):
+                return aggregated(registry, core=path == "/api", version=version), media
+    found = _document(registry, path, address)
+    if found is None:
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    # Only JSON is served: a client that accepts nothing else (protobuf) gets 406.
+    if not any(a.split(";")[0].strip() in (JSON, "*/*") and "as=" not in a
+               for a in accept.split(",")):
+        raise not_acceptable([JSON])
+    return found, JSON
+
+
+def _document(registry: Registry, path: str, address: str) -> Any:
+    parts = path.strip("/").split("/")
+    fixed = {
+        "/api": lambda: api_versions(address),
+        "/apis": lambda: api_group_list(registry),
+        "/api/v1": lambda: api_resource_list(registry, "", "v1"),
+        "/version": version_info, "/openapi/v2": openapi_v2,
+        "/openapi/v3": lambda: openapi_v3_paths(registry),
+    }
+    if path in fixed:
+        return fixed[path]()
+    if parts[0] == "apis" and len(parts) == 2:
+        return api_group(registry, parts[1])
+    if parts[0] == "apis" and len(parts) == 3:
+        return api_resource_list(registry, parts[1], parts[2])
+    if parts[:3] == ["openapi", "v3", "api"] and len(parts) == 4:
+        return openapi_v3_document(registry, "", parts[3])
+    if parts[:3] == ["openapi", "v3", "apis"] and len(parts) == 5:
+        return openapi_v3_document(registry, parts[3], parts[4])
+    return None

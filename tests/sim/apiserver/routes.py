@@ -24,7 +24,6 @@ from .errors import (
     forbidden,
     injected,
     method_not_allowed,
-    not_acceptable,
     unauthorized,
 )
 from .objects import to_view
@@ -313,46 +312,13 @@ class Router:
 
     # non-resource paths ------------------------------------------------------------------
     def _non_resource(self, request: web.Request) -> web.Response:
-        path, server = request.path.rstrip("/") or "/", self.server
-        accept = request.headers.get("Accept", JSON)
+        path = request.path.rstrip("/") or "/"
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
-        if path in ("/api", "/apis"):
-            for version, media in (("v2", discovery.AGGREGATED_V2),
-                                   ("v2beta1", discovery.AGGREGATED_V2BETA1)):
-                if f"v={version};as=APIGroupDiscoveryList" in accept.replace(" ", ""):
-                    return json_response(discovery.aggregated(
-                        server.registry, core=path == "/api", version=version),
-                        content_type=media)
-        found = self._document(path)
-        if found is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        # Only JSON is served: a client that accepts nothing else (protobuf) gets 406.
-        if not any(a.split(";")[0].strip() in (JSON, "*/*") and "as=" not in a
-                   for a in accept.split(",")):
-            raise not_acceptable([JSON])
-        return json_response(found)
-
-    def _document(self, path: str) -> Any:
-        registry, parts = self.server.registry, path.strip("/").split("/")
-        fixed = {
-            "/api": lambda: discovery.api_versions(f"127.0.0.1:{self.server.port}"),
-            "/apis": lambda: discovery.api_group_list(registry),
-            "/api/v1": lambda: discovery.api_resource_list(registry, "", "v1"),
-            "/version": discovery.version_info, "/openapi/v2": discovery.openapi_v2,
-            "/openapi/v3": lambda: discovery.openapi_v3_paths(registry),
-        }
-        if path in fixed:
-            return fixed[path]()
-        if parts[0] == "apis" and len(parts) == 2:
-            return discovery.api_group(registry, parts[1])
-        if parts[0] == "apis" and len(parts) == 3:
-            return discovery.api_resource_list(registry, parts[1], parts[2])
-        if parts[:3] == ["openapi", "v3", "api"] and len(parts) == 4:
-            return discovery.openapi_v3_document(registry, "", parts[3])
-        if parts[:3] == ["openapi", "v3", "apis"] and len(parts) == 5:
-            return discovery.openapi_v3_document(registry, parts[3], parts[4])
-        return None
+        body, content_type = discovery.answer(self.server.registry, path,
+                                              request.headers.get("Accept", JSON),
+                                              f"127.0.0.1:{self.server.port}")
+        return json_response(body, content_type=content_type)
 
     def _delete_collection(self, request: web.Request, target: Target) -> dict[str, Any]:
         items, _ = self._list(request, target)
