@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.sim.kube import PodTiming, SimApiServer, apiserver_manual
+from tests.sim.kube import PodTiming, SimApiServer, apiserver, apiserver_manual, wait_until
 
-__all__ = ["apiserver_manual"]
+__all__ = ["apiserver", "apiserver_manual"]
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -150,3 +150,22 @@ def test_spec_change_bumps_generation_but_status_does_not(apiserver_manual: SimA
     api.settle()
     dep = api.get("apps/v1", "Deployment", "default", "web")
     assert (dep["metadata"]["generation"], dep["status"]["observedGeneration"]) == (2, 2)
+
+
+def test_failed_pod_is_replaced_but_kept(apiserver_manual: SimApiServer) -> None:
+    """A Failed pod stays listed, not Ready, and the controller adds a replacement."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1)
+    name = api.pods("default", "app=web")[0]["metadata"]["name"]
+    api.set_pod_phase("default", name, "Failed")
+    phases = sorted(p["status"]["phase"] for p in api.pods("default", "app=web"))
+    assert phases == ["Failed", "Running"]
+    failed = next(p for p in api.pods("default", "app=web") if p["metadata"]["name"] == name)
+    assert not _ready(failed)
+
+
+async def test_real_clock_readiness_delay(apiserver: SimApiServer) -> None:
+    """On the wall clock, a ready_delay of 0.2 s turns pods Ready without any test action."""
+    apiserver.create_deployment("default", "web", replicas=2, ready_delay=0.2)
+    assert not any(_ready(p) for p in apiserver.pods("default", "app=web"))
+    await wait_until(lambda: all(_ready(p) for p in apiserver.pods("default", "app=web")), 3)

@@ -73,7 +73,11 @@ class Kubelet:
 
     def step(self) -> bool:
         changed = False
-        for pod in self.store.list(PODS):
+        pods = self.store.list(PODS)
+        present = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
+        for key in set(self.pods) - present:
+            del self.pods[key]  # removed by an API delete with grace 0: nothing is due for it
+        for pod in pods:
             changed |= self._sync(pod)
         return changed
 
@@ -182,6 +186,25 @@ class Kubelet:
         self.store.replace(PODS, new)
         return True
 
+
+    def set_phase(self, namespace: str, name: str, phase: str) -> None:
+        """A container exited (Failed/Succeeded) or the node stopped reporting (Unknown)."""
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None:
+            raise KeyError(f"no pod {namespace}/{name}")
+        status = copy.deepcopy(pod.get("status") or {})
+        status["phase"] = phase
+        when = rfc3339(self.now())
+        for cond in status.get("conditions") or []:
+            if cond["type"] in ("Ready", "ContainersReady") and cond["status"] == "True":
+                cond.update(status="False", lastTransitionTime=when, reason="PodFailed"
+                            if phase == "Failed" else "PodCompleted")
+        for container in status.get("containerStatuses") or []:
+            container["ready"] = False
+        sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,
+                                                             seen_at=self.now()))
+        sim.forced_ready = False
+        self._write_status(pod, status)
 
     def force_ready(self, namespace: str, name: str, ready: bool | None) -> None:
         sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,

@@ -175,6 +175,12 @@ class SimApiServer:
         self.workloads.force_ready(namespace, name, ready)
         self.workloads.settle()
 
+    def set_pod_phase(self, namespace: str, name: str, phase: str) -> None:
+        """Force a pod's phase (Failed, Succeeded, Unknown); the controller replaces
+        Failed/Succeeded pods, as a ReplicaSet does."""
+        self.workloads.kubelet.set_phase(namespace, name, phase)
+        self.workloads.settle()
+
     def pods(self, namespace: str = "default", selector: str = "") -> list[dict[str, Any]]:
         matches = parse_label_selector(selector)
         return [p for p in self.store.list(("", "pods"), namespace)

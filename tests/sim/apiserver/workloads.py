@@ -50,6 +50,12 @@ _OMITEMPTY = {
 }
 
 
+def is_active(pod: Obj) -> bool:
+    """controller.FilterActivePods: not terminating, not Succeeded or Failed."""
+    return not pod["metadata"].get("deletionTimestamp") and (
+        pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
 class Workloads:
     def __init__(self, server: SimApiServer) -> None:
         self.server = server
@@ -73,6 +79,8 @@ class Workloads:
             self.settle()
             due = self.kubelet.next_due()
             delay = self.server.clock.seconds_until(due) if due else None
+            if delay is not None:
+                delay = max(delay, 0.005)  # never spin, even if a due step changes nothing
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
 
@@ -104,7 +112,7 @@ class Workloads:
         if obj["metadata"].get("deletionTimestamp"):
             return False
         pods = self._owned(obj)
-        active = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        active = [p for p in pods if is_active(p)]
         want = spec_replicas(rt, obj)
         changed = False
         if rt.workload == "statefulset":
@@ -207,7 +215,7 @@ class Workloads:
         return changed
 
     def _update_status(self, rt: ResourceType, obj: Obj, pods: list[Obj]) -> bool:
-        active = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        active = [p for p in pods if is_active(p)]
         ready = sum(1 for p in active if is_ready(p))
         want = spec_replicas(rt, obj)
         status: Obj = copy.deepcopy(obj.get("status") or {})
