@@ -16,7 +16,8 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.create({...any object...}); api.get("apps/v1", "Deployment", ns, name)
     api.set_replicas("Deployment", ns, "web", 5)     # drift: someone else scaled it
     api.pods("default", "app=web"); api.set_pod_ready(ns, pod_name, False)
-    api.advance(10)   # ManualClock only: move time, run due pod transitions
+    api.set_pod_phase(ns, pod_name, "Failed")        # the controller adds a replacement
+    api.advance(10)   # ManualClock only (fixture `apiserver_manual`): move time, run what is due
     api.settle()      # run the simulated controllers until quiet
 
     # faults and protocol edge cases
@@ -26,6 +27,7 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.add_token("other", user="someone")    # a second identity; api.write_kubeconfig(...)
     api.expire_watches(gone=False)            # end open watch streams now
     api.compact()                             # old resourceVersions -> watch ERROR 410
+    api.send_bookmarks()                      # BOOKMARK to watches with allowWatchBookmarks
     api.add_custom_resource(rollout_type("argoproj.io", "v1alpha1"))  # kind appears later
 
     # introspection
@@ -37,6 +39,14 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 ``termination_delay`` after deletion. Time is the wall clock unless ``clock=ManualClock()``
 (then only ``api.advance`` moves it). The CA and server certificate are made once per test
 process with openssl; startup takes a few milliseconds after that.
+
+Where it knowingly differs from a real API server: Deployments own their pods directly (no
+ReplicaSets are materialized); metadata.generation exists only where upstream keeps it
+(workloads, HPAs, custom resources; not pods, configmaps, leases, events); there is no HPA
+controller (HPA status stays empty), no managedFields, no server-side apply (415), no dryRun
+(400); request bodies must be JSON (a protobuf body, which kubectl's typed clients send for
+`create configmap`, `auth can-i`, is refused with 415); fieldValidation=Strict is accepted
+but only the checks in objects.py run; OpenAPI documents are minimal.
 
 ``await wait_until(lambda: len(api.pods()) == 3)`` polls with a deadline.
 ``await http(api, "GET", "/api/v1/pods", token="")`` sends one raw request (status, headers,
