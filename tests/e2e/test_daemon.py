@@ -3,6 +3,10 @@ API server, and a workload whose per-pod load follows the number of Ready pods."
 
 from __future__ import annotations
 
+import asyncio
+import random
+import signal
+import time
 from pathlib import Path
 
 from tests.e2e.conftest import Rig
@@ -40,3 +44,171 @@ async def test_scales_up_under_load_within_the_default_rate_limit(rig: Rig, tmp_
         status = proc.target()
         assert status["currentMetrics"][0]["proposal"] == 8
         assert proc.stop() == 0
+
+
+async def test_scales_down_after_the_window_and_not_before(rig: Rig, tmp_path: Path) -> None:
+    """After load drops, replicas hold for the 6 s downscale window, then follow the load."""
+    rig.load.demand = 600
+    with daemon(config(rig, tmp_path, downscale="6s"), tmp_path):
+        await eventually(lambda: replicas(rig) == 6, timeout=40, what="6 replicas")
+        await eventually(lambda: len(rig.load.ready_pods()) == 6, timeout=10, what="6 ready")
+        rig.load.demand = 200
+        dropped = time.monotonic()
+        await eventually(lambda: replicas(rig) < 6, timeout=30, what="a scale-down")
+        # Scrape lag can only delay the drop; the window must hold it back for 6 s.
+        assert time.monotonic() - dropped >= 6
+        await eventually(lambda: replicas(rig) == 2, timeout=20, what="2 replicas")
+
+
+async def test_noisy_load_does_not_flap(rig: Rig, tmp_path: Path) -> None:
+    """Load jittering +-8% around the target stays within tolerance: no scale writes at all."""
+    rng = random.Random(7)
+    rig.load.demand = 200  # 2 pods at 100 each: exactly on target
+    rig.load.noise = lambda: rng.uniform(-0.08, 0.08)
+    with daemon(config(rig, tmp_path, downscale="2s"), tmp_path) as proc:
+        await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=30,
+                         what="a pass with valid metrics")
+        await asyncio.sleep(8)
+        assert replicas(rig) == 2
+        assert rig.api.count(verb="update", resource="deployments/scale") == 0
+        assert "WithinTolerance" in proc.target()["steps"]
+
+
+POLICY_ONE_POD_PER_12S = """
+[autoscaler.behavior.scaleDown]
+stabilizationWindowSeconds = 0
+policies = [{ type = "Pods", value = 1, periodSeconds = 12 }]
+"""
+
+
+async def test_history_survives_a_restart(rig: Rig, tmp_path: Path) -> None:
+    """A scale-down policy of 1 pod per 12 s still binds across a restart.
+
+    Upstream forgets its scale events when it restarts and would remove the next pod at once;
+    the daemon restores them from its state file.
+    """
+    rig.load.demand = 600
+    text = config(rig, tmp_path, behavior=POLICY_ONE_POD_PER_12S)
+    with daemon(text, tmp_path, name="first") as proc:
+        await eventually(lambda: replicas(rig) == 6, timeout=40, what="6 replicas")
+        # Scale-up events inside the period lower its starting count (upstream counts both
+        # directions): let them age out so the policy allows exactly one pod down.
+        await asyncio.sleep(13)
+        rig.load.demand = 100
+        await eventually(lambda: replicas(rig) == 5, timeout=20, what="the first scale-down")
+        first_down = time.monotonic()
+        assert proc.stop() == 0
+    with daemon(text, tmp_path, name="second") as proc:
+        await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=20,
+                         what="a pass after the restart")
+        while time.monotonic() - first_down < 10:
+            assert replicas(rig) == 5, "scaled down again inside the policy's 12 s period"
+            await asyncio.sleep(0.5)
+        await eventually(lambda: replicas(rig) == 4, timeout=15, what="the next scale-down")
+    assert rescale_sizes(rig)[-2:] == [5, 4]
+
+
+async def test_prometheus_outage_holds_and_never_scales_down(rig: Rig, tmp_path: Path) -> None:
+    """With Prometheus gone every metric is invalid: the daemon holds, reports, stays up."""
+    rig.load.demand = 400
+    with daemon(config(rig, tmp_path, downscale="1s"), tmp_path) as proc:
+        await eventually(lambda: replicas(rig) == 4, timeout=40, what="4 replicas")
+        rig.prometheus.kill()
+        await eventually(lambda: proc.target().get("lastOutcome") == "invalid_metrics",
+                         timeout=20, what="invalid metrics reported")
+        await asyncio.sleep(4)
+        assert replicas(rig) == 4
+        assert proc.status() is not None  # still serving
+        reasons = {c["reason"] for c in proc.target()["conditions"]}
+        assert "FailedGetPodsMetric" in reasons
+        assert proc.stop() == 0
+
+
+async def test_dry_run_decides_but_never_writes(rig: Rig, tmp_path: Path) -> None:
+    """--dry-run: the decision is exported and evented as WouldScale; /scale is never written."""
+    rig.load.demand = 800
+    with daemon(config(rig, tmp_path), tmp_path, extra_args=("--dry-run",)) as proc:
+        await eventually(lambda: proc.target().get("desiredReplicas") == 4, timeout=40,
+                         what="a would-be decision")
+        await asyncio.sleep(2)
+        assert replicas(rig) == 2
+        assert rig.api.count(verb="update", resource="deployments/scale") == 0
+        events = rig.api.store.list(("", "events"), "default")
+        assert any(e.get("reason") == "WouldScale" for e in events)
+
+
+async def test_another_autoscaler_owns_the_target(rig: Rig, tmp_path: Path) -> None:
+    """An HPA on the same Deployment: the daemon refuses to act and says why."""
+    rig.api.create_hpa("default", "web-hpa", target_name="web")
+    rig.load.demand = 800
+    with daemon(config(rig, tmp_path), tmp_path) as proc:
+        await eventually(lambda: proc.target().get("lastOutcome") == "blocked", timeout=30,
+                         what="the target blocked")
+        await asyncio.sleep(2)
+        assert replicas(rig) == 2
+        assert "HorizontalPodAutoscaler web-hpa" in " ".join(proc.target()["blockedBy"])
+        events = rig.api.store.list(("", "events"), "default")
+        assert any(e.get("reason") == "AutoscalerConflict" for e in events)
+
+
+async def test_reload_applies_a_valid_config_and_keeps_the_old_one_on_errors(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """SIGHUP: a broken file is rejected (the daemon keeps scaling), a valid one takes effect."""
+    rig.load.demand = 800
+    with daemon(config(rig, tmp_path, max_replicas=4), tmp_path) as proc:
+        await eventually(lambda: replicas(rig) == 4, timeout=40, what="4 replicas (max)")
+        good = proc.config.read_text()
+        proc.config.write_text(good.replace("maxReplicas = 4", "maxReplicas = 0"))
+        assert proc.process is not None
+        proc.process.send_signal(signal.SIGHUP)
+        await eventually(lambda: any(e.get("event", "").startswith("config reload rejected")
+                                     for e in proc.logs()), timeout=10, what="the rejection")
+        assert proc.process.poll() is None
+        proc.config.write_text(good.replace("maxReplicas = 4", "maxReplicas = 8"))
+        proc.process.send_signal(signal.SIGHUP)
+        await eventually(lambda: replicas(rig) == 8, timeout=30, what="8 replicas after reload")
+        assert proc.stop() == 0
+
+
+HA = """
+[daemon.leaderElection]
+enabled = true
+leaseName = "autoscaler"
+leaseNamespace = "default"
+leaseDuration = "4s"
+renewDeadline = "3s"
+retryPeriod = "1s"
+"""
+
+
+async def test_two_instances_only_the_leader_acts_and_the_other_takes_over(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """Two replicas share a Lease: one writes; kill it and the standby takes over."""
+    for user in ("alpha", "beta"):
+        rig.api.add_token(f"{user}-token", user=user)
+        rig.api.write_kubeconfig(tmp_path / f"{user}.kubeconfig", token=f"{user}-token")
+    rig.load.demand = 400
+
+    def instance_config(user: str) -> str:
+        text = config(rig, tmp_path, extra_daemon=HA)
+        text = text.replace(str(rig.api.kubeconfig), str(tmp_path / f"{user}.kubeconfig"))
+        return text.replace(f'stateFile = "{tmp_path / "state"}"\n', "")
+
+    def writers() -> set[str | None]:
+        return {r.user for r in rig.api.requests(verb="update", resource="deployments/scale")}
+
+    with daemon(instance_config("alpha"), tmp_path, name="alpha") as alpha, \
+            daemon(instance_config("beta"), tmp_path, name="beta") as beta:
+        await eventually(lambda: replicas(rig) == 4, timeout=40, what="4 replicas")
+        assert len(writers()) == 1
+        (leader_name,) = writers()
+        leader, standby = (alpha, beta) if leader_name == "alpha" else (beta, alpha)
+        assert standby.status() is not None
+        assert (standby.status() or {})["leader"] is False
+        leader.stop(signal.SIGKILL)
+        rig.load.demand = 800
+        await eventually(lambda: replicas(rig) == 8, timeout=40, what="8 replicas via standby")
+        assert writers() == {"alpha", "beta"}
+        assert (standby.status() or {})["leader"] is True
