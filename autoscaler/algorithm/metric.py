@@ -66,7 +66,8 @@ class MetricOutcome:
 
 def describe(spec: MetricSpec) -> str:
     """The metric's name as upstream's messages and rescale reasons spell it."""
-    utilization = spec.target.type is MetricTargetType.UTILIZATION
+    # Upstream picks the utilization path only when no averageValue is set.
+    utilization = spec.target.average_value is None
     match spec.type:
         case MetricSourceType.RESOURCE:
             suffix = " utilization (percentage of request)" if utilization else ""
@@ -109,6 +110,9 @@ def _require(value: Milli | int | None, what: str) -> int:
     return value
 
 
+_NEITHER = "neither a value target nor an average value target was set"
+
+
 def _propose(
     spec: MetricSpec,
     values: MetricValues,
@@ -119,6 +123,8 @@ def _propose(
     now: Seconds,
     settings: AlgorithmSettings,
 ) -> MetricProposal:
+    """Which target field is read follows upstream's ``computeStatusFor*Metric``: the fields
+    that are set decide for Resource and External metrics, type and field for Object."""
     if isinstance(values, MetricUnavailable):
         raise MetricError(values.reason)
     target = spec.target
@@ -126,38 +132,52 @@ def _propose(
         if not isinstance(values, PodMetricValues):
             raise MetricError(f"{spec.type} metric needs per-pod samples")
         resource = None if spec.type is MetricSourceType.PODS else spec.name
-        if target.type is MetricTargetType.UTILIZATION and resource is not None:
+        if resource is not None and target.average_value is None:
+            if target.average_utilization is None:
+                raise MetricError(
+                    "invalid resource metric source: neither an average utilization target "
+                    "nor an average value target was set"
+                )
             return utilization_proposal(
                 samples=values.samples, pods=pods, resource=resource,
-                container=spec.container,
-                target_utilization=_require(target.average_utilization, "averageUtilization"),
+                container=spec.container, target_utilization=target.average_utilization,
                 current_replicas=scale.spec_replicas, tolerances=tolerances, now=now,
                 settings=settings,
             )
-        if target.type is not MetricTargetType.AVERAGE_VALUE:
-            raise MetricError(f"invalid target type {target.type} for a {spec.type} metric")
         return average_value_proposal(
             samples=values.samples, pods=pods, resource=resource,
             target_average=Milli(_require(target.average_value, "averageValue")),
             current_replicas=scale.spec_replicas, tolerances=tolerances, now=now,
             settings=settings,
         )
-    if spec.type is MetricSourceType.OBJECT and isinstance(values, ObjectMetricValue):
-        usage: int = values.value
-    elif spec.type is MetricSourceType.EXTERNAL and isinstance(values, ExternalMetricValues):
-        if not values.values:
-            raise MetricError("no metrics returned from external metrics API")
-        usage = saturating_sum(values.values)
+    usage = _single_value(spec, values)
+    if spec.type is MetricSourceType.OBJECT:
+        per_pod = target.type is MetricTargetType.AVERAGE_VALUE and target.average_value is not None
+        by_value = target.type is MetricTargetType.VALUE and target.value is not None
+        if not (per_pod or by_value):
+            raise MetricError(f"invalid object metric source: {_NEITHER}")
     else:
-        raise MetricError(f"{spec.type} metric got values of the wrong kind")
-    if target.type is MetricTargetType.AVERAGE_VALUE:
+        # External: an averageValue wins whatever the declared type (upstream checks it first).
+        per_pod = target.average_value is not None
+        if not per_pod and target.value is None:
+            raise MetricError(f"invalid external metric source: {_NEITHER}")
+    if per_pod:
         return per_pod_value_proposal(
             usage=usage, target_average=Milli(_require(target.average_value, "averageValue")),
             status_replicas=scale.status_replicas, tolerances=tolerances,
         )
-    if target.type is MetricTargetType.VALUE:
-        return value_proposal(
-            usage=usage, target_value=Milli(_require(target.value, "value")),
-            current_replicas=scale.spec_replicas, pods=pods, tolerances=tolerances,
-        )
-    raise MetricError(f"invalid target type {target.type} for a {spec.type} metric")
+    return value_proposal(
+        usage=usage, target_value=Milli(_require(target.value, "value")),
+        current_replicas=scale.spec_replicas, pods=pods, tolerances=tolerances,
+    )
+
+
+def _single_value(spec: MetricSpec, values: MetricValues) -> int:
+    """The Object metric's value, or the saturating sum of every External series."""
+    if spec.type is MetricSourceType.OBJECT and isinstance(values, ObjectMetricValue):
+        return values.value
+    if spec.type is MetricSourceType.EXTERNAL and isinstance(values, ExternalMetricValues):
+        if not values.values:
+            raise MetricError("no metrics returned from external metrics API")
+        return saturating_sum(values.values)
+    raise MetricError(f"{spec.type} metric got values of the wrong kind")
