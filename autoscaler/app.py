@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
-from autoscaler.adapters.kube.session import wants_in_cluster
+from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
 from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.observability.http import Probes, build_app, serve
@@ -158,7 +158,8 @@ class Daemon:
         daemon = self.config.daemon
         if daemon.state_file is not None:
             return FileStateStore(daemon.state_file)
-        if daemon.leader_election.enabled or wants_in_cluster(self.config.kubernetes, os.environ):
+        in_cluster = wants_in_cluster(self.config.kubernetes, os.environ, InClusterFiles())
+        if daemon.leader_election.enabled or in_cluster:
             name, namespace = self._lease_names()
             return ConfigMapStateStore(components.api_client, namespace=namespace,
                                        name=f"{name}-state")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
 
@@ -63,6 +64,17 @@ class PrometheusServer:
     timeout: float = 10.0
     query_params: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Extra URL parameters on every query (``dedup=true`` for Thanos, ...)."""
+
+    def __repr__(self) -> str:
+        # A URL may carry user:password@ and a header may carry a token: never print them.
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        netloc = f"***@{host}" if parts.username or parts.password else parts.netloc
+        if parts.port and netloc.startswith("***@"):
+            netloc += f":{parts.port}"
+        url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        return (f"PrometheusServer(name={self.name!r}, url={url!r}, "
+                f"headers={sorted(self.headers)!r} (values hidden), timeout={self.timeout})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
