@@ -14,6 +14,7 @@ import pytest
 
 from autoscaler.algorithm import (
     AutoscalerSpec,
+    Behavior,
     ConditionStatus,
     ConditionType,
     Decision,
@@ -27,6 +28,7 @@ from autoscaler.algorithm import (
     Pod,
     PodMetricValues,
     ScaleState,
+    ScalingRules,
     decide,
 )
 from tests.algorithm.builders import (
@@ -44,6 +46,7 @@ from tests.algorithm.builders import (
     pod_samples,
     pods_spec,
     sample,
+    scaling_rules,
     spec,
 )
 
@@ -242,3 +245,61 @@ def test_first_pass_cannot_scale_down() -> None:
                    history=History())
     assert (decision.desired_replicas, decision.proposal) == (5, 3)
     assert conditions(decision)[0] == (AS, True, "ScaleDownStabilized")
+
+
+# upstream: TestEventCreated, TestEventNotCreated, TestMissingReports, TestUpscaleCap,
+# TestUpscaleCapGreaterThanMaxReplicas, TestMoreReplicasThanSpecNoScale,
+# TestConditionNoAmbiguousSelectorWhenNoSelectorOverlapBetweenHPAs (its count; selectors are
+# the runtime's business, not the core's)
+@pytest.mark.parametrize(
+    ("hpa", "replicas", "status", "levels", "requests", "history", "expected", "limit"),
+    [
+        pytest.param(spec(cpu_spec(50), max_replicas=5), 1, 1, (200,), (200,), History(), 2,
+                     WITHIN, id="TestEventCreated"),
+        pytest.param(spec(cpu_spec(50), max_replicas=5), 2, 2, (200, 200), (400, 400), History(),
+                     2, WITHIN, id="TestEventNotCreated"),
+        pytest.param(spec(cpu_spec(50), max_replicas=5), 4, 4, (200,), (200,), INITIALIZED, 2,
+                     WITHIN, id="TestMissingReports"),
+        pytest.param(spec(cpu_spec(10), max_replicas=100,
+                          behavior=Behavior(scale_up=scaling_rules(0, 0, 700, 60, 0))),
+                     3, 3, (100, 200, 300), (100,) * 3, History(), 24, (True, "ScaleUpLimit"),
+                     id="TestUpscaleCap"),
+        pytest.param(spec(cpu_spec(10), max_replicas=20,
+                          behavior=Behavior(scale_up=scaling_rules(0, 0, 700, 60, 0))),
+                     3, 3, (100, 200, 300), (100,) * 3, History(), 20, (True, "TooManyReplicas"),
+                     id="TestUpscaleCapGreaterThanMaxReplicas"),
+        pytest.param(spec(cpu_spec(50), max_replicas=8), 4, 5, (500,) * 5, (1000,) * 5,
+                     History(), 4, WITHIN, id="TestMoreReplicasThanSpecNoScale"),
+        pytest.param(spec(cpu_spec(30), min_replicas=2, max_replicas=6), 3, 3, (300, 500, 700),
+                     (1000,) * 3, History(), 5, WITHIN,
+                     id="TestConditionNoAmbiguousSelectorWhenNoSelectorOverlap"),
+    ],
+)
+def test_more_cpu_passes(  # noqa: PLR0917 - one table row
+    hpa: AutoscalerSpec, replicas: int, status: int, levels: tuple[int, ...],
+    requests: tuple[int, ...], history: History, expected: int, limit: tuple[bool, str],
+) -> None:
+    """More controller passes: upscale caps from behavior, surge pods, missing reports."""
+    decision = run(hpa, replicas, [cpu_levels(*levels)], hpa_pods(requests), history=history,
+                   status_replicas=status)
+    assert (decision.desired_replicas, limited(decision)) == (expected, limit)
+
+
+@pytest.mark.parametrize(
+    ("ratio_milli", "behavior", "expected"),
+    [
+        pytest.param(1070, None, 4, id="global-10pct-holds-7pct-up"),
+        pytest.param(1070, Behavior(scale_up=ScalingRules(tolerance=0.05)), 5,
+                     id="5pct-up-tolerance-scales-7pct-up"),
+        pytest.param(600, Behavior(scale_down=ScalingRules(tolerance=0.5)), 4,
+                     id="50pct-down-tolerance-holds-40pct-down"),
+        pytest.param(600, None, 3, id="global-10pct-scales-40pct-down"),
+    ],
+)
+def test_tolerance_per_direction(ratio_milli: int, behavior: Behavior | None, expected: int) -> None:
+    """Per-direction tolerances from behavior (KEP-4951, after upstream's TestHPAWithTolerance
+    integration test: 5 % up, 50 % down) decide, not the global 10 %."""
+    hpa = spec(pods_spec(1000), max_replicas=10, behavior=behavior)
+    decision = run(hpa, 4, [PodMetricValues(samples=pod_samples(*[ratio_milli] * 4))],
+                   hpa_pods((1000,) * 4))
+    assert decision.desired_replicas == expected
