@@ -16,7 +16,6 @@ SUBCOMMANDS = {
     "import-hpa": ("autoscaler.config.importer", "turn HPA manifests into our TOML"),
     "plan": ("autoscaler.plan", "one pass against the live cluster that changes nothing"),
     "simulate": ("autoscaler.simulate", "run a config against a demand trace in virtual time"),
-    "decide": ("autoscaler.example", "compute one decision from an example, with the core"),
 }
 
 

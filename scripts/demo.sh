@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install the package in .venv and run the shipped example.
+# The main job on a fresh machine (no cluster, no Prometheus): install the package in .venv and
+# simulate the shipped example, a day of traffic with a ramp, a spike and a lull, through the
+# exact HPA core the daemon runs. Writes out/simulation.png, the timeline and a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e .
-exec .venv/bin/autoscaler decide config/examples/decision.toml "$@"
+exec .venv/bin/autoscaler simulate \
+  --config config/examples/simulate/web.toml \
+  --workload config/examples/simulate/workload.toml \
+  --trace config/examples/simulate/day.csv \
+  --out out/ "$@"

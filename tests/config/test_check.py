@@ -12,7 +12,6 @@ from tests.sim.prometheus import PrometheusProcess, free_port
 
 CONFIG_DIR = Path(__file__).parents[2] / "config"
 NOT_CONFIGS = {
-    "decision.toml",  # a scenario for `autoscaler decide`
     "workload.toml",  # the workload model for `autoscaler simulate --workload`
 }
 EXAMPLES = sorted(p for p in CONFIG_DIR.rglob("*.toml") if p.name not in NOT_CONFIGS)
