@@ -107,6 +107,9 @@ def evaluate_metric(
 def _require(value: Milli | int | None, what: str) -> int:
     if value is None:
         raise MetricError(f"invalid metric source: no {what} target was set")
+    if value <= 0:
+        # API validation rejects these; dividing by them would give Go +Inf and Python a crash.
+        raise MetricError(f"invalid metric source: the {what} target must be positive, got {value}")
     return value
 
 
@@ -140,7 +143,8 @@ def _propose(
                 )
             return utilization_proposal(
                 samples=values.samples, pods=pods, resource=resource,
-                container=spec.container, target_utilization=target.average_utilization,
+                container=spec.container,
+                target_utilization=_require(target.average_utilization, "averageUtilization"),
                 current_replicas=scale.spec_replicas, tolerances=tolerances, now=now,
                 settings=settings,
             )

@@ -130,3 +130,20 @@ def test_names_and_failure_reasons(spec: MetricSpec, name: str, reason: Reason) 
         pods=(), tolerances=DEFAULT_TOLERANCES, now=NOW, settings=TESTING,
     )
     assert (describe(spec), outcome.failure_reason) == (name, reason)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(metric(RES, U, average_utilization=0), id="utilization-zero"),
+        pytest.param(metric(RES, AV, average_value=0), id="average-value-zero"),
+        pytest.param(metric(EXT, V, value=-5), id="value-negative"),
+    ],
+)
+def test_non_positive_target_is_an_error_not_a_crash(spec: MetricSpec) -> None:
+    """A target of zero or less fails the metric (API validation would reject it upstream)."""
+    values: MetricValues = CPU if spec.type is RES else ExternalMetricValues(values=(Milli(1),))
+    replicas, error = evaluate(spec, values)
+    assert replicas is None
+    assert error is not None
+    assert "must be positive" in error
