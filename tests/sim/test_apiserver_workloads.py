@@ -35,15 +35,50 @@ def test_pods_turn_ready_after_the_delay(apiserver_manual: SimApiServer) -> None
 
 
 def test_pods_carry_template_labels_and_requests(apiserver_manual: SimApiServer) -> None:
-    """Pods get the template's labels, container requests and an owner reference."""
+    """Pods get the template's labels and requests, and belong to the Deployment's ReplicaSet."""
     api = apiserver_manual
     dep = api.create_deployment("default", "web", replicas=1, labels={"app": "web", "t": "x"},
                                 requests={"cpu": "500m", "memory": "64Mi"})
     pod = api.pods("default", "app=web,t=x")[0]
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m",
                                                                      "memory": "64Mi"}
-    assert pod["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+    [rs] = api.store.list(("apps", "replicasets"), "default")
+    assert rs["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
+    assert pod["metadata"]["name"].startswith(rs["metadata"]["name"] + "-")
+    assert pod["metadata"]["labels"]["pod-template-hash"] == rs["metadata"]["name"].split("-")[1]
     assert pod["status"]["qosClass"] == "Burstable"
+
+
+def test_template_change_rolls_to_a_new_replica_set(apiserver_manual: SimApiServer) -> None:
+    """A new template makes a new ReplicaSet with all replicas; the old one goes to zero."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=2)
+    api.patch("apps/v1", "Deployment", "default", "web", {"spec": {"template": {
+        "metadata": {"annotations": {"restartedAt": "now"}}}}})
+    api.settle()
+    sets = {rs["metadata"]["name"]: rs for rs in api.store.list(("apps", "replicasets"))}
+    assert sorted(rs["spec"]["replicas"] for rs in sets.values()) == [0, 2]
+    new = next(rs for rs in sets.values() if rs["spec"]["replicas"] == 2)
+    assert new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+    assert {p["metadata"]["ownerReferences"][0]["name"] for p in api.pods()} == {
+        new["metadata"]["name"]}
+
+
+def test_deployment_conditions(apiserver_manual: SimApiServer) -> None:
+    """Available turns True once enough pods are Ready; Progressing reports the new set."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=4, ready_delay=10)
+    conditions = {c["type"]: c for c in api.get("apps/v1", "Deployment", "default", "web")[
+        "status"]["conditions"]}
+    assert (conditions["Available"]["status"], conditions["Progressing"]["reason"]) == (
+        "False", "ReplicaSetUpdated")
+    api.advance(10)
+    conditions = {c["type"]: c for c in api.get("apps/v1", "Deployment", "default", "web")[
+        "status"]["conditions"]}
+    assert conditions["Available"]["status"] == "True"
+    assert conditions["Available"]["lastTransitionTime"] == "2026-01-01T00:00:10Z"
+    assert conditions["Progressing"]["reason"] == "NewReplicaSetAvailable"
 
 
 def test_deployment_status_follows_pods(apiserver_manual: SimApiServer) -> None:

@@ -1,8 +1,7 @@
 """Simulated controllers: workloads make and remove pods, their status follows the pods.
 
-For every Deployment, StatefulSet, ReplicaSet and Rollout the controller keeps as many active
-pods as ``spec.replicas`` says (pods are owned by the workload directly: Deployments do not
-materialize ReplicaSets here). A scale-down picks victims as the ReplicaSet controller ranks
+For every StatefulSet, ReplicaSet and Rollout the controller keeps as many active pods as
+``spec.replicas`` says; Deployments go through ReplicaSets (deployments.py), as upstream. A scale-down picks victims as the ReplicaSet controller ranks
 them (unscheduled, pending, not ready, newest first); StatefulSets create and remove ordinals
 one at a time under ``OrderedReady`` and all at once under ``Parallel``. Workload status (replicas, readyReplicas, selector, ...)
 follows. Time comes from the injected clock, so a ``ManualClock`` test advances it instead of
@@ -20,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .clock import ManualClock
+from .deployments import Deployments, controller_uid
 from .kubelet import Kubelet, PodTiming, is_ready
 from .resources import ResourceType
 from .scale import spec_replicas
@@ -60,6 +60,7 @@ class Workloads:
     def __init__(self, server: SimApiServer) -> None:
         self.server = server
         self.kubelet = Kubelet(server.store, server.clock)
+        self.deployments = Deployments(server, template_hash)
         self.timings: dict[tuple[str, str, str], PodTiming] = {}
         self._wake = asyncio.Event()
         server.store.listeners.append(self._on_change)
@@ -111,6 +112,8 @@ class Workloads:
     def _reconcile(self, rt: ResourceType, obj: Obj) -> bool:
         if obj["metadata"].get("deletionTimestamp"):
             return False
+        if rt.workload == "deployment":
+            return self.deployments.reconcile(rt, obj)
         pods = self._owned(obj)
         active = [p for p in pods if is_active(p)]
         want = spec_replicas(rt, obj)
@@ -180,10 +183,9 @@ class Workloads:
                                                        f"{template_hash(template)}"})
         elif rt.workload == "replicaset":
             pod_meta["generateName"] = f"{meta['name']}-"
-        else:
+        else:  # a Rollout: its own pods, labelled as Argo labels them
             digest = template_hash(template)
-            labels["pod-template-hash" if rt.workload == "deployment"
-                   else "rollouts-pod-template-hash"] = digest
+            labels["rollouts-pod-template-hash"] = digest
             pod_meta["generateName"] = f"{meta['name']}-{digest}-"
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                 "spec": template.get("spec") or {"containers": [{"name": "app",
@@ -201,17 +203,20 @@ class Workloads:
                                 {}, None)
 
     def _collect_orphans(self) -> bool:
-        """The garbage collector: pods whose controlling workload is gone are deleted."""
+        """The garbage collector: pods and ReplicaSets whose controller is gone are deleted."""
         uids = {o["metadata"]["uid"] for rt in self.server.registry if rt.workload
                 for o in self.server.store.list(rt.storage_key)}
         changed = False
-        for pod in self.server.store.list(PODS):
-            refs = [r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")]
-            if refs and refs[0].get("uid") not in uids and not pod["metadata"].get(
-                    "deletionTimestamp") and self.server.registry.by_kind(
-                    refs[0].get("apiVersion", ""), refs[0].get("kind", "")) is not None:
-                self._delete_pod(pod)
-                changed = True
+        for rt in self.server.registry:
+            if rt.kind not in ("Pod", "ReplicaSet"):
+                continue
+            for obj in self.server.store.list(rt.storage_key):
+                uid = controller_uid(obj)
+                if uid is not None and uid not in uids and \
+                        not obj["metadata"].get("deletionTimestamp"):
+                    self.server.rest.delete(rt, obj["metadata"]["namespace"],
+                                            obj["metadata"]["name"], {}, None)
+                    changed = True
         return changed
 
     def _update_status(self, rt: ResourceType, obj: Obj, pods: list[Obj]) -> bool:
