@@ -13,6 +13,14 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 command -v prometheus >/dev/null || { echo "FATAL: prometheus binary missing after install" >&2; exit 1; }
+if ! command -v systemd-analyze >/dev/null || ! command -v openssl >/dev/null; then
+  echo "== installing systemd-analyze and openssl (unit checks, the simulated API server's TLS)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends systemd openssl >/dev/null
+fi
+# The simulated API server's fidelity is checked with the real kubectl, which the machine image
+# ships (Debian's kubernetes-client is 1.20, too old for aggregated discovery).
+command -v kubectl >/dev/null || { echo "FATAL: kubectl is not installed; the API-server fidelity tests need it" >&2; exit 1; }
 
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
