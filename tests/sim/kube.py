@@ -41,8 +41,9 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 process with openssl; startup takes a few milliseconds after that.
 
 Deployments run through ReplicaSets as upstream; a template change rolls to a new ReplicaSet
-at once (no surge steps). Where it knowingly differs from a real API server: metadata.generation exists only where upstream keeps it
-(workloads, HPAs, custom resources; not pods, configmaps, leases, events); there is no HPA
+at once (no surge steps). Where it knowingly differs from a real API server:
+metadata.generation exists only where upstream keeps it (workloads, HPAs, custom resources;
+not pods, configmaps, leases, events), which is upstream's behaviour; there is no HPA
 controller (HPA status stays empty), no managedFields, no server-side apply (415), no dryRun
 (400); request bodies must be JSON (a protobuf body, which kubectl's typed clients send for
 `create configmap`, `auth can-i`, is refused with 415); fieldValidation=Strict is accepted
