@@ -183,3 +183,23 @@ def test_disabled_select_policy_holds(current: int, desired: int, expected: int)
     behavior = resolve_behavior(Behavior(scale_up=disabled, scale_down=disabled), TESTING)
     got, _ = convert_with_behavior_rate(History(), current, desired, 1, 10, behavior, NOW)
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("select", "desired", "expected"),
+    [
+        pytest.param(SelectPolicy.MAX, 9, 5, id="up-max-folds-to-min-int32-holds"),
+        pytest.param(SelectPolicy.MIN, 9, 9, id="up-min-folds-to-max-int32-unlimited"),
+        pytest.param(SelectPolicy.MAX, 1, 5, id="down-max-folds-to-max-int32-holds"),
+        pytest.param(SelectPolicy.MIN, 1, 1, id="down-min-folds-to-min-int32-unlimited"),
+    ],
+)
+def test_empty_policies_keep_upstreams_fold_seeds(
+    select: SelectPolicy, desired: int, expected: int
+) -> None:
+    """With no policies the fold keeps its seed: Max forbids the change, Min leaves it
+    unlimited (upstream's calculate*Limit; API validation requires at least one policy)."""
+    empty = ScalingRules(select_policy=select, policies=())
+    behavior = resolve_behavior(Behavior(scale_up=empty, scale_down=empty), TESTING)
+    got, _ = convert_with_behavior_rate(History(), 5, desired, 1, 10, behavior, NOW)
+    assert got == expected
