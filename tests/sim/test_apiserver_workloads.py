@@ -204,3 +204,16 @@ async def test_real_clock_readiness_delay(apiserver: SimApiServer) -> None:
     apiserver.create_deployment("default", "web", replicas=2, ready_delay=0.2)
     assert not any(_ready(p) for p in apiserver.pods("default", "app=web"))
     await wait_until(lambda: all(_ready(p) for p in apiserver.pods("default", "app=web")), 3)
+
+
+def test_invalid_template_is_reported_as_an_event(apiserver_manual: SimApiServer) -> None:
+    """A template the pod validation refuses gives one FailedCreate event, no pods, no crash."""
+    api = apiserver_manual
+    api.create_workload("ReplicaSet", "default", "bad", replicas=2,
+                        extra_spec={"template": {"metadata": {"labels": {"app": "bad"}},
+                                                 "spec": {"containers": []}}})
+    api.settle()
+    events = api.store.list(("", "events"), "default")
+    assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [
+        ("FailedCreate", "bad")]
+    assert api.pods("default", "app=bad") == []

@@ -102,7 +102,7 @@ class Rest:
                 raise invalid(rt.kind, rt.group, "", [
                     ("metadata.name", "FieldValueRequired",
                      "Required value: name or generateName is required")])
-            meta["name"] = meta["generateName"] + random_suffix()
+            meta["name"] = self._generate_name(rt, namespace, meta["generateName"])
         objects.check_name(rt, meta["name"])
         self._check_namespace(rt, namespace)
         if self.store.get(rt.storage_key, namespace, meta["name"]) is not None:
@@ -123,6 +123,14 @@ class Rest:
         objects.validate(rt, obj, None)
         stored = self.store.create(rt.storage_key, objects.to_storage(rt, obj))
         return objects.to_view(rt, stored)
+
+    def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
+        """A free name for generateName; upstream retries a taken one (RetryGenerateName)."""
+        for _ in range(8):
+            name = prefix + random_suffix()
+            if self.store.get(rt.storage_key, namespace, name) is None:
+                return name
+        return name
 
     def update(self, rt: ResourceType, namespace: str | None, name: str, body: Any,
                subresource: str | None = None) -> Obj:

@@ -81,13 +81,20 @@ class SimApiServer:
         self._controller = asyncio.create_task(self.workloads.run(), name="sim-controllers")
 
     async def stop(self) -> None:
+        """End every watch, stop the controllers and the listener; a controller crash (a bug
+        in the simulator) is raised here so the test that hit it fails loudly."""
         self.store.end_watches()
+        crash: BaseException | None = None
         if self._controller is not None:
+            if self._controller.done() and not self._controller.cancelled():
+                crash = self._controller.exception()
             self._controller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._controller
         if self._runner is not None:
             await self._runner.cleanup()
+        if crash is not None:
+            raise RuntimeError("the simulated controllers crashed") from crash
 
     def authenticate(self, header: str) -> Principal | None:
         scheme, _, token = header.partition(" ")

@@ -18,8 +18,9 @@ import hashlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .clock import ManualClock
+from .clock import ManualClock, rfc3339
 from .deployments import Deployments, controller_uid
+from .errors import ApiError
 from .kubelet import Kubelet, PodTiming, is_ready
 from .resources import ResourceType
 from .scale import spec_replicas
@@ -62,6 +63,7 @@ class Workloads:
         self.kubelet = Kubelet(server.store, server.clock)
         self.deployments = Deployments(server, template_hash)
         self.timings: dict[tuple[str, str, str], PodTiming] = {}
+        self.failures: set[tuple[str, str]] = set()
         self._wake = asyncio.Event()
         server.store.listeners.append(self._on_change)
         if isinstance(server.clock, ManualClock):
@@ -96,9 +98,31 @@ class Workloads:
         for rt in self.server.registry:
             if rt.workload:
                 for obj in self.server.store.list(rt.storage_key):
-                    changed |= self._reconcile(rt, obj)
+                    try:
+                        changed |= self._reconcile(rt, obj)
+                    except ApiError as error:  # e.g. a template the pod validation refuses
+                        changed |= self._report(rt, obj, error)
         changed |= self._collect_orphans()
         return self.kubelet.step() or changed
+
+    def _report(self, rt: ResourceType, obj: Obj, error: ApiError) -> bool:
+        """A Warning event on the workload, once per distinct failure, as controllers record."""
+        meta = obj["metadata"]
+        key = (meta["uid"], f"{error.code} {error.reason}")
+        if key in self.failures:
+            return False
+        self.failures.add(key)
+        self.server.rest.create(self.server.resource("v1", "Event"), meta["namespace"], {
+            "metadata": {"generateName": f"{meta['name']}."},
+            "involvedObject": {"apiVersion": rt.api_version, "kind": rt.kind,
+                               "name": meta["name"], "namespace": meta["namespace"],
+                               "uid": meta["uid"]},
+            "reason": "FailedCreate", "type": "Warning", "count": 1,
+            "message": f"Error creating: {error.message}",
+            "source": {"component": f"{rt.singular}-controller"},
+            "firstTimestamp": rfc3339(self.server.clock.now()),
+            "lastTimestamp": rfc3339(self.server.clock.now())})
+        return True
 
     # controllers -------------------------------------------------------------------------
     def timing_for(self, rt: ResourceType, namespace: str, name: str) -> PodTiming:
