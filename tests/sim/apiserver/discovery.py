@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from .errors import ApiError, not_acceptable
@@ -186,7 +187,7 @@ def answer(registry: Registry, path: str, accept: str, address: str) -> tuple[An
 
 def _document(registry: Registry, path: str, address: str) -> Any:
     parts = path.strip("/").split("/")
-    fixed = {
+    fixed: dict[str, Callable[[], Any]] = {
         "/api": lambda: api_versions(address),
         "/apis": lambda: api_group_list(registry),
         "/api/v1": lambda: api_resource_list(registry, "", "v1"),

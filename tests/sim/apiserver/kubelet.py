@@ -170,7 +170,7 @@ class Kubelet:
 
     def _running(self, pod: Obj, now: datetime) -> Obj:
         when = rfc3339(now)
-        status = copy.deepcopy(pod["status"])
+        status: Obj = copy.deepcopy(pod["status"])
         status["phase"] = "Running"
         for cond in status["conditions"]:
             if cond["type"] == "PodReadyToStartContainers":

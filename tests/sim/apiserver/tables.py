@@ -60,7 +60,7 @@ def _containers(spec: Obj | None) -> tuple[str, str]:
             ",".join(c.get("image", "") for c in containers))
 
 
-def _pod_cells(pod: Obj) -> list[Any]:
+def _pod_cells(pod: Obj) -> tuple[list[Any], list[Any]]:
     status, spec = pod.get("status") or {}, pod.get("spec") or {}
     statuses = status.get("containerStatuses") or []
     ready = sum(1 for c in statuses if c.get("ready"))

@@ -184,7 +184,7 @@ class Workloads:
     def _deletion_rank(self, pod: Obj) -> tuple[Any, ...]:
         """ReplicaSet controller order: unassigned, pending, not ready, recently ready, newest."""
         status, meta = pod.get("status") or {}, pod["metadata"]
-        phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase"), 0)
+        phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(str(status.get("phase")), 0)
         sim = self.kubelet.pods.get((meta["namespace"], meta["name"]))
         ready_since = sim.ready_since.timestamp() if sim and sim.ready_since else 0.0
         created = datetime.fromisoformat(meta["creationTimestamp"]).timestamp()
@@ -199,7 +199,7 @@ class Workloads:
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}
         if annotations := (template.get("metadata") or {}).get("annotations"):
             pod_meta["annotations"] = dict(annotations)
-        if rt.workload == "statefulset":
+        if rt.workload == "statefulset" and name is not None:
             pod_meta["name"] = name
             labels.update({"statefulset.kubernetes.io/pod-name": name,
                            "apps.kubernetes.io/pod-index": name.rsplit("-", 1)[1],
