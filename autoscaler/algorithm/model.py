@@ -161,6 +161,8 @@ class Pod:
     """Init containers with ``restartPolicy: Always``: their requests count (upstream)."""
     pod_requests: Mapping[str, int] | None = None
     """Pod-level requests (``spec.resources.requests``, PodLevelResources), if set."""
+    overhead: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAPPING)
+    """``spec.overhead`` (RuntimeClass), milli-units; upstream adds it to pod-level requests."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

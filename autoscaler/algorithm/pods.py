@@ -132,16 +132,20 @@ def _pod_level_requests_set(pod: Pod) -> bool:
 
 def _pod_level_request(pod: Pod, resource: str) -> int:
     """``calculatePodLevelRequests`` over ``PodRequests``: the pod-level value of a supported
-    resource, else the aggregate of the containers' requests (missing ones add nothing).
+    resource, else the aggregate of the containers' requests (missing ones add nothing), plus
+    the pod's overhead.
 
-    Plain init containers and pod overhead are not in the model, so the aggregate is the sum
-    over containers and sidecars (what ``AggregateContainerRequests`` gives without them).
+    Plain init containers are not in the model, so the aggregate is the sum over containers
+    and sidecars (what ``AggregateContainerRequests`` gives without them).
     """
     pod_level = pod.pod_requests or {}
-    if resource in pod_level and _supported_at_pod_level(resource):
-        return pod_level[resource]
     counted = pod.containers + pod.sidecars
-    requested = [c.requests[resource] for c in counted if resource in c.requests]
-    if not requested:
+    if resource in pod_level and _supported_at_pod_level(resource):
+        base: list[int] = [pod_level[resource]]
+    else:
+        base = [c.requests[resource] for c in counted if resource in c.requests]
+    if resource in pod.overhead:
+        base.append(pod.overhead[resource])
+    if not base:
         raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
-    return sum(requested)
+    return sum(base)

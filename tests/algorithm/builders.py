@@ -138,11 +138,12 @@ def pod(
     containers: Sequence[Container] = (),
     sidecars: Sequence[Container] = (),
     pod_requests: dict[str, int] | None = None,
+    overhead: dict[str, int] | None = None,
 ) -> Pod:
     return Pod(
         name=name, phase=phase, ready=ready, start_time=start, ready_transition_time=transition,
         deleting=deleting, containers=tuple(containers), sidecars=tuple(sidecars),
-        pod_requests=pod_requests,
+        pod_requests=pod_requests, overhead=overhead or {},
     )
 
 

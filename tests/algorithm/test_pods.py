@@ -121,6 +121,12 @@ CALCULATE_REQUESTS = [
     # hide the containers' requests for this one.
     pytest.param([pod("test-pod", containers=[C1, C2], pod_requests={"memory": 1024})], None,
                  {"test-pod": 150}, id="ours-pod-level-other-resource-uses-containers"),
+    # ours, after PodRequests: RuntimeClass overhead adds to pod-level requests only
+    pytest.param([pod("test-pod", containers=[C1, C2], pod_requests={"cpu": 800},
+                      overhead={"cpu": 250})], None, {"test-pod": 1050},
+                 id="ours-pod-level-plus-overhead"),
+    pytest.param([pod("test-pod", containers=[C1, C2], overhead={"cpu": 250})], None,
+                 {"test-pod": 150}, id="ours-container-sum-ignores-overhead"),
 ]
 
 
