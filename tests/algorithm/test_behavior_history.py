@@ -177,3 +177,36 @@ def test_default_scale_up_limit_production_factor(current: int, expected: int) -
     """The production limit is max(2 x current, 4) (scaleUpLimitFactor 2, minimum 4)."""
     assert default_scale_up_limit(current) == expected
     assert convert_with_rules(current, 1000, 1, 2000)[0] == expected
+
+
+# ours: the comparisons at the exact cut-off, as upstream's time.Before/After make them
+def test_downscale_window_includes_its_start() -> None:
+    """Without behavior an entry exactly at now - window is not old (Before is strict)."""
+    got, history = stabilize_downscale(
+        History(recommendations=recommendations((9, 300.0))), 3, now=NOW, window=300.0
+    )
+    assert (got, len(history.recommendations)) == (9, 2)
+
+
+def test_behavior_windows_exclude_their_start() -> None:
+    """With behavior an entry exactly at a cut-off neither counts (After is strict) nor is
+    old (Before is strict), so it is kept and the proposal is appended."""
+    behavior = resolve_behavior(
+        Behavior(scale_down=ScalingRules(stabilization_window_seconds=300)), TESTING
+    )
+    got, history = stabilize_with_behavior(
+        History(recommendations=recommendations((9, 300.0))), 3, current=5, now=NOW,
+        behavior=behavior,
+    )
+    assert (got, [r.replicas for r in history.recommendations]) == (3, [9, 3])
+
+
+def test_event_at_period_start_is_not_counted_nor_outdated() -> None:
+    """An event exactly one period old is outside the period (After) yet not outdated
+    (Before), so its slot is kept."""
+    rules = scaling_rules(10, 60, 0, 0, 0)
+    at_cutoff = (ev(7, 60.0),)
+    assert replicas_changed_in_period(at_cutoff, 60, NOW) == 0
+    after = record_scale_event(History(scale_up_events=at_cutoff), behavior=Behavior(scale_up=rules),
+                               previous=1, new=2, now=NOW, settings=TESTING)
+    assert [(e.change, e.outdated) for e in after.scale_up_events] == [(7, False), (1, False)]

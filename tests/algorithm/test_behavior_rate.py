@@ -52,6 +52,7 @@ def row(  # noqa: PLR0917 - one table row, in upstream's field order
     )
 
 
+# upstream: TestScalingWithRules (convertDesiredReplicasWithBehaviorRate)
 SCALING_WITH_RULES = [
     row("within-range", 5, 7, (3, 8), 7, "DesiredWithinRange"),
     row("below-min", 3, 1, (2, 8), 2, "TooFewReplicas"),
