@@ -68,7 +68,8 @@ def conflict(rt: ResourceType, name: str) -> ApiError:
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422: ``causes`` are (field, reason type, message) as upstream's field errors."""
     qualified = f"{kind}.{group}" if group else kind
-    text = "; ".join(f"{f}: {m}" for f, _, m in causes)
+    texts = [f"{f}: {m}" if f else m for f, _, m in causes]
+    text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"  # as utilerrors.Aggregate
     details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group

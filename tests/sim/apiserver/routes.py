@@ -30,7 +30,7 @@ from .objects import to_view
 from .patch import PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
-from .tables import TABLE_CONTENT_TYPE, table, wants_table
+from .tables import table, wants_table
 
 if TYPE_CHECKING:
     from .server import SimApiServer
@@ -268,15 +268,13 @@ class Router:
                 return json_response(table(
                     rt, [obj], now=server.clock.now(), list_meta={
                         "resourceVersion": obj["metadata"]["resourceVersion"]},
-                    include_object=request.query.get("includeObject", "Metadata")),
-                    content_type=TABLE_CONTENT_TYPE)
+                    include_object=request.query.get("includeObject", "Metadata")))
             return json_response(obj)
         items, meta = self._list(request, target)
         if as_table:
             return json_response(table(rt, items, now=server.clock.now(), list_meta=meta,
                                        include_object=request.query.get("includeObject",
-                                                                        "Metadata")),
-                                 content_type=TABLE_CONTENT_TYPE)
+                                                                        "Metadata")))
         if not rt.custom:
             for item in items:
                 item.pop("kind", None)

@@ -137,7 +137,7 @@ class Store:
               bookmarks: bool) -> Watcher:
         """Open a watch. ``since`` None: synthetic ADDED for the current state, then changes."""
         if since is not None and since < self._compacted_rv:
-            raise expired(since, self._compacted_rv + 1)
+            raise expired(since, self._compacted_rv)
         watcher = Watcher(key, namespace, matches, bookmarks)
         if since is None:
             for obj in self.list(key, namespace, matches):

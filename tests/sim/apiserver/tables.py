@@ -1,5 +1,8 @@
 """Server-side ``Table`` output (meta.k8s.io/v1), which ``kubectl get`` asks for.
 
+Upstream answers a Table with a plain ``application/json`` Content-Type (only aggregated
+discovery names its kind in the media type); clients recognise the Table by its ``kind``.
+
 Columns and cells follow upstream's printers for the built-ins this project touches; custom
 resources get Name, their printer columns and Age, as the CRD table convertor gives them.
 """
@@ -14,7 +17,6 @@ from .resources import ResourceType
 from .selectors import format_label_selector, get_path
 
 Obj = dict[str, Any]
-TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
 def wants_table(accept: str) -> bool:
