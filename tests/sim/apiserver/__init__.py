@@ -4,7 +4,8 @@ Modules: server (SimApiServer and its test controls), routes (HTTP handling), wa
 streams), rest (generic storage semantics), store (objects, resourceVersion, history),
 objects (defaulting, validation, the events.k8s.io view), scale (the Scale subresource),
 discovery, tables (server-side Table output), selectors, patch, workloads (controllers),
-kubelet (pod lifecycle), access (auth, faults, request log), clock, tls. Start one with
+deployments (the Deployment controller), kubelet (pod lifecycle), access (auth, faults,
+request log), wire (JSON encoding), kubeconfig, clock, tls. Start one with
 ``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
 """
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from .errors import ApiError, not_acceptable
 from .resources import Registry, ResourceType
+from .wire import JSON
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 
-JSON = "application/json"
 _SUB_KINDS = {"scale": ("autoscaling", "v1", "Scale")}
 
 

@@ -31,11 +31,11 @@ from .patch import PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .tables import table, wants_table
+from .wire import JSON, encode
 
 if TYPE_CHECKING:
     from .server import SimApiServer
 
-JSON = "application/json"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -87,7 +87,7 @@ def _is_watch(query: Any) -> bool:
 
 
 def json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=status,
+    return web.Response(body=encode(body), status=status,
                         headers={"Content-Type": content_type})
 
 

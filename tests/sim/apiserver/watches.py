@@ -11,7 +11,6 @@ ends the initial state with a bookmark annotated ``k8s.io/initial-events-end``.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .store import Watcher
 from .tables import table, wants_table
+from .wire import encode
 
 if TYPE_CHECKING:
     from .routes import Target
@@ -49,7 +49,7 @@ class _Stream:
     include_object: str
 
     async def write(self, event: dict[str, Any]) -> None:
-        await self.response.write(json.dumps(event).encode() + b"\n")
+        await self.response.write(encode(event))
 
     async def event(self, item: tuple[str, Any]) -> None:
         kind, payload = item
@@ -144,8 +144,7 @@ class Watches:
         started()
         if watcher is None:
             assert gone is not None
-            await response.write(json.dumps({"type": "ERROR", "object": gone.status()}).encode()
-                                 + b"\n")
+            await response.write(encode({"type": "ERROR", "object": gone.status()}))
             await response.write_eof()
             return response
         stream = _Stream(server=self.server, response=response, rt=target.rt, watcher=watcher,
