@@ -109,8 +109,12 @@ class Reconciler:
         for target in targets:
             self.state(target.key).in_flight = True
         try:
+            # Observation may use at most half the time left, so one target whose API calls
+            # hang cannot hold back the metrics, decisions and writes of all the others.
+            budget = max(0.5, (deadline - time.monotonic()) / 2)
             observed = [
-                o for o in await asyncio.gather(*(self._bounded(self._observe(t)) for t in targets))
+                o for o in await asyncio.gather(
+                    *(self._bounded(self._observe_within(t, budget)) for t in targets))
                 if o is not None
             ]
             fetched = await self._fetch(observed, deadline)
@@ -129,6 +133,16 @@ class Reconciler:
             return await work
 
     # --- observe ----------------------------------------------------------------------
+
+    async def _observe_within(self, target: TargetConfig, budget: float) -> _Observed | None:
+        try:
+            return await asyncio.wait_for(self._observe(target), budget)
+        except TimeoutError:
+            message = f"reading the target took longer than {budget:.1f}s; skipped this pass"
+            log.warning("target skipped", target=target.key, reason=message)
+            self.telemetry.errors.labels(reason="observe_timeout").inc()
+            self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
+            return None
 
     async def _observe(self, target: TargetConfig) -> _Observed | None:
         state = self.state(target.key)
