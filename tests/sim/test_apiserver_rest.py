@@ -210,3 +210,37 @@ async def test_protobuf_bodies_are_refused(apiserver: SimApiServer) -> None:
     result = await http(apiserver, "POST", CONFIGMAPS, body={"metadata": {"name": "x"}},
                         content_type="application/vnd.kubernetes.protobuf")
     assert result.status == 415
+
+
+HPAS = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+
+
+def _hpa(**spec: object) -> dict[str, object]:
+    return {"metadata": {"name": "web"}, "spec": {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "maxReplicas": 5, **spec}}
+
+
+async def test_hpa_defaults(apiserver: SimApiServer) -> None:
+    """An HPA gets minReplicas 1, a CPU 80 % metric, and per-field behavior defaults."""
+    created = (await http(apiserver, "POST", HPAS, body=_hpa(
+        behavior={"scaleDown": {"policies": [{"type": "Pods", "value": 1,
+                                              "periodSeconds": 60}]}}))).json()
+    spec = created["spec"]
+    assert spec["minReplicas"] == 1
+    assert spec["metrics"][0]["resource"]["target"] == {"type": "Utilization",
+                                                         "averageUtilization": 80}
+    assert spec["behavior"]["scaleUp"]["policies"][0] == {"type": "Pods", "value": 4,
+                                                          "periodSeconds": 15}
+    assert spec["behavior"]["scaleDown"]["policies"] == [{"type": "Pods", "value": 1,
+                                                          "periodSeconds": 60}]
+    assert "stabilizationWindowSeconds" not in spec["behavior"]["scaleDown"]
+
+
+@pytest.mark.parametrize("spec", [
+    {"minReplicas": 0}, {"minReplicas": 6}, {"scaleTargetRef": {"kind": "Deployment"}},
+], ids=["min-zero", "max-below-min", "no-target-name"])
+async def test_hpa_validation(apiserver: SimApiServer, spec: dict[str, object]) -> None:
+    """Invalid HPA bounds or target are a 422."""
+    result = await http(apiserver, "POST", HPAS, body=_hpa(**spec))
+    assert (result.status, result.json()["reason"]) == (422, "Invalid")

@@ -107,15 +107,39 @@ def apply_defaults(rt: ResourceType, obj: Obj) -> None:
         if isinstance(template_spec, dict):
             _default_pod_spec(template_spec)
     elif rt.kind == "HorizontalPodAutoscaler" and isinstance(spec, dict):
-        spec.setdefault("minReplicas", 1)
-        if not spec.get("metrics"):
-            spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                "type": "Utilization", "averageUtilization": 80}}}]
+        _default_hpa(spec)
     elif rt.kind == "Event" and not rt.group:
         for key, value in (("eventTime", None), ("firstTimestamp", None),
                            ("lastTimestamp", None), ("reportingComponent", ""),
                            ("reportingInstance", ""), ("source", {})):
             obj.setdefault(key, value)
+
+
+def _default_hpa(spec: Obj) -> None:
+    """autoscaling/v2 SetDefaults_HorizontalPodAutoscaler(Behavior)."""
+    spec.setdefault("minReplicas", 1)
+    if not spec.get("metrics"):
+        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+            "type": "Utilization", "averageUtilization": 80}}}]
+    behavior = spec.get("behavior")
+    if not isinstance(behavior, dict):
+        return
+    # A given field wins; policies are taken whole; scaleDown's window stays unset so the
+    # controller substitutes its --horizontal-pod-autoscaler-downscale-stabilization.
+    defaults = {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+            {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        "scaleDown": {"selectPolicy": "Max", "policies": [
+            {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+    }
+    for direction, default in defaults.items():
+        rules = behavior.get(direction)
+        rules = dict(rules) if isinstance(rules, dict) else {}
+        for key, value in default.items():
+            if rules.get(key) in (None, []):
+                rules[key] = value
+        behavior[direction] = rules
 
 
 # validation --------------------------------------------------------------------------------
@@ -134,6 +158,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         causes += _events_v1_causes(obj)
     if rt.kind == "ConfigMap":
         causes += _configmap_causes(obj)
+    if rt.kind == "HorizontalPodAutoscaler":
+        causes += _hpa_causes(obj.get("spec") or {})
     if rt.kind == "Event":
         causes += _event_namespace_causes(obj)
     if rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
@@ -159,6 +185,24 @@ def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
     if old is not None and (old.get("spec") or {}).get("selector") != selector:
         causes.append(("spec.selector", "FieldValueInvalid",
                        f"Invalid value: {selector}: field is immutable"))
+    return causes
+
+
+def _hpa_causes(spec: Obj) -> list[tuple[str, str, str]]:
+    causes = []
+    ref = spec.get("scaleTargetRef") or {}
+    for field in ("kind", "name"):
+        if not ref.get(field):
+            causes.append((f"spec.scaleTargetRef.{field}", "FieldValueRequired", "Required value"))
+    low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+    if isinstance(low, int) and low < 1:
+        causes.append(("spec.minReplicas", "FieldValueInvalid",
+                       f"Invalid value: {low}: must be greater than or equal to 1"))
+    if not isinstance(high, int):
+        causes.append(("spec.maxReplicas", "FieldValueRequired", "Required value"))
+    elif isinstance(low, int) and high < low:
+        causes.append(("spec.maxReplicas", "FieldValueInvalid",
+                       f"Invalid value: {high}: must be greater than or equal to `minReplicas`"))
     return causes
 
 
