@@ -46,6 +46,9 @@ class Bounds:
 
     min_replicas: int
     max_replicas: int
+    gradual: bool = False
+    """Move a count outside these bounds into them through stabilization and the rate limits
+    (scheduled bounds), instead of upstream's jump straight to the bound."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,18 +134,20 @@ def decide(
             conditions=conditions.all(), history=history, **fields,  # type: ignore[arg-type]
         )
 
-    if current == 0 and bounds.min_replicas != 0:
+    # Whether autoscaling is disabled at 0 is the spec's choice (scale to zero), not a schedule's.
+    if current == 0 and spec.min_replicas != 0:
         conditions.set(
             ConditionType.SCALING_ACTIVE, False, Reason.SCALING_DISABLED,
             "scaling is disabled since the replica count of the target is zero",
         )
         return done(0, steps=(Step.SCALING_DISABLED,))
-    if current > bounds.max_replicas:
+    outside = not bounds.min_replicas <= current <= bounds.max_replicas
+    if outside and not bounds.gradual and current > bounds.max_replicas:
         return done(
             bounds.max_replicas, steps=(Step.REPLICA_LIMIT,),
             rescale_reason="Current number of replicas above Spec.MaxReplicas",
         )
-    if current < bounds.min_replicas:
+    if outside and not bounds.gradual:
         return done(
             bounds.min_replicas, steps=(Step.REPLICA_LIMIT,),
             rescale_reason="Current number of replicas below Spec.MinReplicas",
@@ -159,16 +164,28 @@ def decide(
     combined = _combine(outcomes, scale.spec_replicas)
     if isinstance(combined, _Failure):
         conditions.set(ConditionType.SCALING_ACTIVE, False, combined.reason, combined.message)
-        return done(
-            current, metrics=outcomes, error=combined.error, steps=(Step.INVALID_METRICS,)
+        if not (bounds.gradual and current < bounds.min_replicas):
+            return done(
+                current, metrics=outcomes, error=combined.error, steps=(Step.INVALID_METRICS,)
+            )
+        # A scheduled floor still applies without metrics: raising capacity is always safe.
+        combined = (bounds.min_replicas, "scheduled minReplicas", combined.error)
+    else:
+        conditions.set(
+            ConditionType.SCALING_ACTIVE, True, Reason.VALID_METRIC_FOUND,
+            f"the HPA was able to successfully calculate a replica count from {combined[1]}",
         )
     proposal, description, error = combined
-    conditions.set(
-        ConditionType.SCALING_ACTIVE, True, Reason.VALID_METRIC_FOUND,
-        f"the HPA was able to successfully calculate a replica count from {description}",
-    )
+    if bounds.gradual and outside:
+        # After the tolerance check, so a scheduled floor is reached exactly; the move itself
+        # goes through stabilization and the rate limits like any other change.
+        proposal = min(max(proposal, bounds.min_replicas), bounds.max_replicas)
+        description = ("scheduled minReplicas" if current < bounds.min_replicas
+                       else "scheduled maxReplicas")
     rescale_reason = ""
-    if proposal > current:
+    if description.startswith("scheduled"):
+        rescale_reason = f"{description} is {proposal}"
+    elif proposal > current:
         rescale_reason = f"{description} above target"
     elif proposal < current:
         rescale_reason = "All metrics below target"
