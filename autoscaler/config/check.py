@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from autoscaler.algorithm import (
     Behavior,
@@ -22,6 +23,7 @@ from autoscaler.config.durations import format_duration
 from autoscaler.config.errors import ConfigError
 from autoscaler.config.loader import load_config
 from autoscaler.config.model import Config, TargetConfig
+from autoscaler.schedules import active_window, next_activation
 
 _HEADERS = ("TARGET", "MIN", "MAX", "METRICS", "BEHAVIOR", "PROMETHEUS", "SYNC")
 
@@ -70,8 +72,8 @@ def _probe(config: Config, timeout: float | None) -> int:
     return 1 if failed else 0
 
 
-def summary(config: Config) -> str:
-    """The targets as a table, one row each."""
+def summary(config: Config, *, now: datetime | None = None) -> str:
+    """The targets as a table, one row each; then each schedule's next activation."""
     rows = [_HEADERS] + [_row(target) for target in config.targets]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -81,7 +83,26 @@ def summary(config: Config) -> str:
                  f"{len(config.prometheus_servers)} Prometheus server"
                  f"{'s' if len(config.prometheus_servers) != 1 else ''}"
                  f"{', dry-run' if config.daemon.dry_run else ''}")
+    lines += schedule_lines(config, now or datetime.now(UTC))
     return "\n".join(lines)
+
+
+def schedule_lines(config: Config, now: datetime) -> list[str]:
+    """``schedule <target> <name>: minReplicas 10 ... next 2026-11-24T08:00:00+09:00``."""
+    lines = []
+    for target in config.targets:
+        for schedule in target.schedules:
+            bounds = ", ".join(f"{label} {value}" for label, value in (
+                ("minReplicas", schedule.min_replicas), ("maxReplicas", schedule.max_replicas))
+                if value is not None)
+            state = "active now" if active_window(schedule, now) else "inactive"
+            upcoming = next_activation(schedule, now)
+            when = (upcoming.astimezone(schedule.zone).isoformat(timespec="minutes")
+                    if upcoming else "never again")
+            lines.append(f"schedule {target.key} {schedule.name!r}: {bounds}"
+                         f"{' (immediate)' if schedule.immediate else ''}; {state};"
+                         f" next start {when}")
+    return lines
 
 
 def _row(target: TargetConfig) -> tuple[str, ...]:

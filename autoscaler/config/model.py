@@ -15,6 +15,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
+from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
 LogFormat = Literal["json", "console"]
@@ -127,6 +128,8 @@ class TargetConfig:
     paused: bool = False
     paused_replicas: int | None = None
     fallback: Fallback | None = None
+    schedules: tuple[Schedule, ...] = ()
+    """Time windows whose bounds replace minReplicas/maxReplicas while active."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -227,6 +227,21 @@ class FallbackModel(Model):
     allow_scale_down: bool | None = None
 
 
+class ScheduleModel(Model):
+    """One entry of a target's ``schedules`` (converted in ``config/schedules.py``)."""
+
+    name: NonEmpty | None = None
+    timezone: NonEmpty | None = None
+    cron: NonEmpty | None = None
+    duration: PositiveDuration | None = None
+    start: NonEmpty | None = None
+    end: NonEmpty | None = None
+    days: list[NonEmpty] | None = None
+    min_replicas: Annotated[int, at_least(0)] | None = None
+    max_replicas: Annotated[int, at_least(1)] | None = None
+    immediate: bool | None = None
+
+
 class TargetModel(Model):
     """One ``[[autoscaler]]`` table, or ``[defaults]`` (which every target starts from)."""
 
@@ -241,6 +256,7 @@ class TargetModel(Model):
     paused: bool | None = None
     paused_replicas: Annotated[int, at_least(0)] | None = None
     fallback: FallbackModel | None = None
+    schedules: list[ScheduleModel] | None = None
 
 
 class FileModel(Model):

@@ -36,6 +36,7 @@ from autoscaler.config.model import (
     target_key,
 )
 from autoscaler.config.query import known_placeholders
+from autoscaler.config.schedules import convert_schedules
 from autoscaler.config.schema import (
     SOURCE_KEYS,
     BehaviorModel,
@@ -92,6 +93,8 @@ def convert_target(
     if server not in servers:
         problems.add((*loc, "prometheus"), f"unknown Prometheus server {show(server)}"
                      f"{did_you_mean(server, servers, listing='known servers')}")
+    schedules = convert_schedules(model.schedules, loc=loc, problems=problems,
+                                  min_replicas=model.min_replicas, max_replicas=model.max_replicas)
     ref = model.scale_target_ref
     if len(problems.items) > before or ref is None or model.namespace is None:
         return None
@@ -113,6 +116,7 @@ def convert_target(
         fallback=None if f is None else Fallback(**given(
             failure_threshold=f.failure_threshold, replicas=f.replicas,
             allow_scale_down=f.allow_scale_down)),
+        schedules=schedules,
     )
 
 

@@ -12,12 +12,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
 from autoscaler.algorithm import (
     AlgorithmSettings,
+    Bounds,
     ConditionType,
     Decision,
     History,
@@ -43,7 +45,13 @@ from autoscaler.runtime.ports import (
     Scale,
     ScalePort,
 )
-from autoscaler.runtime.status import StatusCondition, TargetState, merge_conditions
+from autoscaler.runtime.status import (
+    StatusCondition,
+    TargetState,
+    merge_conditions,
+    schedule_status,
+)
+from autoscaler.schedules import effective_bounds
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -270,13 +278,26 @@ class Reconciler:
         self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
         values: tuple[MetricValues, ...], history: History,
     ) -> Decision:
+        now = self.clock()
         return decide(
             spec=target.spec,
             scale=ScaleState(spec_replicas=scale.spec_replicas,
                              status_replicas=scale.status_replicas),
-            metrics=values, pods=pods, history=history, now=self.clock(),
-            settings=self.options.algorithm,
+            metrics=values, pods=pods, history=history, now=now,
+            settings=self.options.algorithm, bounds=self._bounds(target, now),
         )
+
+    def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
+        """The bounds in force: active schedules replace the spec's (None: the spec's)."""
+        if not target.schedules:
+            return None
+        at = datetime.fromtimestamp(now, UTC)
+        active = effective_bounds(target.schedules, min_replicas=target.spec.min_replicas,
+                                  max_replicas=target.spec.max_replicas, at=at)
+        state = self.state(target.key)
+        state.schedules = schedule_status(target.schedules, active, at)
+        return Bounds(min_replicas=active.min_replicas, max_replicas=active.max_replicas,
+                      gradual=not active.immediate)
 
     def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
         """Count passes with every metric invalid, then apply the fallback if one is due."""

@@ -7,12 +7,14 @@ been limited or unable to scale.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.algorithm import Condition, ConditionType, Decision, History
 from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 
 
 @dataclass(slots=True, kw_only=True)
@@ -65,6 +67,8 @@ class TargetState:
     consecutive_invalid: int = 0
     fallback_active: bool = False
     in_flight: bool = False
+    schedules: dict[str, Any] | None = None
+    """Bounds in force from schedules, and each schedule's next activation."""
 
     def to_json(self) -> dict[str, Any]:
         decision = self.last_decision
@@ -95,7 +99,25 @@ class TargetState:
             body["blockedBy"] = list(self.blocked_by)
         if self.fallback_active:
             body["fallbackActive"] = True
+        if self.schedules is not None:
+            body["schedules"] = self.schedules
         return body
+
+
+def schedule_status(
+    schedules: Sequence[Schedule], active: ActiveBounds, at: datetime
+) -> dict[str, Any]:
+    """What ``/status`` shows of a target's schedules at ``at``."""
+    return {
+        "minReplicas": active.min_replicas,
+        "maxReplicas": active.max_replicas,
+        "active": list(active.active),
+        "next": {s.name: _iso_dt(next_activation(s, at)) for s in schedules},
+    }
+
+
+def _iso_dt(moment: datetime | None) -> str | None:
+    return None if moment is None else _iso(moment.timestamp())
 
 
 def metric_json(outcome: MetricOutcome) -> dict[str, Any]:

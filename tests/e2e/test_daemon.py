@@ -212,3 +212,22 @@ async def test_two_instances_only_the_leader_acts_and_the_other_takes_over(
         await eventually(lambda: replicas(rig) == 8, timeout=40, what="8 replicas via standby")
         assert writers() == {"alpha", "beta"}
         assert (standby.status() or {})["leader"] is True
+
+
+ALWAYS_FLOOR_6 = """
+schedules = [{ name = "all-day", start = "00:00", end = "00:00", minReplicas = 6 }]
+"""
+
+
+async def test_a_scheduled_floor_is_reached_gradually_despite_low_load(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """Load wants 1 replica; an active schedule's floor of 6 wins, reached 2 -> 4 -> 6."""
+    rig.load.demand = 50
+    with daemon(config(rig, tmp_path, behavior=ALWAYS_FLOOR_6), tmp_path) as proc:
+        await eventually(lambda: replicas(rig) == 6, timeout=40, what="the floor of 6")
+        assert rescale_sizes(rig) == [4, 6]
+        schedules = proc.target()["schedules"]
+        assert schedules["active"] == ["all-day"]
+        assert schedules["minReplicas"] == 6
+        assert schedules["next"]["all-day"]
