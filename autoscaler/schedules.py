@@ -20,6 +20,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from autoscaler.algorithm import AutoscalerSpec, Bounds
+
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -123,6 +125,22 @@ def effective_bounds(
     immediate = any(s.immediate for s in active if s.min_replicas is not None)
     return ActiveBounds(min_replicas=floor, max_replicas=ceiling, immediate=immediate,
                         active=tuple(s.name for s in active))
+
+
+def bounds_at(
+    schedules: Sequence[Schedule], spec: AutoscalerSpec, at: datetime
+) -> tuple[Bounds | None, ActiveBounds | None]:
+    """The core's ``Bounds`` for a target at ``at`` (None without schedules), and the view.
+
+    With schedules, bounds are always gradual (moved into through the rate limits), unless an
+    active floor is marked immediate.
+    """
+    if not schedules:
+        return None, None
+    active = effective_bounds(schedules, min_replicas=spec.min_replicas,
+                              max_replicas=spec.max_replicas, at=at)
+    return Bounds(min_replicas=active.min_replicas, max_replicas=active.max_replicas,
+                  gradual=not active.immediate), active
 
 
 def _local(moment: datetime, zone: ZoneInfo) -> datetime:

@@ -51,7 +51,7 @@ from autoscaler.runtime.status import (
     merge_conditions,
     schedule_status,
 )
-from autoscaler.schedules import effective_bounds
+from autoscaler.schedules import bounds_at
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -289,15 +289,11 @@ class Reconciler:
 
     def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
-        if not target.schedules:
-            return None
         at = datetime.fromtimestamp(now, UTC)
-        active = effective_bounds(target.schedules, min_replicas=target.spec.min_replicas,
-                                  max_replicas=target.spec.max_replicas, at=at)
-        state = self.state(target.key)
-        state.schedules = schedule_status(target.schedules, active, at)
-        return Bounds(min_replicas=active.min_replicas, max_replicas=active.max_replicas,
-                      gradual=not active.immediate)
+        bounds, active = bounds_at(target.schedules, target.spec, at)
+        if active is not None:
+            self.state(target.key).schedules = schedule_status(target.schedules, active, at)
+        return bounds
 
     def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
         """Count passes with every metric invalid, then apply the fallback if one is due."""

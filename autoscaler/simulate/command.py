@@ -165,6 +165,7 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
         label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
         spec=target.spec, model=settings.model, settings=config.daemon.algorithm,
         sync_period=float(sync), windows=tuple(q.window for q in target.metric_queries),
+        schedules=target.schedules,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from autoscaler.algorithm import (
     AlgorithmSettings,
@@ -24,6 +25,7 @@ from autoscaler.algorithm import (
     decide,
     record_scale_event,
 )
+from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
 from autoscaler.simulate.trace import DEMAND, Interpolation, Trace
@@ -31,6 +33,10 @@ from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
 
 Progress = Callable[[int, int], None]
 """Called with (steps done, steps in all) now and then during a run."""
+
+
+DEFAULT_ORIGIN = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
+"""A Monday 00:00 UTC: where a trace with relative times starts, for its schedules."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +50,10 @@ class Scenario:
     sync_period: float = 15.0
     windows: tuple[float, ...] = ()
     """Each metric's query window from the daemon's config, aligned with ``spec.metrics``."""
+    schedules: tuple[Schedule, ...] = ()
+    """The target's schedules, evaluated in the trace's own time."""
+    origin: float = DEFAULT_ORIGIN
+    """Unix time of the trace's start when the trace's times are relative."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +114,8 @@ def simulate(
     grid = [k * sync for k in range(int(trace.duration // sync) + 1)]
     demand = trace.on_grid(DEMAND, grid, interpolation) if DEMAND in trace.columns else None
     totals = [_totals(feed, trace, grid, demand, interpolation) for feed in feeds]
-    target = _Target(scenario, model, feeds)
+    target = _Target(scenario, model, feeds,
+                     origin=trace.origin if trace.origin is not None else scenario.origin)
     rows: list[Row] = []
     every = max(len(grid) // 100, 1)
     for k, now in enumerate(grid):
@@ -119,8 +130,10 @@ class _Target:
     """What the daemon keeps for one target between passes (replicas, history), and its pods."""
 
     def __init__(
-        self, scenario: Scenario, model: WorkloadModel, feeds: Sequence[MetricFeed]
+        self, scenario: Scenario, model: WorkloadModel, feeds: Sequence[MetricFeed], *,
+        origin: float,
     ) -> None:
+        self._origin = origin
         self._scenario = scenario
         self._feeds = feeds
         spec = scenario.spec
@@ -145,6 +158,8 @@ class _Target:
             history=self._history,
             now=now,
             settings=settings,
+            bounds=bounds_at(self._scenario.schedules, spec,
+                             datetime.fromtimestamp(self._origin + now, UTC))[0],
         )
         self._history = decision.history
         if decision.rescale:
