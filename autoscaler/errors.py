@@ -24,7 +24,7 @@ class NotFoundError(AutoscalerError):
     """The object or resource kind does not exist (HTTP 404, unknown kind in discovery)."""
 
 
-class PermissionError_(AutoscalerError):
+class PermissionError_(AutoscalerError):  # noqa: N801, N818 - renamed once adapters settle
     """The server refused the credentials or the action (HTTP 401/403)."""
 
 
