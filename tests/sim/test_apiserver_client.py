@@ -264,3 +264,21 @@ async def test_events_are_one_storage_in_two_api_groups(apiserver: SimApiServer)
             "default", field_selector="involvedObject.name=web")
     assert [(e.reason, e.message, e.involved_object.kind) for e in listed.items] == [
         ("SuccessfulRescale", "New size: 3", "Deployment")]
+
+
+async def test_client_hanging_up_ends_its_watch(apiserver: SimApiServer) -> None:
+    """When the client drops a watch connection, the server forgets the watch at once."""
+    async with api_client(apiserver) as session:
+        core = client.CoreV1Api(session)
+
+        async def follow() -> None:
+            async with watch.Watch() as w:
+                async for _ in w.stream(core.list_namespaced_pod, "default",
+                                        timeout_seconds=60, _request_timeout=70):
+                    pass
+
+        task = asyncio.create_task(follow())
+        await wait_until(lambda: apiserver.open_watches == 1)
+        task.cancel()
+        await wait_until(lambda: apiserver.open_watches == 0)
+    assert task.cancelled()

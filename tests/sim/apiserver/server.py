@@ -71,7 +71,9 @@ class SimApiServer:
     async def start(self, port: int = 0) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", Router(self).handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        # handler_cancellation: a client that hangs up ends its watch at once, as upstream.
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None,
+                                     handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port,
                            ssl_context=server_tls().server_context())
