@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.sim.apiserver import argo_rollout_type
 from tests.sim.kube import PodTiming, SimApiServer, apiserver, apiserver_manual, wait_until
 
 __all__ = ["apiserver", "apiserver_manual"]
@@ -217,3 +218,14 @@ def test_invalid_template_is_reported_as_an_event(apiserver_manual: SimApiServer
     assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [
         ("FailedCreate", "bad")]
     assert api.pods("default", "app=bad") == []
+
+
+def test_argo_rollout_scale_reads_hpa_replicas(apiserver_manual: SimApiServer) -> None:
+    """Argo's CRD keeps the Scale's status.replicas in status.HPAReplicas; the Scale shows it."""
+    api = apiserver_manual
+    api.add_custom_resource(argo_rollout_type())
+    api.create_workload("Rollout", "default", "r", replicas=3, api_version="argoproj.io/v1alpha1")
+    rollout = api.get("argoproj.io/v1alpha1", "Rollout", "default", "r")
+    scale = api.rest.get(api.resource("argoproj.io/v1alpha1", "Rollout"), "default", "r", "scale")
+    assert rollout["status"]["HPAReplicas"] == 3
+    assert scale["status"] == {"replicas": 3, "selector": "app=r"}

@@ -11,8 +11,8 @@ request log), wire (JSON encoding), kubeconfig, clock, tls. Start one with
 
 from .clock import ManualClock, SystemClock
 from .kubelet import PodTiming
-from .resources import PrinterColumn, ResourceType, ScaleSpec, rollout_type
+from .resources import PrinterColumn, ResourceType, ScaleSpec, argo_rollout_type, rollout_type
 from .server import SimApiServer
 
 __all__ = ["ManualClock", "PodTiming", "PrinterColumn", "ResourceType", "ScaleSpec",
-           "SimApiServer", "SystemClock", "rollout_type"]
+           "SimApiServer", "SystemClock", "argo_rollout_type", "rollout_type"]

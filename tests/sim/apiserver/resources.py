@@ -163,6 +163,25 @@ def rollout_type(group: str = "example.com", version: str = "v1") -> ResourceTyp
         ))
 
 
+def argo_rollout_type() -> ResourceType:
+    """Argo Rollouts' own CRD (argoproj.io/v1alpha1): its /scale reads status.HPAReplicas.
+
+    Not served by default; ``server.add_custom_resource(argo_rollout_type())`` adds it, e.g. to
+    prove that a client reads the Scale rather than assuming ``.status.replicas``.
+    """
+    return ResourceType(
+        group="argoproj.io", version="v1alpha1", kind="Rollout", plural="rollouts",
+        singular="rollout", short_names=("ro",), categories=("all",),
+        subresources=_WORKLOAD_SUBS,
+        scale=ScaleSpec(status_replicas_path=".status.HPAReplicas"), custom=True,
+        generation=True, workload="rollout", field_labels=dict(_NAME_FIELDS),
+        printer_columns=(
+            PrinterColumn(name="Desired", path="spec.replicas", type="integer"),
+            PrinterColumn(name="Current", path="status.replicas", type="integer"),
+            PrinterColumn(name="Available", path="status.availableReplicas", type="integer"),
+        ))
+
+
 def scaledobject_type() -> ResourceType:
     """KEDA's ScaledObject (keda.sh/v1alpha1): no /scale of its own, only a status."""
     return ResourceType(

@@ -42,8 +42,6 @@ def template_hash(template: Any) -> str:
 
 # Status fields with `json:",omitempty"` in upstream's Go types, per workload kind.
 _OMITEMPTY = {
-    "deployment": ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
-                   "availableReplicas", "unavailableReplicas"),
     "statefulset": ("observedGeneration", "readyReplicas", "currentReplicas",
                     "updatedReplicas"),
     "replicaset": ("observedGeneration", "fullyLabeledReplicas", "readyReplicas",
@@ -246,7 +244,6 @@ class Workloads:
     def _update_status(self, rt: ResourceType, obj: Obj, pods: list[Obj]) -> bool:
         active = [p for p in pods if is_active(p)]
         ready = sum(1 for p in active if is_ready(p))
-        want = spec_replicas(rt, obj)
         status: Obj = copy.deepcopy(obj.get("status") or {})
         status.update(observedGeneration=obj["metadata"].get("generation", 1),
                       replicas=len(active), readyReplicas=ready, availableReplicas=ready)
@@ -254,8 +251,6 @@ class Workloads:
             status["fullyLabeledReplicas"] = len(active)
         else:
             status["updatedReplicas"] = len(active)
-        if rt.workload == "deployment":
-            status["unavailableReplicas"] = max(want - ready, 0)
         if rt.workload == "statefulset":
             status["currentReplicas"] = len(active)
         if rt.workload == "rollout":
