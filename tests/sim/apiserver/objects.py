@@ -126,7 +126,7 @@ def _default_hpa(spec: Obj) -> None:
         return
     # A given field wins; policies are taken whole; scaleDown's window stays unset so the
     # controller substitutes its --horizontal-pod-autoscaler-downscale-stabilization.
-    defaults = {
+    defaults: dict[str, Obj] = {
         "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
             {"type": "Pods", "value": 4, "periodSeconds": 15},
             {"type": "Percent", "value": 100, "periodSeconds": 15}]},
