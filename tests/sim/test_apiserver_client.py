@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.sim.kube import SimApiServer, api_client, apiserver, wait_until
+from tests.sim.kube import SimApiServer, api_client, apiserver, run_apiserver, wait_until
 
 __all__ = ["apiserver"]
 
@@ -282,3 +283,25 @@ async def test_client_hanging_up_ends_its_watch(apiserver: SimApiServer) -> None
         task.cancel()
         await wait_until(lambda: apiserver.open_watches == 0)
     assert task.cancelled()
+
+
+async def test_startup_is_fast_and_stop_ends_watches() -> None:
+    """A server starts well under a second and its exit ends an open watch cleanly."""
+    loop = asyncio.get_running_loop()
+    async with contextlib.AsyncExitStack() as clients:  # outlives the server
+        started = loop.time()
+        async with run_apiserver() as api:
+            assert loop.time() - started < 1.0
+            core = client.CoreV1Api(await clients.enter_async_context(api_client(api)))
+
+            async def follow() -> int:
+                seen = 0
+                async with watch.Watch() as w:
+                    async for _ in w.stream(core.list_namespaced_pod, "default",
+                                            timeout_seconds=60, _request_timeout=70):
+                        seen += 1
+                return seen
+
+            task = asyncio.create_task(follow())
+            await wait_until(lambda: api.open_watches == 1)
+        assert await asyncio.wait_for(task, 5) == 0
