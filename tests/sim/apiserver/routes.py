@@ -140,35 +140,22 @@ class Router:
 
     # the one handler ---------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        server, query = self.server, request.query
+        server = self.server
         info: RequestInfo | None = None
-        target: Target | None = None
         user: str | None = None
-        status, logged = 500, False
+        logged: list[int] = []
 
         def log(code: int) -> None:
-            nonlocal logged
-            if logged:
-                return
-            logged = True
-            verb = info.verb if info else ("get" if request.method == "GET"
-                                           else request.method.lower())
-            server.log.append(RequestRecord(
-                method=request.method, path=request.path, query=dict(query), verb=verb,
-                group=info.group if info else None,
-                resource=info.resource if info else None,
-                namespace=info.namespace if info else None,
-                name=info.name if info else None, user=user, status=code,
-                content_type=request.headers.get("Content-Type", ""),
-                accept=request.headers.get("Accept", ""),
-                user_agent=request.headers.get("User-Agent", "")))
+            if not logged:
+                logged.append(code)
+                server.log.append(_record(request, info, user, code))
 
         try:
             principal = server.authenticate(request.headers.get("Authorization", ""))
             if principal is None:
                 raise unauthorized()
             user = principal.user
-            info = self.request_info(request.method, request.path, query)
+            info = self.request_info(request.method, request.path, request.query)
             # Authorization comes before the lookup, as upstream: a denied request for a
             # resource that does not exist is a 403, not a 404.
             if info is not None and not principal.allows(info.verb, info.resource,
@@ -181,13 +168,13 @@ class Router:
                 # A watch is logged when its stream starts, so tests can wait for it.
                 return await server.watches.serve(request, target, lambda: log(200))
             response = await self._dispatch(request, target, principal)
-            status = response.status
+            log(response.status)
             return response
         except ApiError as error:
-            status = error.code
+            log(error.code)
             return error_response(error)
         finally:
-            log(status)
+            log(500)  # only if nothing above logged: an unexpected exception
 
     async def _faults(self, path: str, info: RequestInfo | None) -> None:
         verb = info.verb if info else "get"
@@ -326,6 +313,18 @@ class Router:
         return {"kind": f"{target.rt.kind}List", "apiVersion": target.rt.api_version,
                 "metadata": {"resourceVersion": str(self.server.store.resource_version)},
                 "items": deleted}
+
+
+def _record(request: web.Request, info: RequestInfo | None, user: str | None,
+            code: int) -> RequestRecord:
+    verb = info.verb if info else ("get" if request.method == "GET" else request.method.lower())
+    return RequestRecord(
+        method=request.method, path=request.path, query=dict(request.query), verb=verb,
+        group=info.group if info else None, resource=info.resource if info else None,
+        namespace=info.namespace if info else None, name=info.name if info else None,
+        user=user, status=code, content_type=request.headers.get("Content-Type", ""),
+        accept=request.headers.get("Accept", ""),
+        user_agent=request.headers.get("User-Agent", ""))
 
 
 def _patch_type(request: web.Request) -> str:
