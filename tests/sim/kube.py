@@ -41,13 +41,16 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 process with openssl; startup takes a few milliseconds after that.
 
 Deployments run through ReplicaSets as upstream; a template change rolls to a new ReplicaSet
-at once (no surge steps). Where it knowingly differs from a real API server:
-metadata.generation exists only where upstream keeps it (workloads, HPAs, custom resources;
-not pods, configmaps, leases, events), which is upstream's behaviour; there is no HPA
-controller (HPA status stays empty), no managedFields, no server-side apply (415), no dryRun
-(400); request bodies must be JSON (a protobuf body, which kubectl's typed clients send for
-`create configmap`, `auth can-i`, is refused with 415); fieldValidation=Strict is accepted
-but only the checks in objects.py run; OpenAPI documents are minimal.
+at once (no surge steps). ReplicationControllers scale too. ServiceAccounts, Services and the
+RBAC kinds are stored without behaviour, so ``kubectl apply`` of a deploy directory works;
+``dryRun=All`` validates and answers without committing. metadata.generation exists only where
+upstream keeps it (workloads, HPAs, custom resources; not pods, configmaps, leases, events).
+
+Where it knowingly differs from a real API server: no HPA controller (HPA status stays
+empty), no managedFields, no server-side apply (415); request bodies must be JSON (a protobuf
+body, which kubectl's typed clients send for `create configmap`, `autoscale`, `auth can-i`,
+is refused with 415); fieldValidation=Strict is accepted but only the checks in objects.py
+run; OpenAPI documents are minimal; a continue token pages the current state, not a snapshot.
 
 ``await wait_until(lambda: len(api.pods()) == 3)`` polls with a deadline.
 ``await http(api, "GET", "/api/v1/pods", token="")`` sends one raw request (status, headers,

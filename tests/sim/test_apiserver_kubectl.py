@@ -146,3 +146,53 @@ async def test_watch_streams_pod_changes(apiserver: SimApiServer) -> None:
     result = await task
     names = {row[0] for row in _rows(result.stdout)}
     assert len(names) == 2
+
+
+MANIFESTS = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: app, namespace: shop}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: app, namespace: shop}
+rules: [{apiGroups: [""], resources: [pods], verbs: [list, watch]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: shop}
+spec: {selector: {app: app}, ports: [{port: 80}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec: {containers: [{name: app, image: "registry.example/app:1"}]}
+"""
+
+
+async def test_apply_manifests_then_server_dry_run(apiserver: SimApiServer,
+                                                   tmp_path: Path) -> None:
+    """kubectl apply creates every kind of a deploy directory; a server dry run commits nothing."""
+    (tmp_path / "all.yaml").write_text(MANIFESTS)
+    result = (await kubectl(apiserver, "apply", "-f", str(tmp_path / "all.yaml"))).check()
+    assert result.stdout.count(" created") == 5
+    await wait_until(lambda: len(apiserver.pods("shop", "app=app")) == 2)
+    service = apiserver.get("v1", "Service", "shop", "app")
+    assert service["spec"]["clusterIP"].startswith("10.96.")
+    assert service["spec"]["ports"][0]["targetPort"] == 80
+    before = apiserver.store.resource_version
+    (tmp_path / "all.yaml").write_text(MANIFESTS.replace("replicas: 2", "replicas: 4"))
+    result = (await kubectl(apiserver, "apply", "-f", str(tmp_path / "all.yaml"),
+                            "--dry-run=server")).check()
+    assert "deployment.apps/app configured (server dry run)" in result.stdout
+    assert apiserver.store.resource_version == before
+    assert len(apiserver.pods("shop", "app=app")) == 2

@@ -244,3 +244,27 @@ async def test_hpa_validation(apiserver: SimApiServer, spec: dict[str, object]) 
     """Invalid HPA bounds or target are a 422."""
     result = await http(apiserver, "POST", HPAS, body=_hpa(**spec))
     assert (result.status, result.json()["reason"]) == (422, "Invalid")
+
+
+async def test_dry_run_create_commits_nothing(apiserver: SimApiServer) -> None:
+    """dryRun=All answers the would-be object without a resourceVersion and stores nothing."""
+    before = apiserver.store.resource_version
+    result = await http(apiserver, "POST", f"{CONFIGMAPS}?dryRun=All",
+                        body={"metadata": {"name": "state"}, "data": {"k": "v"}})
+    assert result.status == 201
+    assert "resourceVersion" not in result.json()["metadata"]
+    assert apiserver.store.resource_version == before
+    assert apiserver.get("v1", "ConfigMap", "default", "state") is None
+
+
+async def test_replication_controller_scale(apiserver: SimApiServer) -> None:
+    """A ReplicationController's Scale carries its map selector as a string; pods follow."""
+    await http(apiserver, "POST", "/api/v1/namespaces/default/replicationcontrollers", body={
+        "metadata": {"name": "legacy"}, "spec": {"replicas": 2, "template": {
+            "metadata": {"labels": {"app": "legacy", "tier": "be"}},
+            "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}})
+    apiserver.settle()
+    scale = (await http(apiserver, "GET",
+                        "/api/v1/namespaces/default/replicationcontrollers/legacy/scale")).json()
+    assert scale["status"] == {"replicas": 2, "selector": "app=legacy,tier=be"}
+    assert len(apiserver.pods("default", "app=legacy")) == 2

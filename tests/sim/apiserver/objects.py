@@ -14,7 +14,8 @@ from typing import Any
 
 from .errors import ApiError, bad_request, invalid
 from .resources import ResourceType
-from .selectors import format_label_selector, parse_label_selector
+from .scale import workload_selector
+from .selectors import parse_label_selector
 
 Obj = dict[str, Any]
 
@@ -92,6 +93,17 @@ def apply_defaults(rt: ResourceType, obj: Obj) -> None:
     spec = obj.get("spec")
     if rt.kind == "Pod" and isinstance(spec, dict):
         _default_pod_spec(spec)
+    elif rt.workload == "replicationcontroller" and isinstance(spec, dict):
+        # SetDefaults_ReplicationController: selector and labels from the template's labels.
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        spec.setdefault("replicas", 1)
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        if not obj["metadata"].get("labels") and labels:
+            obj["metadata"]["labels"] = dict(labels)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
     elif rt.workload in ("deployment", "statefulset", "replicaset") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("revisionHistoryLimit", 10)
@@ -106,6 +118,12 @@ def apply_defaults(rt: ResourceType, obj: Obj) -> None:
         template_spec = (spec.get("template") or {}).get("spec")
         if isinstance(template_spec, dict):
             _default_pod_spec(template_spec)
+    elif rt.kind == "Service" and isinstance(spec, dict):
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
     elif rt.kind == "HorizontalPodAutoscaler" and isinstance(spec, dict):
         _default_hpa(spec)
     elif rt.kind == "Event" and not rt.group:
@@ -147,8 +165,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
     """Type-specific validation upstream does, where a client of this project can trip on it."""
     name = obj["metadata"]["name"]
     causes: list[tuple[str, str, str]] = []
-    if rt.workload in ("deployment", "statefulset", "replicaset"):
-        causes += _workload_causes(obj, old)
+    if rt.workload in ("deployment", "statefulset", "replicaset", "replicationcontroller"):
+        causes += _workload_causes(rt, obj, old)
     if rt.scale is not None:
         replicas = _lookup(obj, rt.scale.spec_replicas_path.strip("."))
         if isinstance(replicas, int) and replicas < 0:
@@ -168,13 +186,14 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         raise invalid(rt.kind, rt.group, name, causes)
 
 
-def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
+def _workload_causes(rt: ResourceType, obj: Obj,
+                     old: Obj | None) -> list[tuple[str, str, str]]:
     spec = obj.get("spec") or {}
     selector = spec.get("selector")
     if not selector:
         return [("spec.selector", "FieldValueRequired", "Required value")]
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    text = format_label_selector(selector)
+    text = workload_selector(rt, obj)
     causes = []
     if not text:
         causes.append(("spec.selector", "FieldValueInvalid",
@@ -182,7 +201,8 @@ def _workload_causes(obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
     elif not parse_label_selector(text)(labels):
         causes.append(("spec.template.metadata.labels", "FieldValueInvalid",
                        f"Invalid value: {labels}: `selector` does not match template `labels`"))
-    if old is not None and (old.get("spec") or {}).get("selector") != selector:
+    if old is not None and rt.group == "apps" and (old.get("spec") or {}).get(
+            "selector") != selector:
         causes.append(("spec.selector", "FieldValueInvalid",
                        f"Invalid value: {selector}: field is immutable"))
     return causes

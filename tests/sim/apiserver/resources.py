@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 SUBRESOURCE_VERBS = ("get", "patch", "update")
-WorkloadStyle = str  # "deployment" | "statefulset" | "replicaset" | "rollout"
+WorkloadStyle = str  # "deployment" | "statefulset" | "replicaset" | "replicationcontroller" | "rollout"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +123,22 @@ def builtin_types() -> list[ResourceType]:
                  singular="namespace", namespaced=False, short_names=("ns",),
                  verbs=tuple(v for v in ALL_VERBS if v != "deletecollection"),
                  subresources=("status",)),
+        _builtin(group="", version="v1", kind="ReplicationController",
+                 plural="replicationcontrollers", singular="replicationcontroller",
+                 short_names=("rc",), categories=("all",), subresources=_WORKLOAD_SUBS,
+                 scale=ScaleSpec(label_selector_path=None), generation=True,
+                 workload="replicationcontroller"),
+        # Stored as sent, with no behaviour: enough for `kubectl apply` of a deploy/ directory.
+        _builtin(group="", version="v1", kind="ServiceAccount", plural="serviceaccounts",
+                 singular="serviceaccount", short_names=("sa",)),
+        _builtin(group="", version="v1", kind="Service", plural="services", singular="service",
+                 short_names=("svc",), categories=("all",), subresources=("status",)),
+        *[_builtin(group="rbac.authorization.k8s.io", version="v1", kind=kind, plural=plural,
+                   singular=plural[:-1], namespaced=namespaced)
+          for kind, plural, namespaced in (
+              ("Role", "roles", True), ("RoleBinding", "rolebindings", True),
+              ("ClusterRole", "clusterroles", False),
+              ("ClusterRoleBinding", "clusterrolebindings", False))],
         _builtin(group="apps", version="v1", kind="Deployment", plural="deployments",
                  singular="deployment", short_names=("deploy",), categories=("all",),
                  subresources=_WORKLOAD_SUBS, scale=ScaleSpec(label_selector_path=None),

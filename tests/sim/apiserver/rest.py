@@ -44,6 +44,7 @@ def _spec_part(obj: Obj) -> Obj:
 class Rest:
     def __init__(self, registry: Registry, store: Store, clock: Clock) -> None:
         self.registry, self.store, self.clock = registry, store, clock
+        self._service_ips = 0
 
     # helpers -----------------------------------------------------------------------------
     def _current(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
@@ -117,12 +118,24 @@ class Rest:
         if rt.kind == "Namespace":
             obj["status"] = {"phase": "Active"}
             obj["spec"] = {"finalizers": ["kubernetes"]}
+        if rt.kind == "Service":
+            self._allocate_cluster_ip(obj)
         objects.apply_defaults(rt, obj)
         if rt.kind == "Pod":
             obj["status"]["qosClass"] = objects.qos_class(obj["spec"])
         objects.validate(rt, obj, None)
         stored = self.store.create(rt.storage_key, objects.to_storage(rt, obj))
         return objects.to_view(rt, stored)
+
+    def _allocate_cluster_ip(self, service: Obj) -> None:
+        spec = service.setdefault("spec", {})
+        if spec.get("clusterIP") in (None, ""):
+            self._service_ips += 1
+            spec["clusterIP"] = f"10.96.{self._service_ips // 250}.{self._service_ips % 250 + 2}"
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        service["status"] = {"loadBalancer": {}}
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
         """A free name for generateName; upstream retries a taken one (RetryGenerateName)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -192,11 +193,15 @@ class Router:
                         principal: Principal) -> web.StreamResponse:
         if target is None:
             return self._non_resource(request)
-        if request.query.get("dryRun"):
-            raise bad_request("dryRun is not supported by the simulated API server")
         if request.method == "GET":
             return self._get(request, target)
-        status, result = self._mutate(request, target, await self._body(request), principal)
+        body = await self._body(request)
+        dry_run = request.query.getall("dryRun", [])
+        if any(value != "All" for value in dry_run):
+            raise bad_request(f"dryRun: Unsupported value: {dry_run[0]!r}: supported values: "
+                              '"All"')
+        with self.server.store.dry_run() if dry_run else contextlib.nullcontext():
+            status, result = self._mutate(request, target, body, principal)
         return json_response(result, status)
 
     def _mutate(self, request: web.Request, target: Target, body: Any,

@@ -24,10 +24,18 @@ def spec_replicas(rt: ResourceType, obj: Obj) -> int:
     return int(value)
 
 
+def workload_selector(rt: ResourceType, obj: Obj) -> str:
+    """A built-in workload's pod selector as a string; a ReplicationController's is a map."""
+    selector = get_path(obj, "spec.selector")
+    if rt.workload == "replicationcontroller":
+        return ",".join(f"{k}={v}" for k, v in sorted((selector or {}).items()))
+    return format_label_selector(selector)
+
+
 def selector_string(rt: ResourceType, obj: Obj) -> str:
     assert rt.scale is not None
     if rt.scale.label_selector_path is None:
-        return format_label_selector(get_path(obj, "spec.selector"))
+        return workload_selector(rt, obj)
     value = get_path(obj, rt.scale.label_selector_path)
     return value if isinstance(value, str) else ""
 

@@ -11,9 +11,10 @@ request handler is atomic on the event loop, like an etcd transaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,7 @@ class Store:
         self._compacted_rv = first_rv
         self.watchers: set[Watcher] = set()
         self.listeners: list[Callable[[Change], None]] = []
+        self._dry = False
 
     @property
     def resource_version(self) -> int:
@@ -94,7 +96,23 @@ class Store:
                 if (namespace is None or ns == namespace) and (matches is None or matches(o))]
 
     # writes ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Writes inside answer what they would store but commit nothing (``dryRun=All``)."""
+        self._dry = True
+        try:
+            yield
+        finally:
+            self._dry = False
+
     def _commit(self, type_: str, key: Key, old: Obj | None, new: Obj) -> Obj:
+        if self._dry:
+            # As upstream's DryRunnableStorage: a create comes back without a resourceVersion,
+            # an update with the current one, a delete as the object was.
+            result = copy.deepcopy(old if type_ == "DELETED" and old is not None else new)
+            if type_ == "ADDED":
+                result["metadata"].pop("resourceVersion", None)
+            return result
         self._rv += 1
         new = copy.deepcopy(new)
         new["metadata"]["resourceVersion"] = str(self._rv)

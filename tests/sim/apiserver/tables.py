@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from .resources import ResourceType
-from .selectors import format_label_selector, get_path
+from .scale import workload_selector
+from .selectors import get_path
 
 Obj = dict[str, Any]
 
@@ -107,10 +108,10 @@ def _builtin(rt: ResourceType, obj: Obj, now: datetime) -> tuple[list[Column], l
                  ("Restarts", "string", 0), _AGE, ("IP", "string", 1), ("Node", "string", 1),
                  ("Nominated Node", "string", 1), ("Readiness Gates", "string", 1)],
                 [name, *main, age, *wide])
-    if rt.workload in ("deployment", "statefulset", "replicaset"):
+    if rt.workload in ("deployment", "statefulset", "replicaset", "replicationcontroller"):
         containers, images = _containers(template)
         replicas, ready = spec.get("replicas", 1), status.get("readyReplicas", 0)
-        selector = format_label_selector(spec.get("selector"))
+        selector = workload_selector(rt, obj)
         if rt.workload == "deployment":
             return ([_NAME, ("Ready", "string", 0), ("Up-to-date", "integer", 0),
                      ("Available", "integer", 0), _AGE, ("Containers", "string", 1),

@@ -46,6 +46,8 @@ _OMITEMPTY = {
                     "updatedReplicas"),
     "replicaset": ("observedGeneration", "fullyLabeledReplicas", "readyReplicas",
                    "availableReplicas"),
+    "replicationcontroller": ("observedGeneration", "fullyLabeledReplicas", "readyReplicas",
+                              "availableReplicas"),
 }
 
 
@@ -203,7 +205,7 @@ class Workloads:
                            "apps.kubernetes.io/pod-index": name.rsplit("-", 1)[1],
                            "controller-revision-hash": f"{meta['name']}-"
                                                        f"{template_hash(template)}"})
-        elif rt.workload == "replicaset":
+        elif rt.workload in ("replicaset", "replicationcontroller"):
             pod_meta["generateName"] = f"{meta['name']}-"
         else:  # a Rollout: its own pods, labelled as Argo labels them
             digest = template_hash(template)
@@ -247,7 +249,7 @@ class Workloads:
         status: Obj = copy.deepcopy(obj.get("status") or {})
         status.update(observedGeneration=obj["metadata"].get("generation", 1),
                       replicas=len(active), readyReplicas=ready, availableReplicas=ready)
-        if rt.workload == "replicaset":
+        if rt.workload in ("replicaset", "replicationcontroller"):
             status["fullyLabeledReplicas"] = len(active)
         else:
             status["updatedReplicas"] = len(active)
