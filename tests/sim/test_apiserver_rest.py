@@ -144,11 +144,13 @@ async def test_table_output(apiserver: SimApiServer) -> None:
     assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
-async def test_aggregated_discovery_content_type(apiserver: SimApiServer) -> None:
+@pytest.mark.parametrize("version", ["v2", "v2beta1"], ids=["v2", "v2beta1"])
+async def test_aggregated_discovery_content_type(apiserver: SimApiServer, version: str) -> None:
     """/apis answers aggregated discovery with the parameters kubectl keys on."""
-    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-    result = await http(apiserver, "GET", "/apis", accept=accept)
+    accept = f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+    result = await http(apiserver, "GET", "/apis", accept=accept + ",application/json")
     assert result.headers["Content-Type"] == accept
+    assert result.json()["apiVersion"] == f"apidiscovery.k8s.io/{version}"
     apps = next(i for i in result.json()["items"] if i["metadata"]["name"] == "apps")
     deployments = next(r for r in apps["versions"][0]["resources"]
                        if r["resource"] == "deployments")
