@@ -12,7 +12,7 @@ import binascii
 import re
 from typing import Any
 
-from .errors import ApiError, bad_request, invalid
+from .errors import bad_request, invalid
 from .resources import ResourceType
 from .scale import workload_selector
 from .selectors import parse_label_selector
@@ -310,6 +310,3 @@ def to_view(rt: ResourceType, obj: Obj) -> Obj:
     out["apiVersion"], out["kind"] = rt.api_version, rt.kind
     return out
 
-
-def reject(code: int, reason: str, message: str) -> ApiError:
-    return ApiError(code, reason, message)

@@ -27,7 +27,6 @@ from .errors import (
     method_not_allowed,
     unauthorized,
 )
-from .objects import to_view
 from .patch import PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
@@ -362,6 +361,3 @@ def _decode_continue(token: str) -> str:
         raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
                           "(version meta.k8s.io/v1)") from None
 
-
-def view(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-    return to_view(rt, obj)
