@@ -305,3 +305,21 @@ async def test_startup_is_fast_and_stop_ends_watches() -> None:
             task = asyncio.create_task(follow())
             await wait_until(lambda: api.open_watches == 1)
         assert await asyncio.wait_for(task, 5) == 0
+
+
+async def test_core_events_have_null_event_time_in_the_events_api(
+        apiserver: SimApiServer) -> None:
+    """A core/v1 Event without eventTime shows eventTime null through events.k8s.io/v1, which
+    kubernetes-asyncio's EventsV1Api refuses to deserialize, as on a real cluster."""
+    async with api_client(apiserver) as session:
+        await client.CoreV1Api(session).create_namespaced_event("default", client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name="web.1"), reason="Scaled", message="m",
+            involved_object=client.V1ObjectReference(kind="Deployment", name="web",
+                                                     namespace="default")))
+        raw = await client.EventsV1Api(session).list_namespaced_event(
+            "default", _preload_content=False)
+        items = (await raw.json())["items"]
+        with pytest.raises(ValueError, match="event_time"):
+            await client.EventsV1Api(session).list_namespaced_event("default")
+    assert items[0]["eventTime"] is None
+    assert items[0]["note"] == "m"
