@@ -5,8 +5,8 @@ resourceVersion with bookmarks, resuming each new watch from the last resourceVe
 A 410 Gone (an expired watch or continue token) leads to a relist; any other failure to a
 jittered exponential backoff and a resumed watch. The task never dies of an error; only
 ``remove_namespace`` or ``close`` stop it. Pods are converted to the core's ``Pod`` once per
-event, and ``pods_for`` answers from memory: a pass in steady state makes no LIST call
-(``counters`` proves it).
+event, and ``pods_for`` answers from memory (``pod_index``): a pass in steady state makes no
+LIST call (``counters`` proves it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.labels import Selector, parse_selector
+from autoscaler.adapters.kube.pod_index import PodIndex
 from autoscaler.adapters.kube.pod_json import labels_of, pod_from_json
 from autoscaler.algorithm import Pod
 from autoscaler.errors import TransientError
@@ -71,11 +72,9 @@ class WatchCounters:
 @dataclass(slots=True)
 class _Namespace:
     name: str
-    pods: dict[str, tuple[Mapping[str, str], Pod]] = field(default_factory=dict)
+    pods: PodIndex = field(default_factory=PodIndex)
     resource_version: str | None = None
-    generation: int = 0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
-    memo: dict[str, tuple[int, list[Pod]]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
 
 
@@ -150,12 +149,7 @@ class PodCache:
         entry = self._entry(namespace)
         if not entry.synced.is_set():
             raise TransientError(f"the pod cache of namespace {namespace} has not synced yet")
-        memo = entry.memo.get(selector.text)
-        if memo is None or memo[0] != entry.generation:
-            pods = [pod for labels, pod in entry.pods.values() if selector.matches(labels)]
-            memo = (entry.generation, sorted(pods, key=lambda pod: pod.name))
-            entry.memo[selector.text] = memo
-        return list(memo[1])
+        return entry.pods.select(selector)
 
     async def close(self) -> None:
         """Cancel every watch and wait for them to finish."""
@@ -201,8 +195,8 @@ class PodCache:
             token = metadata.get("continue")
             if not token:
                 break
-        entry.pods, entry.resource_version = pods, resource_version
-        entry.generation += 1
+        entry.pods.replace(pods.items())
+        entry.resource_version = resource_version
         entry.synced.set()
         log.debug("pods listed", namespace=entry.name, pods=len(pods),
                   resource_version=resource_version)
@@ -261,7 +255,6 @@ class PodCache:
             return
         self.counters.events += 1
         if kind == "DELETED":
-            entry.pods.pop(metadata.get("name", ""), None)
+            entry.pods.delete(metadata.get("name", ""))
         elif kind in ("ADDED", "MODIFIED"):
-            entry.pods[metadata["name"]] = (labels_of(raw), pod_from_json(raw))
-        entry.generation += 1
+            entry.pods.upsert(metadata["name"], (labels_of(raw), pod_from_json(raw)))

@@ -1,0 +1,75 @@
+"""The pods of one namespace in memory, indexed by label so a selector need not scan them all.
+
+Most scale selectors are ``matchLabels`` (equalities): the index of (key, value) -> pod
+names narrows a selector to the pods carrying its most selective equality (or ``in``) label
+before the full selector is checked, so a pass over many targets in a large namespace costs
+roughly the pods selected, not targets x pods. Answers are memoised per selector until the
+next change.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from autoscaler.adapters.kube.labels import Operator, Selector
+from autoscaler.algorithm import Pod
+
+Entry = tuple[Mapping[str, str], Pod]
+
+
+class PodIndex:
+    def __init__(self) -> None:
+        self._pods: dict[str, Entry] = {}
+        self._by_label: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self._memo: dict[str, list[Pod]] = {}
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def replace(self, entries: Iterable[tuple[str, Entry]]) -> None:
+        """Swap in a fresh LIST's pods."""
+        self._pods.clear()
+        self._by_label.clear()
+        for name, entry in entries:
+            self.upsert(name, entry)
+        self._memo.clear()
+
+    def upsert(self, name: str, entry: Entry) -> None:
+        self.delete(name)
+        self._pods[name] = entry
+        for item in entry[0].items():
+            self._by_label[item].add(name)
+
+    def delete(self, name: str) -> None:
+        self._memo.clear()
+        old = self._pods.pop(name, None)
+        if old is None:
+            return
+        for item in old[0].items():
+            names = self._by_label[item]
+            names.discard(name)
+            if not names:
+                del self._by_label[item]
+
+    def select(self, selector: Selector) -> list[Pod]:
+        """The pods matching ``selector``, sorted by name."""
+        cached = self._memo.get(selector.text)
+        if cached is None:
+            pods = (self._pods[name] for name in self._candidates(selector))
+            cached = sorted((pod for labels, pod in pods if selector.matches(labels)),
+                            key=lambda pod: pod.name)
+            self._memo[selector.text] = cached
+        return list(cached)
+
+    def _candidates(self, selector: Selector) -> Iterable[str]:
+        best: set[str] | None = None
+        for requirement in selector.requirements:
+            if requirement.operator is not Operator.IN:
+                continue
+            names: set[str] = set()
+            for value in requirement.values:
+                names |= self._by_label.get((requirement.key, value), set())
+            if best is None or len(names) < len(best):
+                best = names
+        return self._pods.keys() if best is None else best
