@@ -270,3 +270,16 @@ async def test_replication_controller_scale(apiserver: SimApiServer) -> None:
                         "/api/v1/namespaces/default/replicationcontrollers/legacy/scale")).json()
     assert scale["status"] == {"replicas": 2, "selector": "app=legacy,tier=be"}
     assert len(apiserver.pods("default", "app=legacy")) == 2
+
+
+async def test_events_v1_event_in_core_shape(apiserver: SimApiServer) -> None:
+    """An events.k8s.io/v1 Event read through core/v1 has core's renamed and zero fields."""
+    await http(apiserver, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", body={
+        "metadata": {"name": "web.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "autoscaler", "reportingInstance": "a-1", "action": "Scale",
+        "reason": "SuccessfulRescale", "type": "Normal", "note": "New size: 3",
+        "regarding": {"kind": "Deployment", "name": "web", "namespace": "default"}})
+    core = (await http(apiserver, "GET", "/api/v1/namespaces/default/events/web.1")).json()
+    assert (core["message"], core["reportingComponent"], core["involvedObject"]["name"]) == (
+        "New size: 3", "autoscaler", "web")
+    assert (core["firstTimestamp"], core["lastTimestamp"], core["source"]) == (None, None, {})

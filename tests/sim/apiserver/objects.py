@@ -61,6 +61,12 @@ def check_name(rt: ResourceType, name: str) -> None:
             "character")])
 
 
+# core/v1 Event fields without omitempty: serialized as null, "" or {} when unset.
+_CORE_EVENT_ZEROES: tuple[tuple[str, Any], ...] = (
+    ("eventTime", None), ("firstTimestamp", None), ("lastTimestamp", None),
+    ("reportingComponent", ""), ("reportingInstance", ""), ("source", {}))
+
+
 # defaulting --------------------------------------------------------------------------------
 def _default_pod_spec(spec: Obj) -> None:
     spec.setdefault("restartPolicy", "Always")
@@ -127,9 +133,7 @@ def apply_defaults(rt: ResourceType, obj: Obj) -> None:
     elif rt.kind == "HorizontalPodAutoscaler" and isinstance(spec, dict):
         _default_hpa(spec)
     elif rt.kind == "Event" and not rt.group:
-        for key, value in (("eventTime", None), ("firstTimestamp", None),
-                           ("lastTimestamp", None), ("reportingComponent", ""),
-                           ("reportingInstance", ""), ("source", {})):
+        for key, value in _CORE_EVENT_ZEROES:
             obj.setdefault(key, value)
 
 
@@ -291,6 +295,8 @@ def to_storage(rt: ResourceType, obj: Obj) -> Obj:
         if view in obj:
             out[core] = obj[view]
     out["apiVersion"], out["kind"] = "v1", "Event"
+    for key, value in _CORE_EVENT_ZEROES:  # what the conversion leaves as Go zero values
+        out.setdefault(key, value)
     return out
 
 
