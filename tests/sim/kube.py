@@ -28,6 +28,9 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.expire_watches(gone=False)            # end open watch streams now
     api.compact()                             # old resourceVersions -> watch ERROR 410
     api.send_bookmarks()                      # BOOKMARK to watches with allowWatchBookmarks
+    api.watches.bookmark_interval = 0.5       # periodic bookmarks (default 60 s)
+    api.watches.default_timeout = 5           # watches without timeoutSeconds (default 1800 s)
+    run_apiserver(history_limit=50)           # a short watch window: old versions expire
     api.add_custom_resource(rollout_type("argoproj.io", "v1alpha1"))  # kind appears later
 
     # introspection
