@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.sim.kube import SimApiServer, apiserver, http
+from tests.sim.kube import SimApiServer, apiserver, http, run_apiserver
 
 __all__ = ["apiserver"]
 
@@ -283,3 +283,16 @@ async def test_events_v1_event_in_core_shape(apiserver: SimApiServer) -> None:
     assert (core["message"], core["reportingComponent"], core["involvedObject"]["name"]) == (
         "New size: 3", "autoscaler", "web")
     assert (core["firstTimestamp"], core["lastTimestamp"], core["source"]) == (None, None, {})
+
+
+async def test_short_history_window_expires_old_versions() -> None:
+    """With a small history_limit, a watch from before the window is ERROR 410 by itself."""
+    async with run_apiserver(history_limit=5) as api:
+        old = api.store.resource_version
+        api.create_deployment("default", "web", replicas=3)
+        recent = api.store.resource_version - 2
+        expired = await http(api, "GET", f"/api/v1/pods?watch=1&resourceVersion={old}")
+        fresh = await http(api, "GET",
+                           f"/api/v1/pods?watch=1&resourceVersion={recent}&timeoutSeconds=1")
+    assert json.loads(expired.text)["object"]["code"] == 410
+    assert all(json.loads(line)["type"] != "ERROR" for line in fresh.text.splitlines())
