@@ -16,6 +16,7 @@ import contextlib
 import functools
 import json
 import random
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -76,6 +77,10 @@ class _Namespace:
     resource_version: str | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    failures: int = 0
+    """Failed attempts since the server last gave us something; sets the backoff."""
+    contact: float = 0.0
+    """Monotonic time of the last successful LIST, event or cleanly ended watch."""
 
 
 class PodCache:
@@ -164,24 +169,38 @@ class PodCache:
                            "add_namespace() it first") from None
 
     async def _run(self, entry: _Namespace) -> None:
-        failures = 0
         while True:
             try:
                 if entry.resource_version is None:
                     await self._list(entry)
                 await self._watch(entry)
-                failures = 0
+                self._touch(entry)
             except _Expired:
                 self.counters.relists += 1
                 log.info("pod watch expired; relisting", namespace=entry.name)
                 entry.resource_version = None
+                # Expiring again before anything arrived: back off rather than spin.
+                await self._back_off(entry, "pod watch expired again", None)
             except Exception as error:  # the cache must outlive any fault
-                failures += 1
                 self.counters.errors += 1
-                delay = self._backoff.delay(failures)
-                log.warning("pod list/watch failed; retrying", namespace=entry.name,
-                            error=str(error), retry_in=round(delay, 2))
-                await asyncio.sleep(delay)
+                await self._back_off(entry, "pod list/watch failed; retrying", error)
+
+    async def _back_off(self, entry: _Namespace, message: str, error: Exception | None) -> None:
+        entry.failures += 1
+        if error is None and entry.failures == 1:
+            return  # a single expiry is routine: relist at once
+        delay = self._backoff.delay(entry.failures)
+        log.warning(message, namespace=entry.name, error=str(error or "410 Gone"),
+                    retry_in=round(delay, 2))
+        await asyncio.sleep(delay)
+
+    def _touch(self, entry: _Namespace) -> None:
+        entry.failures, entry.contact = 0, time.monotonic()
+
+    def seconds_since_contact(self, namespace: str) -> float:
+        """How stale the namespace's pods may be: time since the server last answered."""
+        entry = self._entry(namespace)
+        return float("inf") if not entry.contact else time.monotonic() - entry.contact
 
     async def _list(self, entry: _Namespace) -> None:
         pods: dict[str, tuple[Mapping[str, str], Pod]] = {}
@@ -197,6 +216,7 @@ class PodCache:
                 break
         entry.pods.replace(pods.items())
         entry.resource_version = resource_version
+        self._touch(entry)
         entry.synced.set()
         log.debug("pods listed", namespace=entry.name, pods=len(pods),
                   resource_version=resource_version)
@@ -248,6 +268,7 @@ class PodCache:
         if not isinstance(event, dict) or not isinstance(event.get("raw_object"), dict):
             raise TransientError(f"{what}: a line of the stream is not a watch event")
         kind, raw = event.get("type"), event["raw_object"]
+        self._touch(entry)
         metadata = raw.get("metadata") or {}
         entry.resource_version = metadata.get("resourceVersion") or entry.resource_version
         if kind == "BOOKMARK":

@@ -43,6 +43,7 @@ async def test_sync_selects_by_labels(cache: PodCache, apiserver: SimApiServer) 
     assert {(p.phase, p.ready) for p in web} == {(PodPhase.RUNNING, ConditionStatus.TRUE)}
     assert web[0].containers[0].requests["cpu"] == 250
     assert len(names(cache, "app=db")) == 1
+    assert cache.seconds_since_contact("shop") < 1.0
 
 
 async def test_watch_follows_scaling_without_listing(cache: PodCache,
