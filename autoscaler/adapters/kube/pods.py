@@ -146,11 +146,14 @@ class PodCache:
     def pods_for(self, namespace: str, selector: str | Selector) -> list[Pod]:
         """The cached pods matching ``selector`` (the runtime's ``PodPort``).
 
-        Raises ``TransientError`` before the namespace's first LIST completed, and
-        ``BadDataError`` for a selector string that does not parse.
+        A namespace not cached yet is added (its watch starts now). Raises
+        ``TransientError`` until the namespace's first LIST completed (never an empty list
+        that would look like "no pods"), and ``BadDataError`` for a selector that does not
+        parse.
         """
         if isinstance(selector, str):
             selector = _parse_cached(selector)
+        self.add_namespace(namespace)
         entry = self._entry(namespace)
         if not entry.synced.is_set():
             raise TransientError(f"the pod cache of namespace {namespace} has not synced yet")

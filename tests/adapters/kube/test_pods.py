@@ -161,9 +161,17 @@ async def test_namespaces_added_and_removed(cache: PodCache, apiserver: SimApiSe
     poke(apiserver, "shop", 2)
     await eventually(lambda: apiserver.open_watches == 1)
     assert cache.namespaces == {"blog"}
-    with pytest.raises(KeyError, match="shop"):
-        cache.pods_for("shop", "app=web")
     await cache.close()
     poke(apiserver, "blog", 3)
     await eventually(lambda: apiserver.open_watches == 0)
     assert apiserver.count(verb="watch", resource="pods") == 2
+
+
+async def test_asking_starts_a_namespace(cache: PodCache, apiserver: SimApiServer) -> None:
+    """pods_for on a namespace not cached yet starts its watch and says "not synced"."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    with pytest.raises(TransientError, match="not synced"):
+        cache.pods_for("shop", "app=web")
+    async with asyncio.timeout(5):
+        await cache.wait_synced("shop")
+    assert len(names(cache)) == 2
