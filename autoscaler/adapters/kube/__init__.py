@@ -5,8 +5,8 @@
 (aggregated core/v1 Events), ``owners`` (other autoscalers on the same target), ``drift``
 (replicas changed under us), ``labels`` (selector strings), ``pod_json`` and ``pod_index``
 (pods as the core sees them, indexed by label), ``reasons`` (event reasons), ``errors`` (the
-boundary into ``autoscaler.errors``). ``leader`` and ``state`` hold the Lease elector and the ConfigMap
-state store.
+boundary into ``autoscaler.errors``). ``leader`` and ``state`` hold the Lease elector and
+the ConfigMap state store.
 """
 
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo

@@ -65,15 +65,22 @@ class Scale:
 
 
 def scale_from_json(body: dict[str, Any], target: ObjectRef) -> Scale:
-    metadata, spec, status = (body.get(k) or {} for k in ("metadata", "spec", "status"))
-    return Scale(
-        target=ObjectRef(api_version=target.api_version, kind=target.kind,
-                         namespace=target.namespace, name=target.name, uid=metadata.get("uid")),
-        spec_replicas=int(spec.get("replicas") or 0),
-        status_replicas=int(status.get("replicas") or 0),
-        selector=str(status.get("selector") or ""),
-        resource_version=str(metadata.get("resourceVersion") or ""),
-    )
+    """The Scale of a response body; ``BadDataError`` if it is not one."""
+    try:
+        metadata, spec, status = (body.get(k) or {} for k in ("metadata", "spec", "status"))
+        return Scale(
+            target=ObjectRef(api_version=target.api_version, kind=target.kind,
+                             namespace=target.namespace, name=target.name,
+                             uid=metadata.get("uid")),
+            spec_replicas=int(spec.get("replicas") or 0),
+            status_replicas=int(status.get("replicas") or 0),
+            selector=str(status.get("selector") or ""),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+        )
+    except (AttributeError, TypeError, ValueError) as error:
+        raise BadDataError(
+            f"/scale of {target.kind} {target.namespace}/{target.name} is not a Scale: {error}"
+        ) from error
 
 
 class ScaleClient:

@@ -129,3 +129,5 @@ def test_scale_without_selector() -> None:
     scale = scale_from_json({"spec": {"replicas": 1}, "status": {"replicas": 1}}, target)
     with pytest.raises(BadDataError, match="selector is required"):
         scale.pod_selector()
+    with pytest.raises(BadDataError, match="is not a Scale"):
+        scale_from_json({"spec": {"replicas": "many"}}, target)
