@@ -173,7 +173,13 @@ class Reconciler:
         if state.blocked_by:
             self._blocked(state, target, scale)
             return None
-        pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
+        try:
+            pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
+        except Exception as error:  # namespace not synced yet, or a selector we cannot parse
+            bound.warning("cannot list the target's pods", error=str(error))
+            self._fail(state, target, Reason.FAILED_GET_SCALE,
+                       f"the pods of the target cannot be listed yet: {error}")
+            return None
         return _Observed(target=target, scale=scale, pods=pods)
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
