@@ -4,6 +4,8 @@ real Prometheus scraping the load."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -35,12 +37,21 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     exporter, prometheus = prometheus_with_exporter
     timing = PodTiming(start_delay=0.2, ready_delay=0.3, termination_delay=0.2)
-    async with run_apiserver(timing=timing) as api:
-        api.create_deployment("default", "web", replicas=2, labels={"app": "web"},
-                              requests={"cpu": "500m"})
-        load = LoadModel(api=api, exporter=exporter)
-        task = asyncio.create_task(load.run())
+    stack = contextlib.AsyncExitStack()
+    api = await stack.enter_async_context(run_apiserver(timing=timing))
+    api.create_deployment("default", "web", replicas=2, labels={"app": "web"},
+                          requests={"cpu": "500m"})
+    load = LoadModel(api=api, exporter=exporter)
+    task = asyncio.create_task(load.run())
+    try:
+        yield Rig(api=api, load=load, prometheus=prometheus)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
         try:
-            yield Rig(api=api, load=load, prometheus=prometheus)
-        finally:
-            task.cancel()
+            # A client killed with SIGKILL can leave a watch handler the simulator does not
+            # notice; never let that hang the suite, but say so.
+            await asyncio.wait_for(stack.aclose(), timeout=15)
+        except TimeoutError:
+            warnings.warn("the simulated API server took over 15 s to stop", stacklevel=1)
