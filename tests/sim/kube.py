@@ -23,6 +23,8 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     # faults and protocol edge cases
     api.fail_next(2, status=503, verb="update", resource="deployments/scale")
     api.delay_next(1, seconds=5, resource="pods", verb="list")
+    api.after_next(verb="get", resource="deployments/scale",   # a genuine race: the next
+                   action=lambda: api.touch("apps/v1", "Deployment", ns, "web"))  # PUT is a 409
     api.deny("update", "deployments/scale")   # 403 for the default token
     api.add_token("other", user="someone")    # a second identity; api.write_kubeconfig(...)
     api.expire_watches(gone=False)            # end open watch streams now

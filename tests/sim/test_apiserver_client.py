@@ -323,3 +323,19 @@ async def test_core_events_have_null_event_time_in_the_events_api(
             await client.EventsV1Api(session).list_namespaced_event("default")
     assert items[0]["eventTime"] is None
     assert items[0]["note"] == "m"
+
+
+async def test_after_next_makes_a_genuine_race(apiserver: SimApiServer) -> None:
+    """after_next + touch: another writer right after our GET turns our PUT into a real 409."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    apiserver.after_next(verb="get", resource="deployments/scale", action=lambda: apiserver.touch(
+        "apps/v1", "Deployment", "default", "web"))
+    async with api_client(apiserver) as session:
+        custom = client.CustomObjectsApi(session)
+        scale = await custom.get_namespaced_custom_object_scale(*SCALE)
+        scale["spec"]["replicas"] = 3
+        body = await _status(custom.replace_namespaced_custom_object_scale(*SCALE, scale))
+        fresh = await custom.get_namespaced_custom_object_scale(*SCALE)
+    assert body["reason"] == "Conflict"
+    assert fresh["spec"]["replicas"] == 2
+    assert fresh["metadata"]["resourceVersion"] != scale["metadata"]["resourceVersion"]

@@ -8,6 +8,7 @@ update, patch, delete, deletecollection) so tests can count calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,23 @@ class FaultRule:
     remaining: int
     status: int | None = None
     delay: float = 0.0
+    path_prefix: str | None = None
+    verb: str | None = None
+    resource: str | None = None
+
+    def matches(self, path: str, verb: str, resource: str | None) -> bool:
+        return self.remaining > 0 and \
+            (self.path_prefix is None or path.startswith(self.path_prefix)) and \
+            (self.verb is None or self.verb == verb) and \
+            (self.resource is None or self.resource == resource)
+
+
+@dataclass(slots=True, kw_only=True)
+class AfterRule:
+    """Run ``action`` right after the next ``remaining`` matching requests were answered."""
+
+    remaining: int
+    action: Callable[[], object]
     path_prefix: str | None = None
     verb: str | None = None
     resource: str | None = None

@@ -169,6 +169,8 @@ class Router:
                 return await server.watches.serve(request, target, lambda: log(200))
             response = await self._dispatch(request, target, principal)
             log(response.status)
+            if response.status < 400:
+                self._after(request.path, info)
             return response
         except ApiError as error:
             log(error.code)
@@ -187,6 +189,14 @@ class Router:
                 if rule.status is not None:
                     raise injected(rule.status)
                 return
+
+    def _after(self, path: str, info: RequestInfo | None) -> None:
+        verb = info.verb if info else "get"
+        resource = info.resource if info else None
+        for rule in self.server.after_rules:
+            if rule.matches(path, verb, resource):
+                rule.remaining -= 1
+                rule.action()
 
     async def _dispatch(self, request: web.Request, target: Target | None,
                         principal: Principal) -> web.StreamResponse:

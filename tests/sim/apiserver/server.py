@@ -14,12 +14,13 @@ import asyncio
 import contextlib
 import copy
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from .access import FaultRule, Principal, RequestLog, RequestRecord
+from .access import AfterRule, FaultRule, Principal, RequestLog, RequestRecord
 from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
 from .kubeconfig import write_kubeconfig
@@ -49,6 +50,7 @@ class SimApiServer:
         self.rest = Rest(self.registry, self.store, self.clock)
         self.log = RequestLog()
         self.faults: list[FaultRule] = []
+        self.after_rules: list[AfterRule] = []
         self.token = token
         self.tokens: dict[str, Principal] = {token: Principal(user=DEFAULT_USER)}
         self.watches = Watches(self)
@@ -56,6 +58,7 @@ class SimApiServer:
         if timing is not None:
             self.workloads.defaults = timing
         self.port = 0
+        self._touches = 0
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="sim-apiserver-"))
         self.kubeconfig = self.workdir / "kubeconfig"
         self._runner: web.AppRunner | None = None
@@ -135,6 +138,20 @@ class SimApiServer:
         rule = FaultRule(remaining=n, delay=seconds, path_prefix=path_prefix, verb=verb,
                          resource=resource)
         self.faults.append(rule)
+        return rule
+
+    def after_next(self, n: int = 1, *, action: Callable[[], object],
+                   path_prefix: str | None = None, verb: str | None = None,
+                   resource: str | None = None) -> AfterRule:
+        """Run ``action`` right after the next ``n`` matching requests succeed: a race.
+
+        ``api.after_next(verb="get", resource="deployments/scale",
+        action=lambda: api.touch("apps/v1", "Deployment", "default", "web"))`` makes the
+        client's next PUT of that Scale a genuine 409, whatever code path it runs.
+        """
+        rule = AfterRule(remaining=n, action=action, path_prefix=path_prefix, verb=verb,
+                         resource=resource)
+        self.after_rules.append(rule)
         return rule
 
     # introspection -----------------------------------------------------------------------
@@ -227,6 +244,13 @@ class SimApiServer:
         rt = self.resource(api_version, kind)
         return self.rest.patch(rt, namespace, name, content_type="application/merge-patch+json",
                                body=merge)
+
+    def touch(self, api_version: str, kind: str, namespace: str | None,
+              name: str) -> dict[str, Any]:
+        """Another writer changes the object (an annotation): a new resourceVersion only."""
+        self._touches += 1
+        return self.patch(api_version, kind, namespace, name, {"metadata": {"annotations": {
+            "sim.example.com/touched": str(self._touches)}}})
 
     def set_replicas(self, kind: str, namespace: str, name: str, replicas: int,
                      api_version: str | None = None) -> dict[str, Any]:
