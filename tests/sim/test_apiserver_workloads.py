@@ -201,10 +201,10 @@ def test_failed_pod_is_replaced_but_kept(apiserver_manual: SimApiServer) -> None
 
 
 async def test_real_clock_readiness_delay(apiserver: SimApiServer) -> None:
-    """On the wall clock, a ready_delay of 0.2 s turns pods Ready without any test action."""
-    apiserver.create_deployment("default", "web", replicas=2, ready_delay=0.2)
+    """On the wall clock, a ready_delay of 0.5 s turns pods Ready without any test action."""
+    apiserver.create_deployment("default", "web", replicas=2, ready_delay=0.5)
     assert not any(_ready(p) for p in apiserver.pods("default", "app=web"))
-    await wait_until(lambda: all(_ready(p) for p in apiserver.pods("default", "app=web")), 3)
+    await wait_until(lambda: all(_ready(p) for p in apiserver.pods("default", "app=web")), 5)
 
 
 def test_invalid_template_is_reported_as_an_event(apiserver_manual: SimApiServer) -> None:
