@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -80,11 +80,49 @@ class _Recompute:
     history: History
 
 
+PAUSED_ANNOTATION = "autoscaler.dev/paused"
+PAUSED_REPLICAS_ANNOTATION = "autoscaler.dev/paused-replicas"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pause:
+    """Leave the target alone (``replicas`` None) or hold it at ``replicas``; and why."""
+
+    replicas: int | None
+    source: str
+
+
+def pause_of(target: TargetConfig, annotations: Mapping[str, str]) -> Pause | None:
+    """The config's pause wins; else the target's annotations, as KEDA users expect them.
+
+    An unreadable ``paused-replicas`` pauses without holding: leaving a workload alone is
+    the safe reading of a pause the user asked for but mistyped.
+    """
+    if target.paused_replicas is not None:
+        return Pause(replicas=target.paused_replicas, source="config pausedReplicas")
+    if target.paused:
+        return Pause(replicas=None, source="config paused")
+    held = annotations.get(PAUSED_REPLICAS_ANNOTATION)
+    if held is not None:
+        try:
+            replicas = int(held)
+        except ValueError:
+            replicas = -1
+        if replicas >= 0:
+            return Pause(replicas=replicas, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}")
+        return Pause(replicas=None, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}={held!r} "
+                     "is not a replica count: paused without holding")
+    if annotations.get(PAUSED_ANNOTATION, "").strip().lower() in {"true", "1", "yes"}:
+        return Pause(replicas=None, source=f"annotation {PAUSED_ANNOTATION}")
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Observed:
     target: TargetConfig
     scale: Scale
     pods: Sequence[Pod]
+    pause: Pause | None = None
 
 
 class Reconciler:
@@ -180,7 +218,10 @@ class Reconciler:
             self._fail(state, target, Reason.FAILED_GET_SCALE,
                        f"the pods of the target cannot be listed yet: {error}")
             return None
-        return _Observed(target=target, scale=scale, pods=pods)
+        annotations: Mapping[str, str] = getattr(scale, "annotations", None) or {}
+        state.pause = None
+        return _Observed(target=target, scale=scale, pods=pods,
+                         pause=pause_of(target, annotations))
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas
@@ -206,7 +247,7 @@ class Reconciler:
     async def _fetch(self, observed: Sequence[_Observed], deadline: float) -> FetchedMetrics:
         wanted = [
             MetricsWanted(target=o.target, pods=o.pods, scale_selector=o.scale.selector)
-            for o in observed if not o.target.paused and o.target.paused_replicas is None
+            for o in observed if o.pause is None
         ]
         if not wanted:
             return FetchedMetrics(values={}, pods={})
@@ -233,8 +274,8 @@ class Reconciler:
         started = time.monotonic()
         structlog.contextvars.bind_contextvars(target=target.key)
         try:
-            if target.paused or target.paused_replicas is not None:
-                await self._paused(observed, state)
+            if observed.pause is not None:
+                await self._paused(observed, observed.pause, state)
             else:
                 await self._autoscale(observed, state, values)
         except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
@@ -245,12 +286,14 @@ class Reconciler:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - started)
 
-    async def _paused(self, observed: _Observed, state: TargetState) -> None:
+    async def _paused(self, observed: _Observed, pause: Pause, state: TargetState) -> None:
         target, current = observed.target, observed.scale.spec_replicas
-        hold = target.paused_replicas
+        hold = pause.replicas
         if hold is not None and hold != current:
-            await self._write(observed, state, hold, f"paused at {hold} replicas", recompute=None)
-        self._finish(state, target, "paused")
+            await self._write(observed, state, hold, f"paused at {hold} replicas ({pause.source})",
+                              recompute=None)
+        self._finish(state, target, "paused", error=None)
+        state.pause = pause.source
 
     async def _autoscale(
         self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
@@ -467,7 +510,8 @@ class Reconciler:
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
     if pods is None:
         return observed
-    return _Observed(target=observed.target, scale=observed.scale, pods=pods)
+    return _Observed(target=observed.target, scale=observed.scale, pods=pods,
+                     pause=observed.pause)
 
 
 def _direction(previous: int, new: int) -> str:

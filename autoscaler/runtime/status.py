@@ -67,6 +67,8 @@ class TargetState:
     consecutive_invalid: int = 0
     fallback_active: bool = False
     in_flight: bool = False
+    pause: str | None = None
+    """Why the target is paused (config or annotation), if it is."""
     schedules: dict[str, Any] | None = None
     """Bounds in force from schedules, and each schedule's next activation."""
 
@@ -101,6 +103,8 @@ class TargetState:
             body["fallbackActive"] = True
         if self.schedules is not None:
             body["schedules"] = self.schedules
+        if self.pause is not None:
+            body["paused"] = self.pause
         return body
 
 
