@@ -103,15 +103,18 @@ pods = {{ metric = {{ name = "app_load" }}, target = {{ type = "AverageValue", a
 class DaemonProcess:
     """``python -m autoscaler run`` in a subprocess; logs go to a file the test can read."""
 
-    def __init__(self, config: Path, *, port: int, log: Path, extra_args: tuple[str, ...] = ()):
+    def __init__(self, config: Path, *, port: int, log: Path, extra_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
         self.config, self.port, self.log_path = config, port, log
         self.extra_args = extra_args
+        self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         handle = self.log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("NOTIFY_SOCKET", None)
+        env.update(self.extra_env)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autoscaler", "run", "--config", str(self.config),
              *self.extra_args],
@@ -125,6 +128,11 @@ class DaemonProcess:
                 return body
         except OSError:
             return None
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
+            return str(response.read().decode())
 
     def target(self, key: str = "default/Deployment/web") -> dict[str, Any]:
         body = self.status() or {}
@@ -152,12 +160,13 @@ class DaemonProcess:
 
 @contextlib.contextmanager
 def daemon(config_text: str, workdir: Path, *, name: str = "daemon",
-           extra_args: tuple[str, ...] = (), port: int | None = None) -> Iterator[DaemonProcess]:
+           extra_args: tuple[str, ...] = (), port: int | None = None,
+           env: dict[str, str] | None = None) -> Iterator[DaemonProcess]:
     port = port or free_port()
     config = workdir / f"{name}.toml"
     config.write_text(config_text.replace("__PORT__", str(port)))
     process = DaemonProcess(config, port=port, log=workdir / f"{name}.log",
-                            extra_args=extra_args)
+                            extra_args=extra_args, env=env)
     process.start()
     try:
         yield process

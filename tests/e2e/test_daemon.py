@@ -4,8 +4,10 @@ API server, and a workload whose per-pod load follows the number of Ready pods."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -43,6 +45,11 @@ async def test_scales_up_under_load_within_the_default_rate_limit(rig: Rig, tmp_
                          what="status desired 8")
         status = proc.target()
         assert status["currentMetrics"][0]["proposal"] == 8
+        exposition = proc.metrics()
+        assert f'autoscaler_desired_replicas{{target="{WEB}"}} 8.0' in exposition
+        assert f'autoscaler_scale_events_total{{direction="up",target="{WEB}"}} 2.0' in exposition
+        assert f'autoscaler_metric_target{{metric="app_load",target="{WEB}"}} 100.0' in exposition
+        assert "autoscaler_reconcile_duration_seconds_count" in exposition
         assert proc.stop() == 0
 
 
@@ -231,3 +238,27 @@ async def test_a_scheduled_floor_is_reached_gradually_despite_low_load(
         assert schedules["active"] == ["all-day"]
         assert schedules["minReplicas"] == 6
         assert schedules["next"]["all-day"]
+
+
+async def test_systemd_notification(rig: Rig, tmp_path: Path) -> None:
+    """Under systemd: READY=1 once serving, WATCHDOG=1 pings, STOPPING=1 on SIGTERM."""
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        sock.setblocking(False)
+        received: list[bytes] = []
+
+        def drain() -> None:
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    received.append(sock.recv(4096))
+
+        env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}
+        with daemon(config(rig, tmp_path), tmp_path, env=env) as proc:
+            await eventually(lambda: (drain(), any(m.startswith(b"READY=1") for m in received))[1],
+                             timeout=30, what="READY=1")
+            await eventually(lambda: (drain(), received.count(b"WATCHDOG=1") >= 2)[1],
+                             timeout=10, what="watchdog pings")
+            assert proc.stop() == 0
+        drain()
+        assert b"STOPPING=1" in received
