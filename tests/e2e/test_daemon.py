@@ -25,7 +25,7 @@ def rescale_sizes(rig: Rig) -> list[int]:
     """The sizes of the SuccessfulRescale events the daemon recorded, oldest first."""
     events = [e for e in rig.api.store.list(("", "events"), "default")
               if e.get("reason") == "SuccessfulRescale"]
-    events.sort(key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"])
+    events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
     return [int(e["message"].split(";")[0].removeprefix("New size: ")) for e in events]
 
 
