@@ -78,12 +78,12 @@ def summary(config: Config, *, now: datetime | None = None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
              .rstrip() for row in rows]
+    lines += schedule_lines(config, now or datetime.now(UTC))
     count = len(config.targets)
     lines.append(f"{count} target{'s' if count != 1 else ''}, "
                  f"{len(config.prometheus_servers)} Prometheus server"
                  f"{'s' if len(config.prometheus_servers) != 1 else ''}"
                  f"{', dry-run' if config.daemon.dry_run else ''}")
-    lines += schedule_lines(config, now or datetime.now(UTC))
     return "\n".join(lines)
 
 
