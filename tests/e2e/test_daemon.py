@@ -262,3 +262,23 @@ async def test_systemd_notification(rig: Rig, tmp_path: Path) -> None:
             assert proc.stop() == 0
         drain()
         assert b"STOPPING=1" in received
+
+
+FALLBACK_TO_5 = """
+fallback = { failureThreshold = 3, replicas = 5 }
+"""
+
+
+async def test_opt_in_fallback_after_consecutive_invalid_passes(rig: Rig, tmp_path: Path) -> None:
+    """With Prometheus gone for 3 passes in a row, an opted-in target goes to its fallback."""
+    rig.load.demand = 200
+    with daemon(config(rig, tmp_path, behavior=FALLBACK_TO_5), tmp_path) as proc:
+        await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=30,
+                         what="a pass with valid metrics")
+        assert replicas(rig) == 2
+        rig.prometheus.kill()
+        await eventually(lambda: replicas(rig) == 5, timeout=30, what="the fallback of 5")
+        assert proc.target()["fallbackActive"] is True
+        assert "fallback after" in " ".join(
+            e["message"] for e in rig.api.store.list(("", "events"), "default")
+            if e.get("reason") == "SuccessfulRescale")
