@@ -24,8 +24,13 @@ class NotFoundError(AutoscalerError):
     """The object or resource kind does not exist (HTTP 404, unknown kind in discovery)."""
 
 
-class PermissionError_(AutoscalerError):  # noqa: N801, N818 - renamed once adapters settle
+class AccessDeniedError(AutoscalerError):
     """The server refused the credentials or the action (HTTP 401/403)."""
+
+
+class RejectedError(AutoscalerError):
+    """The server refused the request as invalid (a permanent 4xx such as 400, 405, 422):
+    retrying the same request cannot help."""
 
 
 class BadQueryError(AutoscalerError):
@@ -38,3 +43,8 @@ class BadDataError(AutoscalerError):
 
 class InvalidConfigError(AutoscalerError):
     """The configuration is invalid; the message lists every problem with its field path."""
+
+
+# The old name, kept until autoscaler/adapters/prometheus (not renamed in the same change)
+# imports AccessDeniedError; an alias, so both names catch the same errors.
+PermissionError_ = AccessDeniedError

@@ -15,16 +15,15 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.errors import (
+    AccessDeniedError,
     AutoscalerError,
     ConflictError,
     NotFoundError,
-    PermissionError_,
+    RejectedError,
     TransientError,
 )
 
-
-class RejectedError(AutoscalerError):
-    """The API server refused the request as invalid (400, 405, 422): a retry cannot help."""
+__all__ = ["RejectedError", "api_errors", "status_message", "translate"]
 
 
 def status_message(error: ApiException) -> str:
@@ -45,7 +44,7 @@ def translate(error: ApiException, what: str) -> AutoscalerError:
     code = int(error.status or 0)
     detail = f"{what}: HTTP {code}: {status_message(error)}"
     if code in (401, 403):
-        return PermissionError_(detail)
+        return AccessDeniedError(detail)
     if code == 404:
         return NotFoundError(detail)
     if code == 409:

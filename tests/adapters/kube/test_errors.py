@@ -6,11 +6,12 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from autoscaler.adapters.kube.errors import RejectedError, api_errors
+from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.errors import (
+    AccessDeniedError,
     ConflictError,
     NotFoundError,
-    PermissionError_,
+    RejectedError,
     TransientError,
 )
 
@@ -24,8 +25,8 @@ def api_exception(status: int, message: str = "nope") -> ApiException:
 @pytest.mark.parametrize(
     ("raised", "expected"),
     [
-        (api_exception(401), PermissionError_),
-        (api_exception(403), PermissionError_),
+        (api_exception(401), AccessDeniedError),
+        (api_exception(403), AccessDeniedError),
         (api_exception(404), NotFoundError),
         (api_exception(409), ConflictError),
         (api_exception(422), RejectedError),
@@ -47,3 +48,13 @@ def test_status_message_is_kept() -> None:
     """The Status message of the body reaches our error's text."""
     with pytest.raises(ConflictError, match="object has been modified"), api_errors("put"):
         raise api_exception(409, "the object has been modified")
+
+
+def test_old_names_are_the_same_classes() -> None:
+    """RejectedError lives in autoscaler.errors; the kube re-export and the old
+    PermissionError_ alias are the very same classes, so every except clause still catches."""
+    from autoscaler import errors
+    from autoscaler.adapters.kube import errors as kube_errors
+
+    assert kube_errors.RejectedError is errors.RejectedError
+    assert errors.PermissionError_ is errors.AccessDeniedError

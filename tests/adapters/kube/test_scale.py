@@ -7,7 +7,7 @@ import pytest
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.scale import Scale, ScaleClient, scale_with_retry
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.errors import BadDataError, ConflictError, NotFoundError, PermissionError_
+from autoscaler.errors import AccessDeniedError, BadDataError, ConflictError, NotFoundError
 from tests.adapters.kube.conftest import Ref
 from tests.sim.kube import SimApiServer
 
@@ -112,12 +112,12 @@ async def test_missing_target_and_kind_without_scale(kube: KubeSession) -> None:
 
 
 async def test_forbidden_write(kube: KubeSession, apiserver: SimApiServer) -> None:
-    """A 403 on the write is a PermissionError_ carrying the server's message."""
+    """A 403 on the write is a AccessDeniedError carrying the server's message."""
     apiserver.create_deployment("default", "web", replicas=2)
     apiserver.deny("update", "deployments/scale")
     client = scales(kube)
     scale = await client.get_scale("default", Ref())
-    with pytest.raises(PermissionError_, match="HTTP 403"):
+    with pytest.raises(AccessDeniedError, match="HTTP 403"):
         await client.update_scale("default", Ref(), 3, scale.resource_version)
 
 

@@ -9,7 +9,7 @@ from kubernetes_asyncio.client import Configuration
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession, wants_in_cluster
-from autoscaler.errors import InvalidConfigError, PermissionError_, TransientError
+from autoscaler.errors import AccessDeniedError, InvalidConfigError, TransientError
 from tests.adapters.kube.conftest import Ref, Settings, assert_rbac_covers
 from tests.sim.apiserver.tls import server_tls
 from tests.sim.kube import SimApiServer
@@ -92,10 +92,10 @@ async def test_missing_in_cluster_files(tmp_path: Path) -> None:
 
 
 async def test_bad_token_is_a_permission_error(apiserver: SimApiServer, tmp_path: Path) -> None:
-    """A token the server does not know gives 401, reported as PermissionError_."""
+    """A token the server does not know gives 401, reported as AccessDeniedError."""
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig", token="stolen")
     async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
-        with pytest.raises(PermissionError_, match="HTTP 401"):
+        with pytest.raises(AccessDeniedError, match="HTTP 401"):
             await can_discover(session)
 
 
