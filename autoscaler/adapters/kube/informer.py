@@ -1,0 +1,287 @@
+"""List-and-watch of one resource kind, per namespace: the machinery behind the watch caches.
+
+An ``Informer`` LISTs one kind in one namespace (paginated), then WATCHes from the list's
+resourceVersion with bookmarks, resuming each new watch from the last resourceVersion seen.
+A 410 Gone (an expired watch or continue token) leads to a relist; any other failure to a
+jittered exponential backoff and a resumed watch. Its task never dies of an error; only
+``stop`` ends it. Objects reach a ``Sink`` as plain JSON dicts (no generated models): the
+whole LIST at once (``replace``), then one event at a time (``upsert``/``delete``).
+``Informers`` keeps a group of them per namespace and starts and stops whole namespaces.
+``PodCache`` (pods) and ``TargetCache`` (scale targets) are built on these two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import structlog
+from kubernetes_asyncio import watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.errors import TransientError
+
+log = structlog.get_logger("autoscaler.kube.watch")
+
+RawObject = dict[str, Any]
+ListCall = Callable[..., Awaitable[Any]]
+"""A kubernetes-asyncio ``list_namespaced_<plural>`` method: ``(namespace, **query)``."""
+
+
+class _Expired(Exception):  # noqa: N818 - private signal, not an error we report
+    """The server no longer has our resourceVersion (410 Gone): list again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    initial: float = 0.5
+    maximum: float = 30.0
+    factor: float = 2.0
+    jitter: float = 0.2
+    """Each delay is spread by this fraction, so namespaces do not retry in lockstep."""
+
+    def delay(self, failures: int) -> float:
+        base = min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
+        return base * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+@dataclass(slots=True)
+class WatchCounters:
+    """Requests and events since the cache started (mutable: these are counters)."""
+
+    lists: int = 0
+    """LIST requests, one per page."""
+    watches: int = 0
+    relists: int = 0
+    """Relists forced by 410 Gone."""
+    events: int = 0
+    bookmarks: int = 0
+    errors: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchOptions:
+    watch_timeout: int = 300
+    """Seconds the server keeps one watch open before we reopen it (resuming, no relist)."""
+    page_size: int = 500
+    backoff: Backoff = Backoff()
+
+
+class Sink(Protocol):
+    """Where an informer puts what it sees."""
+
+    def replace(self, objects: list[RawObject]) -> None:
+        """Every object of a completed LIST (the previous contents are forgotten)."""
+
+    def upsert(self, obj: RawObject) -> None:
+        """An object added or modified."""
+
+    def delete(self, obj: RawObject) -> None:
+        """An object deleted."""
+
+
+class Informer:
+    """One kind in one namespace, kept current in a ``Sink`` by a background task."""
+
+    def __init__(self, *, resource: str, namespace: str, list_call: ListCall, sink: Sink,
+                 counters: WatchCounters, options: WatchOptions) -> None:
+        self.resource, self.namespace = resource, namespace
+        self._list_call, self._sink = list_call, sink
+        self._counters, self._options = counters, options
+        self.synced = asyncio.Event()
+        """Set once the first LIST has completed."""
+        self.resource_version: str | None = None
+        self._failures = 0
+        """Failed attempts since the server last gave us something; sets the backoff."""
+        self._contact = 0.0
+        """Monotonic time of the last successful LIST, event or cleanly ended watch."""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(
+                self._run(), name=f"watch/{self.resource}/{self.namespace}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def seconds_since_contact(self) -> float:
+        return float("inf") if not self._contact else time.monotonic() - self._contact
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                await self._watch()
+                self._touch()
+            except _Expired:
+                self._counters.relists += 1
+                log.info("watch expired; relisting", resource=self.resource,
+                         namespace=self.namespace)
+                self.resource_version = None
+                # Expiring again before anything arrived: back off rather than spin.
+                await self._back_off("watch expired again", None)
+            except Exception as error:  # the cache must outlive any fault
+                self._counters.errors += 1
+                await self._back_off("list/watch failed; retrying", error)
+
+    async def _back_off(self, message: str, error: Exception | None) -> None:
+        self._failures += 1
+        if error is None and self._failures == 1:
+            return  # a single expiry is routine: relist at once
+        delay = self._options.backoff.delay(self._failures)
+        log.warning(message, resource=self.resource, namespace=self.namespace,
+                    error=str(error or "410 Gone"), retry_in=round(delay, 2))
+        await asyncio.sleep(delay)
+
+    def _touch(self) -> None:
+        self._failures, self._contact = 0, time.monotonic()
+
+    async def _list(self) -> None:
+        objects: list[RawObject] = []
+        resource_version, token = None, None
+        while True:
+            page = await self._list_page(token)
+            metadata = page.get("metadata") or {}
+            resource_version = resource_version or metadata.get("resourceVersion")
+            objects.extend(page.get("items") or ())
+            token = metadata.get("continue")
+            if not token:
+                break
+        self._sink.replace(objects)
+        self.resource_version = resource_version
+        self._touch()
+        self.synced.set()
+        log.debug("listed", resource=self.resource, namespace=self.namespace,
+                  objects=len(objects), resource_version=resource_version)
+
+    async def _list_page(self, token: str | None) -> dict[str, Any]:
+        self._counters.lists += 1
+        what = f"list {self.resource} in namespace {self.namespace}"
+        with api_errors(what):
+            # _preload_content=False: the raw aiohttp response, parsed as plain JSON below.
+            response: Any = await self._list_call(
+                self.namespace, limit=self._options.page_size, _continue=cast(str, token),
+                _preload_content=False)
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+            if response.status == 410:  # the continue token expired
+                raise _Expired
+            if response.status >= 300:  # unread bodies skip the client's status check
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body = body.decode(errors="replace")
+                raise error
+        page = json.loads(body)
+        if not isinstance(page, dict):
+            raise TransientError(f"{what}: not a list")
+        return page
+
+    async def _watch(self) -> None:
+        self._counters.watches += 1
+        what = f"watch {self.resource} in namespace {self.namespace}"
+        timeout = self._options.watch_timeout
+        # return_type "object": events stay plain dicts; no models to build and discard.
+        async with watch.Watch(return_type="object") as stream:
+            with api_errors(what):
+                try:
+                    async for event in stream.stream(
+                        self._list_call, self.namespace,
+                        resource_version=self.resource_version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=timeout,
+                        # The server ends the watch at timeout_seconds; this bounds a hung one.
+                        _request_timeout=timeout + 10,
+                    ):
+                        self._apply(event, what)
+                except ApiException as error:
+                    if error.status == 410:
+                        raise _Expired from error
+                    raise
+
+    def _apply(self, event: Any, what: str) -> None:
+        if not isinstance(event, dict) or not isinstance(event.get("raw_object"), dict):
+            raise TransientError(f"{what}: a line of the stream is not a watch event")
+        kind, raw = event.get("type"), event["raw_object"]
+        self._touch()
+        metadata = raw.get("metadata") or {}
+        self.resource_version = metadata.get("resourceVersion") or self.resource_version
+        if kind == "BOOKMARK":
+            self._counters.bookmarks += 1
+            return
+        self._counters.events += 1
+        if kind == "DELETED":
+            self._sink.delete(raw)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._sink.upsert(raw)
+
+
+class Informers:
+    """A group of informers per namespace, started and stopped a namespace at a time."""
+
+    def __init__(self, build: Callable[[str], Sequence[Informer]], *, owner: str) -> None:
+        self._build = build
+        self._owner = owner
+        """Names the cache in errors ("the pod cache")."""
+        self._groups: dict[str, Sequence[Informer]] = {}
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        return frozenset(self._groups)
+
+    def add(self, namespace: str) -> bool:
+        """Start a namespace's informers; False if it was already there."""
+        if namespace in self._groups:
+            return False
+        group = self._groups[namespace] = self._build(namespace)
+        for informer in group:
+            informer.start()
+        return True
+
+    async def remove(self, namespace: str) -> None:
+        for informer in self._groups.pop(namespace, ()):
+            await informer.stop()
+
+    async def set(self, namespaces: Iterable[str]) -> None:
+        """Exactly these namespaces: start the new ones, stop the others."""
+        wanted = set(namespaces)
+        for namespace in sorted(wanted - self._groups.keys()):
+            self.add(namespace)
+        for namespace in sorted(self._groups.keys() - wanted):
+            await self.remove(namespace)
+
+    async def close(self) -> None:
+        for namespace in list(self._groups):
+            await self.remove(namespace)
+
+    def is_synced(self, namespace: str) -> bool:
+        group = self._groups.get(namespace)
+        return group is not None and all(informer.synced.is_set() for informer in group)
+
+    async def wait_synced(self, namespace: str) -> None:
+        """Until every informer of the namespace has LISTed once (bound it with a timeout)."""
+        for informer in self.group(namespace):
+            await informer.synced.wait()
+
+    def group(self, namespace: str) -> Sequence[Informer]:
+        try:
+            return self._groups[namespace]
+        except KeyError:
+            raise KeyError(f"namespace {namespace!r} is not in {self._owner}; "
+                           "add it first") from None
+
+    def seconds_since_contact(self, namespace: str) -> float:
+        """The stalest informer's time since the server last answered it."""
+        return max(informer.seconds_since_contact() for informer in self.group(namespace))
