@@ -3,7 +3,8 @@
 Parses what ``metav1.FormatLabelSelector`` and ``labels.Selector.String()`` print:
 ``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``, ``a notin (x)``, ``a`` (exists) and ``!a``
 (does not exist), joined by commas. ``!=`` and ``notin`` also match pods without the label,
-as upstream's ``labels.Requirement.Matches`` does.
+as upstream's ``labels.Requirement.Matches`` does. ``format_label_selector`` goes the other
+way: a workload's ``spec.selector`` object to the string its ``/scale`` reports.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from autoscaler.errors import BadDataError
 
@@ -99,3 +101,30 @@ def _parse_requirement(part: str, text: str) -> Requirement:
         f"label selector {text!r}: cannot parse requirement {part!r} (expected key=value, "
         "key!=value, key in (a,b), key notin (a,b), key or !key)"
     )
+
+
+_EXPRESSIONS = {"In": "{key} in ({values})", "NotIn": "{key} notin ({values})",
+                "Exists": "{key}", "DoesNotExist": "!{key}"}
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """A ``LabelSelector`` object as the API server renders it in a built-in's ``/scale``.
+
+    Upstream's scale storage prints ``metav1.LabelSelectorAsSelector(spec.selector)``:
+    ``matchLabels`` become ``k=v``, ``matchExpressions`` ``k in (a,b)``, ``k notin (a)``,
+    ``k`` or ``!k`` with their values sorted; ``Selector.Add`` sorts the requirements by key
+    (a stable sort here: a label before an expression on the same key); a null or empty
+    selector prints as ``""``. ``BadDataError`` for an operator upstream does not know.
+    """
+    if not selector:
+        return ""
+    requirements = [(str(key), f"{key}={value}")
+                    for key, value in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator = expression.get("key"), expression.get("operator")
+        if operator not in _EXPRESSIONS or not key:
+            raise BadDataError(f"label selector: {operator!r} on {key!r} is not a valid "
+                               "requirement (expected In, NotIn, Exists or DoesNotExist)")
+        values = ",".join(sorted(str(value) for value in expression.get("values") or ()))
+        requirements.append((str(key), _EXPRESSIONS[operator].format(key=key, values=values)))
+    return ",".join(text for _, text in sorted(requirements, key=lambda item: item[0]))

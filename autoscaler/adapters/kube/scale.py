@@ -6,14 +6,21 @@ and custom resources (Argo Rollouts, ...) are handled alike: named groups throug
 ``CoreV1Api``. A write is a PUT of the Scale carrying the resourceVersion we read, as
 upstream's HPA and KEDA do; a 409 means someone wrote in between, and ``scale_with_retry``
 re-reads and recomputes rather than overwrite their change.
+
+With a ``TargetCache``, a read of an apps/v1 Deployment, StatefulSet or ReplicaSet in a
+synced namespace is served from the cache's watch (no HTTP call); anything else (custom
+resources, a namespace still syncing) is a GET of ``/scale`` plus a GET of the object for
+its annotations (the Scale carries none; pause annotations live on the object).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
@@ -23,7 +30,10 @@ from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.labels import Selector, parse_selector
 from autoscaler.algorithm import ScaleState
 from autoscaler.config import ScaleTargetRef
-from autoscaler.errors import BadDataError, ConflictError, NotFoundError
+from autoscaler.errors import AccessDeniedError, BadDataError, ConflictError, NotFoundError
+
+if TYPE_CHECKING:
+    from autoscaler.adapters.kube.targets import TargetCache
 
 log = structlog.get_logger("autoscaler.kube.scale")
 
@@ -49,6 +59,9 @@ class Scale:
     selector: str
     """``status.selector``: the pods the target owns, as a label-selector string."""
     resource_version: str
+    annotations: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), hash=False)
+    """The target object's ``metadata.annotations`` (pause, ...); a Scale has none itself."""
 
     @property
     def state(self) -> ScaleState:
@@ -86,9 +99,11 @@ def scale_from_json(body: dict[str, Any], target: ObjectRef) -> Scale:
 class ScaleClient:
     """GET and PUT ``/scale`` of any scalable kind the API server serves."""
 
-    def __init__(self, api_client: ApiClient, discovery: Discovery) -> None:
+    def __init__(self, api_client: ApiClient, discovery: Discovery, *,
+                 targets: TargetCache | None = None) -> None:
         self._client = api_client
         self._discovery = discovery
+        self._targets = targets
         self._custom = CustomObjectsApi(api_client)
         self._core = CoreV1Api(api_client)
         self._uids: dict[tuple[str, str, str, str], str] = {}
@@ -98,6 +113,11 @@ class ScaleClient:
         return self._uids.get(_uid_key(namespace, ref))
 
     async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale:
+        """The target's Scale with its object's annotations, from the cache if it can."""
+        if self._targets is not None:
+            cached = self._targets.lookup(namespace, ref)
+            if cached is not None:
+                return self._remember(cached, ref)
         info = await self._resolve(ref)
         what = f"get /scale of {ref.kind} {namespace}/{ref.name}"
         with api_errors(what):
@@ -108,12 +128,41 @@ class ScaleClient:
                 body = self._client.sanitize_for_serialization(
                     await self._core.read_namespaced_replication_controller_scale(
                         ref.name, namespace))
-        return self._remember(scale_from_json(body, _object_ref(namespace, ref)), ref)
+        scale = scale_from_json(body, _object_ref(namespace, ref))
+        annotations = await self._annotations(info, namespace, ref)
+        return self._remember(dataclasses.replace(scale, annotations=annotations), ref)
+
+    async def _annotations(self, info: ResourceInfo, namespace: str,
+                           ref: ScaleTargetRef) -> Mapping[str, str]:
+        what = f"get {ref.kind} {namespace}/{ref.name} (for its annotations)"
+        try:
+            with api_errors(what):
+                if info.group:
+                    body = await self._custom.get_namespaced_custom_object(
+                        info.group, info.version, namespace, info.plural, ref.name)
+                else:
+                    body = self._client.sanitize_for_serialization(
+                        await self._core.read_namespaced_replication_controller(
+                            ref.name, namespace))
+        except AccessDeniedError as error:
+            # Fail closed: without the annotations a paused target would be scaled.
+            raise AccessDeniedError(
+                f"{error} (grant get on {info.plural} in group {info.group or 'core'!r}: "
+                "see deploy/rbac.yaml)") from error
+        annotations = (body.get("metadata") or {}).get("annotations") or {} \
+            if isinstance(body, dict) else {}
+        if not isinstance(annotations, dict):
+            raise BadDataError(f"{what}: metadata.annotations is not a map")
+        return MappingProxyType({str(k): str(v) for k, v in annotations.items()})
 
     async def update_scale(
         self, namespace: str, ref: ScaleTargetRef, replicas: int, resource_version: str
     ) -> Scale:
-        """PUT ``spec.replicas``; ``ConflictError`` if the object changed since it was read."""
+        """PUT ``spec.replicas``; ``ConflictError`` if the object changed since it was read.
+
+        The returned Scale carries the cached annotations for a cached kind, else none (the
+        PUT's answer is a Scale, which has no annotations).
+        """
         info = await self._resolve(ref)
         body: Any = {
             "apiVersion": "autoscaling/v1", "kind": "Scale",
@@ -129,7 +178,11 @@ class ScaleClient:
                 result = self._client.sanitize_for_serialization(
                     await self._core.replace_namespaced_replication_controller_scale(
                         ref.name, namespace, body))
-        return self._remember(scale_from_json(result, _object_ref(namespace, ref)), ref)
+        written = scale_from_json(result, _object_ref(namespace, ref))
+        if self._targets is not None:
+            # The cache must not serve a version older than this write on the next pass.
+            written = self._targets.record_write(namespace, ref, written)
+        return self._remember(written, ref)
 
     def _remember(self, scale: Scale, ref: ScaleTargetRef) -> Scale:
         if scale.target.uid:

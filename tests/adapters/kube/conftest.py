@@ -15,7 +15,7 @@ import pytest
 
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.config import KubernetesSettings, ScaleTargetRef
-from tests.adapters.kube.rbac import allows, custom_scale_template, granted
+from tests.adapters.kube.rbac import allows, custom_resource_template, granted
 from tests.sim.kube import SimApiServer, apiserver
 
 __all__ = ["Ref", "Settings", "apiserver", "assert_rbac_covers", "kube"]
@@ -55,7 +55,7 @@ def _as_resource_request(method: str, path: str) -> tuple[str, str, str, str] | 
 
 def assert_rbac_covers(api: SimApiServer) -> None:
     """Every request in the simulator's log is allowed by deploy/rbac.yaml."""
-    permissions, template = granted(), custom_scale_template()
+    permissions, template = granted(), custom_resource_template()
     refused = []
     for record in api.log.records:
         if record.resource is None:
@@ -68,10 +68,11 @@ def assert_rbac_covers(api: SimApiServer) -> None:
             elif not record.path.startswith(DISCOVERY_PREFIXES):
                 refused.append(f"{record.method} {record.path} (non-resource)")
             continue
-        if record.group == "example.com" and record.resource.endswith("/scale"):
-            # A custom resource: covered once the user adds the commented template rule.
-            if record.verb not in template:
-                refused.append(f"{record.verb} {record.resource} (custom /scale template)")
+        if record.group == "example.com":
+            # A custom resource: covered once the user adds the commented template rules.
+            part = "/scale" if record.resource.endswith("/scale") else ""
+            if record.verb not in template[part]:
+                refused.append(f"{record.verb} {record.resource} (custom resource template)")
             continue
         if not allows(permissions, verb=record.verb, group=record.group or "",
                       resource=record.resource, namespace=record.namespace):

@@ -43,14 +43,15 @@ def _expand(rules: Iterable[dict[str, list[str]]], namespace: str | None) -> set
             for resource in rule["resources"] for verb in rule["verbs"]}
 
 
-def custom_scale_template(path: Path = RBAC_FILE) -> frozenset[str]:
-    """The verbs of the commented-out rule users copy for a custom resource's /scale."""
+def custom_resource_template(path: Path = RBAC_FILE) -> dict[str, frozenset[str]]:
+    """The verbs of the commented-out rules users copy for a custom resource, by the
+    resource's suffix: ``"/scale"`` for its scale subresource, ``""`` for the object."""
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "#   resources:" in line) - 1
-    block = "\n".join(line.replace("#", "", 1) for line in lines[start:start + 3])
-    rule = yaml.safe_load(block)[0]
-    assert rule["resources"][0].endswith("/scale"), rule
-    return frozenset(rule["verbs"])
+    block = "\n".join(line.replace("#", "", 1) for line in lines[start:start + 6])
+    rules = yaml.safe_load(block)
+    assert [rule["resources"][0].endswith("/scale") for rule in rules] == [True, False], rules
+    return {"/scale": frozenset(rules[0]["verbs"]), "": frozenset(rules[1]["verbs"])}
 
 
 def allows(permissions: frozenset[Permission], *, verb: str, group: str, resource: str,

@@ -17,19 +17,23 @@ from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient, scale_with_retry
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.adapters.kube.state import ConfigMapStateStore
+from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.algorithm import History
 from tests.adapters.kube.conftest import Ref, _as_resource_request
-from tests.adapters.kube.rbac import granted
+from tests.adapters.kube.rbac import custom_resource_template, granted
 from tests.sim.kube import SimApiServer
 
 WORKLOADS = ("Deployment", "StatefulSet", "ReplicaSet")
 
 
 async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
+    # Without a target cache: every read is the fallback (GET /scale, GET the object).
     scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
     async with EventRecorder(kube.api_client, uid_of=scales.uid_of) as events, \
-            PodCache(kube.api_client, watch_timeout=5) as pods:
+            PodCache(kube.api_client, watch_timeout=5) as pods, \
+            TargetCache(kube.api_client, watch_timeout=5) as targets:
         pods.add_namespace("shop")
+        await targets.set_namespaces(["shop"])
         for kind in WORKLOADS:
             apiserver.create_workload(kind, "shop", "web")
             await OwnerCheck(kube.api_client).owners_of("shop", Ref(kind=kind))
@@ -39,6 +43,7 @@ async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
                                     reason="SuccessfulRescale", message="New size: 2")
         async with asyncio.timeout(5):
             await pods.wait_synced("shop")
+            await targets.wait_synced("shop")
 
 
 async def exercise_leader_and_state(kube: KubeSession) -> None:
@@ -76,3 +81,17 @@ async def test_rules_match_the_calls_exactly(kube: KubeSession, apiserver: SimAp
     await exercise_leader_and_state(kube)
     grants = {(p.verb, p.group, p.resource) for p in granted()}
     assert used(apiserver) == grants
+
+
+async def test_custom_resource_template_matches_its_calls(kube: KubeSession,
+                                                          apiserver: SimApiServer) -> None:
+    """The commented rules for a custom resource grant exactly what scaling one uses."""
+    apiserver.create_workload("Rollout", "shop", "web", api_version="example.com/v1")
+    scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
+    ref = Ref(api_version="example.com/v1", kind="Rollout")
+    await scale_with_retry(scales, "shop", ref, lambda s: s.spec_replicas + 1)
+    calls = {(verb, resource) for verb, group, resource in used(apiserver)
+             if group == "example.com"}
+    template = custom_resource_template()
+    assert calls == ({(verb, "rollouts/scale") for verb in template["/scale"]}
+                     | {(verb, "rollouts") for verb in template[""]})
