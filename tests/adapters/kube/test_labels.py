@@ -1,8 +1,8 @@
-"""Label-selector strings as a scale's status.selector carries them."""
+"""Label-selector strings as a scale's status.selector carries them, both ways."""
 
 import pytest
 
-from autoscaler.adapters.kube.labels import parse_selector
+from autoscaler.adapters.kube.labels import format_label_selector, parse_selector
 from autoscaler.errors import BadDataError
 
 LABELS = {"app": "web", "tier": "front", "track": "stable"}
@@ -50,3 +50,32 @@ def test_malformed_selector(selector: str) -> None:
     """A selector the grammar does not cover is a BadDataError naming the selector."""
     with pytest.raises(BadDataError, match="label selector"):
         parse_selector(selector)
+
+
+@pytest.mark.parametrize(
+    ("selector", "text"),
+    [
+        (None, ""),
+        ({}, ""),
+        ({"matchLabels": {"tier": "front", "app": "web"}}, "app=web,tier=front"),
+        ({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "a"]}]},
+         "zone in (a,b)"),
+        ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]},
+                               {"key": "canary", "operator": "DoesNotExist"},
+                               {"key": "app", "operator": "Exists"}]},
+         "app,!canary,env notin (dev)"),
+        ({"matchLabels": {"app": "web"},
+          "matchExpressions": [{"key": "app", "operator": "Exists"}]}, "app=web,app"),
+    ],
+    ids=["null", "empty", "labels-sorted", "in-values-sorted", "by-key", "label-first-on-tie"],
+)
+def test_format_label_selector(selector: dict[str, object] | None, text: str) -> None:
+    """A spec.selector prints as upstream's scale does: sorted by key, values sorted."""
+    assert format_label_selector(selector) == text
+    assert parse_selector(text).text == text
+
+
+def test_format_unknown_operator() -> None:
+    """An operator upstream does not know is a BadDataError naming it."""
+    with pytest.raises(BadDataError, match="'Near'"):
+        format_label_selector({"matchExpressions": [{"key": "a", "operator": "Near"}]})

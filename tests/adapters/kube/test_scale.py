@@ -1,6 +1,7 @@
 """/scale of any scalable kind: read, write with its resourceVersion, retry on conflict."""
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,45 @@ def test_scale_without_selector() -> None:
         scale.pod_selector()
     with pytest.raises(BadDataError, match="is not a Scale"):
         scale_from_json({"spec": {"replicas": "many"}}, target)
+
+
+async def test_object_read_denied_fails_closed(kube: KubeSession,
+                                               apiserver: SimApiServer) -> None:
+    """Without get on the object its annotations (pause) are unknown: an error naming the
+    missing rule, never a Scale that looks unpaused."""
+    ref = Ref(api_version="example.com/v1", kind="Rollout")
+    apiserver.create_workload("Rollout", "shop", "web", api_version=ref.api_version)
+    apiserver.deny("get", "rollouts")
+    with pytest.raises(AccessDeniedError, match="grant get on rollouts"):
+        await scales(kube).get_scale("shop", ref)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"spec": {}, "status": {}}, (1, 0, "")),
+        ({"spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}}},
+          "status": {"replicas": 2}}, (0, 2, "app=web")),
+    ],
+    ids=["defaults", "explicit"],
+)
+def test_scale_from_object(raw: dict[str, Any], expected: tuple[int, int, str]) -> None:
+    """An apps/v1 object's Scale: spec.replicas defaults to 1, status.replicas to 0."""
+    from autoscaler.adapters.kube.targets import scale_from_object
+
+    raw["metadata"] = {"name": "web", "namespace": "shop", "resourceVersion": "7",
+                       "annotations": {"a": "b"}}
+    scale = scale_from_object(raw, kind="Deployment")
+    assert (scale.spec_replicas, scale.status_replicas, scale.selector) == expected
+    assert (scale.resource_version, dict(scale.annotations)) == ("7", {"a": "b"})
+
+
+def test_scale_from_garbage_object() -> None:
+    """An object without a name or with a non-numeric replicas is a BadDataError."""
+    from autoscaler.adapters.kube.targets import scale_from_object
+
+    with pytest.raises(BadDataError, match="not a valid object"):
+        scale_from_object({"metadata": {"namespace": "shop"}}, kind="Deployment")
+    with pytest.raises(BadDataError, match="not a valid object"):
+        scale_from_object({"metadata": {"namespace": "shop", "name": "web"},
+                           "spec": {"replicas": "many"}}, kind="Deployment")
