@@ -1,7 +1,9 @@
 """Kubernetes adapter: every API call the daemon makes, on kubernetes-asyncio.
 
 ``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``scale`` (GET/PUT
-``/scale`` with optimistic concurrency), ``pods`` (list-and-watch cache), ``events``
+``/scale`` with optimistic concurrency), ``targets`` (list-and-watch cache of the apps/v1
+workloads' scales, so reads of those need no request), ``pods`` (list-and-watch cache of
+pods), ``informer`` (the list-and-watch machinery both caches share), ``events``
 (aggregated core/v1 Events), ``owners`` (other autoscalers on the same target), ``drift``
 (replicas changed under us), ``labels`` (selector strings), ``pod_json`` and ``pod_index``
 (pods as the core sees them, indexed by label), ``reasons`` (event reasons), ``errors`` (the
@@ -13,9 +15,10 @@ from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
 from autoscaler.adapters.kube.drift import Drift, DriftTracker
 from autoscaler.adapters.kube.errors import RejectedError
 from autoscaler.adapters.kube.events import EventRecorder, SpamPolicy
-from autoscaler.adapters.kube.labels import Selector, parse_selector
+from autoscaler.adapters.kube.informer import Backoff, WatchCounters
+from autoscaler.adapters.kube.labels import Selector, format_label_selector, parse_selector
 from autoscaler.adapters.kube.owners import Owner, OwnerCheck
-from autoscaler.adapters.kube.pods import Backoff, PodCache, WatchCounters
+from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.reasons import EventReason, EventType, successful_rescale_message
 from autoscaler.adapters.kube.scale import (
     ObjectRef,
@@ -25,11 +28,12 @@ from autoscaler.adapters.kube.scale import (
     scale_with_retry,
 )
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession
+from autoscaler.adapters.kube.targets import TargetCache, TargetCounters
 
 __all__ = [
     "Backoff", "Discovery", "Drift", "DriftTracker", "EventReason", "EventRecorder", "EventType",
     "InClusterFiles", "KubeSession", "ObjectRef", "Owner", "OwnerCheck", "PodCache",
     "RejectedError", "ResourceInfo", "Scale", "ScaleClient", "ScaleOutcome", "Selector",
-    "SpamPolicy", "WatchCounters", "parse_selector", "scale_with_retry",
-    "successful_rescale_message",
+    "SpamPolicy", "TargetCache", "TargetCounters", "WatchCounters", "format_label_selector",
+    "parse_selector", "scale_with_retry", "successful_rescale_message",
 ]
