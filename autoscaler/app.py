@@ -33,7 +33,14 @@ from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
 from autoscaler.state import FileStateStore, MemoryStateStore, StateStore
-from autoscaler.wiring import Components, connect, pod_namespace, targets_for_shard
+from autoscaler.wiring import (
+    Components,
+    connect,
+    pod_namespace,
+    targets_for_shard,
+    wait_synced,
+    watch_namespaces,
+)
 
 log = structlog.get_logger("autoscaler.app")
 
@@ -234,7 +241,7 @@ class Daemon:
                 state and state.last_decision) else ()
             self.telemetry.forget(key, metrics)
         self.telemetry.targets.set(len(targets))
-        await self.components.pod_cache.set_namespaces({t.namespace for t in targets})
+        await watch_namespaces(self.components, {t.namespace for t in targets})
 
     async def _reloads(self) -> None:
         while True:
@@ -266,8 +273,7 @@ class Daemon:
     # --- probes and watchdog ------------------------------------------------------------
 
     async def _sync_pods(self) -> None:
-        namespaces = {t.namespace for t in self.scheduler_targets}
-        await asyncio.gather(*(self.components.pod_cache.wait_synced(ns) for ns in namespaces))
+        await wait_synced(self.components, {t.namespace for t in self.scheduler_targets})
         self.synced = True
 
     async def _heartbeat(self) -> None:
@@ -286,7 +292,7 @@ class Daemon:
 
         def ready() -> tuple[bool, str]:
             if not self.synced:
-                return False, "pod caches not synced yet"
+                return False, "pod and workload caches not synced yet"
             return True, "leader" if self._may_write() else "standby"
 
         self.probes.healthy, self.probes.ready, self.probes.status = healthy, ready, self._status

@@ -25,7 +25,7 @@ from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.state import FileStateStore
-from autoscaler.wiring import connect
+from autoscaler.wiring import connect, wait_synced, watch_namespaces
 
 
 async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, TargetState]:
@@ -41,9 +41,8 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
             for key, history in (await FileStateStore(config.daemon.state_file).load()).items():
                 reconciler.state(key).history = history
         namespaces = {t.namespace for t in targets}
-        await components.pod_cache.set_namespaces(namespaces)
-        await asyncio.wait_for(asyncio.gather(
-            *(components.pod_cache.wait_synced(ns) for ns in namespaces)), timeout=30)
+        await watch_namespaces(components, namespaces)
+        await asyncio.wait_for(wait_synced(components, namespaces), timeout=30)
         period = min((t.sync_period for t in targets), default=15.0)
         await reconciler.run_pass(targets, deadline=time.monotonic() + period)
         return {t.key: reconciler.state(t.key) for t in targets}

@@ -6,6 +6,7 @@ Prometheus and the API server through exactly the same code.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +22,7 @@ from autoscaler.adapters.kube.owners import OwnerCheck
 from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.adapters.prometheus import PrometheusSource, TargetRequest
 from autoscaler.algorithm import Pod
 from autoscaler.config import Config, TargetConfig
@@ -68,6 +70,7 @@ class PrometheusMetrics:
 class Components:
     api_client: ApiClient
     scales: ScaleClient
+    target_cache: TargetCache
     pods: PodSelectorCache
     pod_cache: PodCache
     events: EventRecorder
@@ -81,20 +84,36 @@ async def connect(config: Config, *, record_events: bool = True) -> AsyncIterato
     async with KubeSession.connect(config.kubernetes) as session:
         client = session.api_client
         discovery = Discovery(client)
-        scales = ScaleClient(client, discovery)
+        # Deployments, StatefulSets and ReplicaSets are watched, so a pass reads their /scale
+        # from memory; other kinds fall back to GET /scale.
+        target_cache = TargetCache(client)
+        scales = ScaleClient(client, discovery, targets=target_cache)
         pod_cache = PodCache(client)
         source = PrometheusSource(
             config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)))
         try:
             async with EventRecorder(client, uid_of=scales.uid_of) as events:
                 yield Components(
-                    api_client=client, scales=scales, pods=PodSelectorCache(pod_cache),
+                    api_client=client, scales=scales, target_cache=target_cache,
+                    pods=PodSelectorCache(pod_cache),
                     pod_cache=pod_cache, events=events, owners=OwnerCheck(client),
                     metrics=PrometheusMetrics(source),
                 )
         finally:
             await pod_cache.close()
+            await target_cache.close()
             await source.close()
+
+
+async def watch_namespaces(components: Components, namespaces: set[str]) -> None:
+    """Watch pods and workloads in exactly these namespaces (those with targets)."""
+    await components.pod_cache.set_namespaces(namespaces)
+    await components.target_cache.set_namespaces(namespaces)
+
+
+async def wait_synced(components: Components, namespaces: set[str]) -> None:
+    await asyncio.gather(*(components.pod_cache.wait_synced(ns) for ns in namespaces),
+                         *(components.target_cache.wait_synced(ns) for ns in namespaces))
 
 
 def shard_of(key: str, total: int) -> int:

@@ -25,6 +25,10 @@ class Scale(Protocol):
     def selector(self) -> str: ...
     @property
     def resource_version(self) -> str: ...
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """The target object's annotations (pause); empty when unknown."""
+        ...
 
 
 class ScalePort(Protocol):

@@ -218,10 +218,9 @@ class Reconciler:
             self._fail(state, target, Reason.FAILED_GET_SCALE,
                        f"the pods of the target cannot be listed yet: {error}")
             return None
-        annotations: Mapping[str, str] = getattr(scale, "annotations", None) or {}
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
-                         pause=pause_of(target, annotations))
+                         pause=pause_of(target, scale.annotations))
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas

@@ -282,3 +282,35 @@ async def test_opt_in_fallback_after_consecutive_invalid_passes(rig: Rig, tmp_pa
         assert "fallback after" in " ".join(
             e["message"] for e in rig.api.store.list(("", "events"), "default")
             if e.get("reason") == "SuccessfulRescale")
+
+
+async def test_pause_by_annotation_holds_then_releases(rig: Rig, tmp_path: Path) -> None:
+    """autoscaler.dev/paused-replicas holds the workload whatever the load; removing it
+    hands the workload back to the metrics."""
+    rig.api.patch("apps/v1", "Deployment", "default", "web", {"metadata": {"annotations": {
+        "autoscaler.dev/paused-replicas": "3"}}})
+    rig.load.demand = 800
+    with daemon(config(rig, tmp_path), tmp_path) as proc:
+        await eventually(lambda: replicas(rig) == 3, timeout=30, what="held at 3")
+        await asyncio.sleep(3)
+        assert replicas(rig) == 3
+        assert "paused-replicas" in proc.target()["paused"]
+        rig.api.patch("apps/v1", "Deployment", "default", "web", {"metadata": {"annotations": {
+            "autoscaler.dev/paused-replicas": None}}})
+        await eventually(lambda: replicas(rig) >= 8, timeout=40, what="scaling resumed")
+        assert "paused" not in proc.target()
+
+
+async def test_steady_state_reads_come_from_watches(rig: Rig, tmp_path: Path) -> None:
+    """Once synced, passes make no pod or workload LIST and no GET of /scale: watches only."""
+    rig.load.demand = 200
+    with daemon(config(rig, tmp_path), tmp_path) as proc:
+        await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=30,
+                         what="a first good pass")
+        before = {v: rig.api.count(verb=v) for v in ("list", "get")}
+        scale_gets = rig.api.count(verb="get", resource="deployments/scale")
+        await asyncio.sleep(5)  # about five passes at the 1 s sync period
+        assert rig.api.count(verb="list") == before["list"]
+        # At most the very first pass, before the workload watch synced, asked the server.
+        assert rig.api.count(verb="get", resource="deployments/scale") == scale_gets <= 1
+        assert rig.api.count(verb="get") - before["get"] <= 2  # discovery refreshes at most
