@@ -52,10 +52,10 @@ class Deployments:
         return rt
 
     def owned(self, deploy: Obj) -> list[Obj]:
-        uid = deploy["metadata"]["uid"]
-        return [rs for rs in self.server.store.list(self.rs_type.storage_key,
-                                                    deploy["metadata"]["namespace"])
-                if controller_uid(rs) == uid]
+        """ReplicaSets the Deployment controls (read-only stored objects, by name)."""
+        uid, namespace = deploy["metadata"]["uid"], deploy["metadata"]["namespace"]
+        return [rs for rs in self.server.store.children(uid, self.rs_type.storage_key)
+                if controller_uid(rs) == uid and rs["metadata"].get("namespace") == namespace]
 
     def reconcile(self, rt: ResourceType, deploy: Obj) -> bool:
         want, owned = spec_replicas(rt, deploy), self.owned(deploy)
@@ -68,9 +68,9 @@ class Deployments:
         for rs in owned:
             target = want if rs["metadata"]["name"] == name else 0
             if rs["spec"].get("replicas") != target:
-                rs["spec"]["replicas"] = target
+                scaled = {**rs, "spec": {**rs["spec"], "replicas": target}}  # rs is stored
                 self.server.rest.update(self.rs_type, rs["metadata"]["namespace"],
-                                        rs["metadata"]["name"], rs)
+                                        rs["metadata"]["name"], scaled)
                 changed = True
         return self._annotate(deploy, name) or self._status(deploy, want, name) or changed
 
@@ -81,9 +81,9 @@ class Deployments:
         annotations = deploy["metadata"].get("annotations") or {}
         if revision is None or annotations.get(REVISION) == revision:
             return False
-        updated = copy.deepcopy(deploy)
-        updated["metadata"]["annotations"] = {**annotations, REVISION: revision}
-        self.server.store.replace(("apps", "deployments"), updated)
+        updated = {**deploy, "metadata": {**deploy["metadata"],
+                                          "annotations": {**annotations, REVISION: revision}}}
+        self.server.store.replace(("apps", "deployments"), updated, echo=False)
         return True
 
     def _create(self, rt: ResourceType, deploy: Obj, name: str, want: int,
@@ -122,9 +122,8 @@ class Deployments:
                                                 old.get("conditions") or [])
         if status == old:
             return False
-        updated = copy.deepcopy(deploy)
-        updated["status"] = status
-        self.server.store.replace(("apps", "deployments"), updated)
+        self.server.store.replace(("apps", "deployments"), {**deploy, "status": status},
+                                  echo=False)
         return True
 
     def _conditions(self, deploy: Obj, status: Obj, want: int, new_name: str,

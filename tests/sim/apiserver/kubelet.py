@@ -6,18 +6,21 @@ was first seen, and Ready ``ready_delay`` seconds after it started, each step on
 write with its lastTransitionTime, as a real node reports them. A pod with a
 deletionTimestamp is removed ``termination_delay`` seconds after the kubelet first saw it.
 Tests may pin a pod's readiness (``force_ready``). Time comes from the injected clock.
+
+A pass syncs only the pods that changed since the last one (``mark``, fed by the store's
+change listener) and those whose next step is due (a heap of due times), never all pods.
 """
 
 from __future__ import annotations
 
-import copy
+import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from .clock import Clock, rfc3339
 from .rest import random_suffix
-from .store import Store
+from .store import Store, json_copy
 
 Obj = dict[str, Any]
 PODS = ("", "pods")
@@ -57,12 +60,27 @@ def is_ready(pod: Obj) -> bool:
 
 
 
+def _next_step(sim: PodSim) -> datetime | None:
+    """When this pod's next transition is due, if one is pending."""
+    t = sim.timing
+    if sim.deleting_since is not None:
+        return sim.deleting_since + timedelta(seconds=t.termination_delay)
+    if sim.started_at is None:
+        return sim.seen_at + timedelta(seconds=t.start_delay)
+    if sim.forced_ready is None and sim.ready_since is None:
+        return sim.started_at + timedelta(seconds=t.ready_delay)
+    return None
+
+
 class Kubelet:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store, self.clock = store, clock
         self.defaults = PodTiming()
         self.pods: dict[tuple[str, str], PodSim] = {}
         self._ip = 0
+        self._dirty: dict[tuple[str, str], None] = {}  # an ordered set: changed pods
+        self._due: list[tuple[datetime, tuple[str, str]]] = []  # heap, entries may be stale
+        self._due_at: dict[tuple[str, str], datetime] = {}  # the valid entry per pod
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -70,29 +88,56 @@ class Kubelet:
     def track(self, namespace: str, name: str, timing: PodTiming) -> None:
         """Remember the timing of a pod a controller just created."""
         self.pods[(namespace, name)] = PodSim(timing=timing, seen_at=self.now())
+        self._schedule((namespace, name))
+
+    def mark(self, namespace: str, name: str) -> None:
+        """The pod changed (or vanished): sync it in the next pass."""
+        self._dirty[(namespace, name)] = None
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The pod is gone (an API delete with grace 0): nothing is due for it."""
+        self.pods.pop((namespace, name), None)
+        self._due_at.pop((namespace, name), None)
 
     def step(self) -> bool:
         changed = False
-        pods = self.store.list(PODS)
-        present = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
-        for key in set(self.pods) - present:
-            del self.pods[key]  # removed by an API delete with grace 0: nothing is due for it
-        for pod in pods:
+        for key in self._take_work():
+            pod = self.store.peek(PODS, *key)
+            if pod is None:
+                self.forget(*key)
+                continue
             changed |= self._sync(pod)
+            self._schedule(key)
         return changed
 
-    def next_due(self) -> datetime | None:
-        times = []
-        for sim in self.pods.values():
-            t = sim.timing
-            if sim.deleting_since is not None:
-                times.append(sim.deleting_since + timedelta(seconds=t.termination_delay))
-            elif sim.started_at is None:
-                times.append(sim.seen_at + timedelta(seconds=t.start_delay))
-            elif sim.forced_ready is None and sim.ready_since is None:
-                times.append(sim.started_at + timedelta(seconds=t.ready_delay))
-        return min(times) if times else None
+    def _take_work(self) -> list[tuple[str, str]]:
+        work, self._dirty = self._dirty, {}
+        now = self.now()
+        while self._due and self._due[0][0] <= now:
+            due, key = heapq.heappop(self._due)
+            if self._due_at.get(key) == due:
+                del self._due_at[key]
+                work[key] = None
+        return list(work)
 
+    def has_work(self) -> bool:
+        """Changed pods wait, or a pod's step is due now."""
+        due = self.next_due()
+        return bool(self._dirty) or (due is not None and due <= self.now())
+
+    def _schedule(self, key: tuple[str, str]) -> None:
+        sim = self.pods.get(key)
+        due = _next_step(sim) if sim is not None else None
+        if due is None:
+            self._due_at.pop(key, None)
+        elif self._due_at.get(key) != due:
+            self._due_at[key] = due
+            heapq.heappush(self._due, (due, key))
+
+    def next_due(self) -> datetime | None:
+        while self._due and self._due_at.get(self._due[0][1]) != self._due[0][0]:
+            heapq.heappop(self._due)  # superseded or forgotten
+        return self._due[0][0] if self._due else None
 
     def _sync(self, pod: Obj) -> bool:
         meta = pod["metadata"]
@@ -102,8 +147,8 @@ class Kubelet:
         if meta.get("deletionTimestamp"):
             sim.deleting_since = sim.deleting_since or now
             if now >= sim.deleting_since + timedelta(seconds=sim.timing.termination_delay):
-                self.store.delete(PODS, *key)
-                self.pods.pop(key, None)
+                self.store.delete(PODS, *key, echo=False)
+                self.forget(*key)
                 return True
             return False
         status = pod.get("status") or {}
@@ -127,7 +172,7 @@ class Kubelet:
         if want == is_ready(pod):
             return False
         sim.ready_since = now if want else None
-        status = copy.deepcopy(pod["status"])
+        status = json_copy(pod["status"])
         when = rfc3339(now)
         for cond in status["conditions"]:
             if cond["type"] in ("Ready", "ContainersReady"):
@@ -141,17 +186,17 @@ class Kubelet:
         return self._write_status(pod, status)
 
     def _bind(self, pod: Obj) -> bool:
-        new = copy.deepcopy(pod)
+        new = json_copy(pod)
         new["spec"]["nodeName"] = "sim-node-1"
         new.setdefault("status", {}).setdefault("conditions", []).append(
             _condition("PodScheduled", True, rfc3339(self.now())))
-        self.store.replace(PODS, new)
+        self.store.replace(PODS, new, echo=False)
         return True
 
     def _accept(self, pod: Obj) -> bool:
         when = rfc3339(self.now())
         self._ip += 1
-        status = copy.deepcopy(pod.get("status") or {})
+        status = json_copy(pod.get("status") or {})
         status.update(hostIP="10.0.0.1", hostIPs=[{"ip": "10.0.0.1"}], startTime=when,
                       podIP=f"10.244.{self._ip // 250}.{self._ip % 250 + 2}")
         status["podIPs"] = [{"ip": status["podIP"]}]
@@ -170,7 +215,7 @@ class Kubelet:
 
     def _running(self, pod: Obj, now: datetime) -> Obj:
         when = rfc3339(now)
-        status: Obj = copy.deepcopy(pod["status"])
+        status: Obj = json_copy(pod["status"])
         status["phase"] = "Running"
         for cond in status["conditions"]:
             if cond["type"] == "PodReadyToStartContainers":
@@ -181,18 +226,17 @@ class Kubelet:
         return status
 
     def _write_status(self, pod: Obj, status: Obj) -> bool:
-        new = copy.deepcopy(pod)
-        new["status"] = status
-        self.store.replace(PODS, new)
+        new = {**pod, "status": status}  # the store copies what it keeps
+        self.store.replace(PODS, new, echo=False)
         return True
 
 
     def set_phase(self, namespace: str, name: str, phase: str) -> None:
         """A container exited (Failed/Succeeded) or the node stopped reporting (Unknown)."""
-        pod = self.store.get(PODS, namespace, name)
+        pod = self.store.peek(PODS, namespace, name)
         if pod is None:
             raise KeyError(f"no pod {namespace}/{name}")
-        status = copy.deepcopy(pod.get("status") or {})
+        status = json_copy(pod.get("status") or {})
         status["phase"] = phase
         when = rfc3339(self.now())
         for cond in status.get("conditions") or []:
@@ -204,9 +248,12 @@ class Kubelet:
         sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,
                                                              seen_at=self.now()))
         sim.forced_ready = False
+        self._schedule((namespace, name))
         self._write_status(pod, status)
 
     def force_ready(self, namespace: str, name: str, ready: bool | None) -> None:
         sim = self.pods.setdefault((namespace, name), PodSim(timing=self.defaults,
                                                              seen_at=self.now()))
         sim.forced_ready = ready
+        self._schedule((namespace, name))
+        self.mark(namespace, name)

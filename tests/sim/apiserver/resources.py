@@ -217,6 +217,7 @@ class Registry:
 
     def __init__(self, types: list[ResourceType]) -> None:
         self._types = list(types)
+        self.version = 0  # bumped on every change, so callers may cache derived tables
 
     def __iter__(self) -> Iterator[ResourceType]:
         return iter(list(self._types))
@@ -224,10 +225,12 @@ class Registry:
     def add(self, rt: ResourceType) -> None:
         self.remove(rt.group, rt.version, rt.plural)
         self._types.append(rt)
+        self.version += 1
 
     def remove(self, group: str, version: str, plural: str) -> None:
         self._types = [t for t in self._types
                        if (t.group, t.version, t.plural) != (group, version, plural)]
+        self.version += 1
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         for t in self._types:

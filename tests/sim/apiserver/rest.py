@@ -9,7 +9,6 @@ pods are deleted gracefully (deletionTimestamp first); objects with finalizers w
 
 from __future__ import annotations
 
-import copy
 import secrets
 import uuid
 from datetime import timedelta
@@ -28,7 +27,7 @@ from .errors import (
 )
 from .patch import apply_patch
 from .resources import Registry, ResourceType
-from .store import Obj, Store
+from .store import Obj, Store, json_copy
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -65,7 +64,7 @@ class Rest:
                 body.get("kind", rt.kind) != rt.kind:
             raise bad_request(f"the API version in the data ({body.get('apiVersion')}) does not "
                               f"match the expected API version ({rt.api_version})")
-        obj = copy.deepcopy(body)
+        obj = json_copy(body)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -175,12 +174,12 @@ class Rest:
     def _write(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None) -> Obj:
         """Merge ``obj`` over ``old`` as the main resource or the status subresource does."""
         if subresource == "status":
-            new = copy.deepcopy(old)
+            new = json_copy(old)
             new["status"] = obj.get("status")
         else:
             new = obj
             if rt.has_status:
-                new["status"] = copy.deepcopy(old.get("status"))
+                new["status"] = json_copy(old.get("status"))
             system = ("uid", "creationTimestamp", "generation", "deletionTimestamp",
                       "deletionGracePeriodSeconds", "namespace")
             for key in system:
@@ -212,7 +211,7 @@ class Rest:
             if isinstance(body, dict) else None
         if rv not in (None, "") and str(rv) != old["metadata"]["resourceVersion"]:
             raise conflict(rt, name)
-        new = scale.with_scale(rt, copy.deepcopy(old), body)
+        new = scale.with_scale(rt, json_copy(old), body)
         written = self._write(rt, old, new, None)
         return scale.scale_of(rt, written)
 
@@ -247,7 +246,7 @@ class Rest:
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return old
-            new = copy.deepcopy(old)
+            new = json_copy(old)
             new["metadata"]["deletionTimestamp"] = rfc3339(self.clock.now())
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             return objects.to_view(rt, self.store.replace(rt.storage_key, new))
@@ -264,7 +263,7 @@ class Rest:
             return self.store.delete(rt.storage_key, *self._slot(old))
         if old["metadata"].get("deletionTimestamp"):
             return old
-        new = copy.deepcopy(old)
+        new = json_copy(old)
         new["metadata"]["deletionTimestamp"] = rfc3339(
             self.clock.now() + timedelta(seconds=int(grace)))
         new["metadata"]["deletionGracePeriodSeconds"] = int(grace)

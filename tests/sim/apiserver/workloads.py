@@ -7,13 +7,18 @@ one at a time under ``OrderedReady`` and all at once under ``Parallel``. Workloa
 follows. Time comes from the injected clock, so a ``ManualClock`` test advances it instead of
 sleeping. The controllers and the kubelet (kubelet.py) run as one background task that
 wakes on every store change and when the next pod transition is due.
+
+As real controllers, they work from queues keyed by object: a store change enqueues the
+changed workload, the workloads owning the changed object (found through the store's uid
+index) and, for pods and ReplicaSets, an orphan check; a pass reconciles only what is queued
+(plus workloads whose last reconcile failed, retried every pass as before). A pass costs
+what changed, not the size of the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,7 +30,7 @@ from .kubelet import Kubelet, PodTiming, is_ready
 from .resources import ResourceType
 from .scale import spec_replicas
 from .selectors import format_label_selector, get_path, set_path
-from .store import Change
+from .store import Change, Key, Slot, json_copy
 
 if TYPE_CHECKING:
     from .server import SimApiServer
@@ -65,12 +70,55 @@ class Workloads:
         self.timings: dict[tuple[str, str, str], PodTiming] = {}
         self.failures: set[tuple[str, str]] = set()
         self._wake = asyncio.Event()
+        self._queue: dict[Slot, None] = {}  # ordered sets of storage slots
+        self._failing: dict[Slot, None] = {}
+        self._orphan_checks: dict[Slot, None] = {}
+        self._types_version = -1
+        self._types: dict[Key, ResourceType] = {}
+        self._collectable: set[Key] = set()
         server.store.listeners.append(self._on_change)
         if isinstance(server.clock, ManualClock):
             server.clock.on_advance.append(self._wake.set)
 
+    def _workload_types(self) -> dict[Key, ResourceType]:
+        """Workload types by storage key (cached until the registry changes)."""
+        registry = self.server.registry
+        if self._types_version != registry.version:
+            self._types = {}
+            for rt in registry:
+                if rt.workload:
+                    self._types.setdefault(rt.storage_key, rt)
+            self._collectable = {rt.storage_key for rt in registry
+                                 if rt.kind in ("Pod", "ReplicaSet")}
+            self._types_version = registry.version
+        return self._types
+
     def _on_change(self, change: Change) -> None:
+        """Enqueue what this change can affect (the work queues of the controllers)."""
         self._wake.set()
+        types, store = self._workload_types(), self.server.store
+        meta = change.new["metadata"]
+        slot: Slot = (change.key, meta.get("namespace", ""), meta["name"])
+        deleted = change.type == "DELETED"
+        if change.key in types and not deleted:
+            self._queue[slot] = None
+        for obj in (change.old, change.new):
+            for ref in (obj or {}).get("metadata", {}).get("ownerReferences") or []:
+                owner = store.locate(ref.get("uid")) if isinstance(ref, dict) else None
+                if owner is not None and owner[0] in types:
+                    self._queue[owner] = None
+        if change.key in self._collectable and not deleted:
+            self._orphan_checks[slot] = None
+        if deleted and isinstance(uid := meta.get("uid"), str):
+            for key in self._collectable:
+                for child in store.children(uid, key):
+                    cmeta = child["metadata"]
+                    self._orphan_checks[(key, cmeta.get("namespace", ""), cmeta["name"])] = None
+        if change.key == PODS:
+            if deleted:
+                self.kubelet.forget(slot[1], slot[2])
+            else:
+                self.kubelet.mark(slot[1], slot[2])
 
     def now(self) -> datetime:
         return self.server.clock.now()
@@ -87,23 +135,35 @@ class Workloads:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
 
-    def settle(self, max_passes: int = 50) -> None:
-        """Run passes until nothing changes (what is due now has happened)."""
+    def settle(self, max_passes: int = 1000) -> None:
+        """Run passes until nothing changes (what is due now has happened). Each pass
+        costs what changed, so the bound only stops a simulator bug from looping forever."""
         for _ in range(max_passes):
             if not self.step():
                 return
 
     def step(self) -> bool:
-        changed = False
-        for rt in self.server.registry:
-            if rt.workload:
-                for obj in self.server.store.list(rt.storage_key):
-                    try:
-                        changed |= self._reconcile(rt, obj)
-                    except ApiError as error:  # e.g. a template the pod validation refuses
-                        changed |= self._report(rt, obj, error)
-        changed |= self._collect_orphans()
-        return self.kubelet.step() or changed
+        """One pass: reconcile the queued workloads, collect orphans, run the kubelet.
+        True if it wrote something or left work queued."""
+        store = self.server.store
+        before = store.resource_version
+        types = self._workload_types()
+        work, self._queue = self._queue, {}
+        work.update(self._failing)
+        for slot in work:
+            rt, obj = types.get(slot[0]), store.peek(*slot)
+            if rt is None or obj is None:
+                self._failing.pop(slot, None)
+                continue
+            try:
+                self._reconcile(rt, obj)
+                self._failing.pop(slot, None)
+            except ApiError as error:  # e.g. a template the pod validation refuses
+                self._failing[slot] = None
+                self._report(rt, obj, error)
+        self._collect_orphans()
+        self.kubelet.step()
+        return store.resource_version != before or bool(self._queue or self._orphan_checks)
 
     def _report(self, rt: ResourceType, obj: Obj, error: ApiError) -> bool:
         """A Warning event on the workload, once per distinct failure, as controllers record."""
@@ -129,9 +189,10 @@ class Workloads:
         return self.timings.get((rt.plural, namespace, name), self.kubelet.defaults)
 
     def _owned(self, obj: Obj) -> list[Obj]:
-        uid = obj["metadata"]["uid"]
-        return [p for p in self.server.store.list(PODS, obj["metadata"]["namespace"])
-                if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
+        """Pods with an ownerReference to ``obj`` (read-only stored objects)."""
+        namespace = obj["metadata"]["namespace"]
+        return [p for p in self.server.store.children(obj["metadata"]["uid"], PODS)
+                if p["metadata"].get("namespace") == namespace]
 
     def _reconcile(self, rt: ResourceType, obj: Obj) -> bool:
         if obj["metadata"].get("deletionTimestamp"):
@@ -192,7 +253,7 @@ class Workloads:
                 -ready_since, -created)
 
     def _create_pod(self, rt: ResourceType, obj: Obj, name: str | None) -> None:
-        meta, template = obj["metadata"], copy.deepcopy(get_path(obj, "spec.template") or {})
+        meta, template = obj["metadata"], json_copy(get_path(obj, "spec.template") or {})
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         pod_meta: Obj = {"labels": labels, "ownerReferences": [{
             "apiVersion": rt.api_version, "kind": rt.kind, "name": meta["name"],
@@ -226,27 +287,26 @@ class Workloads:
         self.server.rest.delete(pods_rt, pod["metadata"]["namespace"], pod["metadata"]["name"],
                                 {}, None)
 
-    def _collect_orphans(self) -> bool:
+    def _collect_orphans(self) -> None:
         """The garbage collector: pods and ReplicaSets whose controller is gone are deleted."""
-        uids = {o["metadata"]["uid"] for rt in self.server.registry if rt.workload
-                for o in self.server.store.list(rt.storage_key)}
-        changed = False
-        for rt in self.server.registry:
-            if rt.kind not in ("Pod", "ReplicaSet"):
+        types, store = self._workload_types(), self.server.store
+        checks, self._orphan_checks = self._orphan_checks, {}
+        for slot in checks:
+            obj = store.peek(*slot)
+            uid = controller_uid(obj) if obj is not None else None
+            if obj is None or uid is None or obj["metadata"].get("deletionTimestamp"):
                 continue
-            for obj in self.server.store.list(rt.storage_key):
-                uid = controller_uid(obj)
-                if uid is not None and uid not in uids and \
-                        not obj["metadata"].get("deletionTimestamp"):
-                    self.server.rest.delete(rt, obj["metadata"]["namespace"],
-                                            obj["metadata"]["name"], {}, None)
-                    changed = True
-        return changed
+            owner = store.locate(uid)
+            if owner is None or owner[0] not in types:
+                rt = next(t for t in self.server.registry.by_storage(slot[0])
+                          if t.kind in ("Pod", "ReplicaSet"))
+                self.server.rest.delete(rt, obj["metadata"]["namespace"],
+                                        obj["metadata"]["name"], {}, None)
 
     def _update_status(self, rt: ResourceType, obj: Obj, pods: list[Obj]) -> bool:
         active = [p for p in pods if is_active(p)]
         ready = sum(1 for p in active if is_ready(p))
-        status: Obj = copy.deepcopy(obj.get("status") or {})
+        status: Obj = json_copy(obj.get("status") or {})
         status.update(observedGeneration=obj["metadata"].get("generation", 1),
                       replicas=len(active), readyReplicas=ready, availableReplicas=ready)
         if rt.workload in ("replicaset", "replicationcontroller"):
@@ -264,9 +324,7 @@ class Workloads:
             set_path(status, rt.scale.status_replicas_path.removeprefix(".status."), len(active))
         if status == (obj.get("status") or {}):
             return False
-        new = copy.deepcopy(obj)
-        new["status"] = status
-        self.server.store.replace(rt.storage_key, new)
+        self.server.store.replace(rt.storage_key, {**obj, "status": status}, echo=False)
         return True
 
 
