@@ -1,0 +1,73 @@
+"""The shared list-and-watch machinery: a LIST into the sink, then events in order."""
+
+import asyncio
+
+import pytest
+from kubernetes_asyncio.client import CoreV1Api
+
+from autoscaler.adapters.kube.informer import (
+    Backoff,
+    Informer,
+    Informers,
+    RawObject,
+    WatchCounters,
+    WatchOptions,
+)
+from autoscaler.adapters.kube.session import KubeSession
+from tests.adapters.kube.waiting import eventually
+from tests.sim.kube import SimApiServer
+
+OPTIONS = WatchOptions(watch_timeout=5, page_size=2, backoff=Backoff(initial=0.01, maximum=0.05))
+
+
+class Recorder:
+    """A sink that keeps what it was told, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def replace(self, objects: list[RawObject]) -> None:
+        names = ",".join(sorted(obj["metadata"]["name"] for obj in objects))
+        self.calls.append(("replace", names))
+
+    def upsert(self, obj: RawObject) -> None:
+        self.calls.append(("upsert", obj["metadata"]["name"]))
+
+    def delete(self, obj: RawObject) -> None:
+        self.calls.append(("delete", obj["metadata"]["name"]))
+
+
+def pod_names(api: SimApiServer) -> set[str]:
+    return {pod["metadata"]["name"] for pod in api.pods("shop")}
+
+
+async def test_list_then_events(kube: KubeSession, apiserver: SimApiServer) -> None:
+    """Every page of the LIST reaches the sink at once; later changes arrive one by one."""
+    apiserver.create_deployment("shop", "web", replicas=3)
+    listed = pod_names(apiserver)
+    sink, counters = Recorder(), WatchCounters()
+    informer = Informer(resource="pods", namespace="shop",
+                        list_call=CoreV1Api(kube.api_client).list_namespaced_pod,
+                        sink=sink, counters=counters, options=OPTIONS)
+    informer.start()
+    try:
+        async with asyncio.timeout(5):
+            await informer.synced.wait()
+        apiserver.set_replicas("Deployment", "shop", "web", 4)
+        apiserver.settle()
+        (added,) = pod_names(apiserver) - listed
+        await eventually(lambda: ("upsert", added) in sink.calls)
+    finally:
+        await informer.stop()
+    assert sink.calls[0] == ("replace", ",".join(sorted(listed)))
+    assert {verb for verb, _ in sink.calls[1:]} == {"upsert"}
+    assert (counters.lists, counters.watches) == (2, 1)  # three pods, pages of two
+    assert counters.events == len(sink.calls) - 1
+
+
+async def test_unknown_namespace_names_the_cache() -> None:
+    """Asking about a namespace never added is a KeyError saying which cache and what to do."""
+    informers = Informers(lambda namespace: [], owner="the test cache")
+    with pytest.raises(KeyError, match="not in the test cache; add it first"):
+        await informers.wait_synced("shop")
+    assert not informers.is_synced("shop")
