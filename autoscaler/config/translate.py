@@ -29,7 +29,12 @@ def problems_from(
 ) -> Iterator[Problem]:
     """One problem per pydantic error, its path under ``prefix``."""
     for detail in error.errors():
-        loc = _clean(detail["loc"])
+        raw = detail["loc"]
+        if detail["type"] == "extra_forbidden" and raw:
+            # The last element is the user's own key, whatever characters it holds.
+            loc = (*_clean(raw[:-1]), raw[-1])
+        else:
+            loc = _clean(raw)
         yield Problem(loc=prefix + loc, message=_message(detail, model, loc))
 
 
@@ -42,7 +47,7 @@ def _message(detail: ErrorDetails, model: type[BaseModel], loc: Loc) -> str:
     kind, value = detail["type"], detail["input"]
     if kind == "missing":
         return "required"
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and loc:
         allowed = keys_at(model, loc[:-1])
         return f"unknown key{did_you_mean(str(loc[-1]), allowed) if allowed else ''}"
     if kind in _TYPE_WORDS:

@@ -196,3 +196,14 @@ def test_metric_problem_from_defaults_is_reported_at_defaults() -> None:
             + TARGET.replace('"web"', '"api"'))
     issues = issues_of(text)
     assert [(i.path, i.line) for i in issues] == [("defaults.metrics[0].pods.target.type", 2)]
+
+
+def test_unknown_key_with_brackets_is_reported_not_crashed() -> None:
+    """A quoted key such as "a[b]" is an unknown key like any other (found by the fuzzer)."""
+    from autoscaler.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config('[daemon]\n"a[b]" = 0\n', source="x.toml")
+    (issue,) = caught.value.issues
+    assert issue.path == 'daemon."a[b]"'  # quoted, as TOML writes such a key
+    assert issue.message.startswith("unknown key")
