@@ -83,7 +83,8 @@ class Deployments:
             return False
         updated = {**deploy, "metadata": {**deploy["metadata"],
                                           "annotations": {**annotations, REVISION: revision}}}
-        self.server.store.replace(("apps", "deployments"), updated, echo=False)
+        self.server.store.replace(("apps", "deployments"), updated, echo=False,
+                                  adopt=True)
         return True
 
     def _create(self, rt: ResourceType, deploy: Obj, name: str, want: int,
@@ -123,7 +124,7 @@ class Deployments:
         if status == old:
             return False
         self.server.store.replace(("apps", "deployments"), {**deploy, "status": status},
-                                  echo=False)
+                                  echo=False, adopt=True)
         return True
 
     def _conditions(self, deploy: Obj, status: Obj, want: int, new_name: str,

@@ -190,7 +190,7 @@ class Kubelet:
         new["spec"]["nodeName"] = "sim-node-1"
         new.setdefault("status", {}).setdefault("conditions", []).append(
             _condition("PodScheduled", True, rfc3339(self.now())))
-        self.store.replace(PODS, new, echo=False)
+        self.store.replace(PODS, new, echo=False, adopt=True)
         return True
 
     def _accept(self, pod: Obj) -> bool:
@@ -227,7 +227,7 @@ class Kubelet:
 
     def _write_status(self, pod: Obj, status: Obj) -> bool:
         new = {**pod, "status": status}  # the store copies what it keeps
-        self.store.replace(PODS, new, echo=False)
+        self.store.replace(PODS, new, echo=False, adopt=True)
         return True
 
 

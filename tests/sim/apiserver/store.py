@@ -177,8 +177,10 @@ class Store:
         if new is not None and isinstance(uid := new["metadata"].get("uid"), str):
             self._by_uid[uid] = slot
 
-    def _commit(self, type_: str, key: Key, old: Obj | None, new: Obj) -> Obj:
-        """Store a copy of ``new``; returns the stored object (callers copy it if it leaves)."""
+    def _commit(self, type_: str, key: Key, old: Obj | None, new: Obj, *,
+                adopt: bool = False) -> Obj:
+        """Store a copy of ``new`` (``adopt``: ``new`` itself, with its own metadata dict);
+        returns the stored object (callers copy it if it leaves)."""
         if self._dry:
             # As upstream's DryRunnableStorage: a create comes back without a resourceVersion,
             # an update with the current one, a delete as the object was.
@@ -187,7 +189,7 @@ class Store:
                 result["metadata"].pop("resourceVersion", None)
             return result
         self._rv += 1
-        new = copy_obj(new)
+        new = {**new, "metadata": {**new["metadata"]}} if adopt else copy_obj(new)
         new["metadata"]["resourceVersion"] = str(self._rv)
         namespace, name = new["metadata"].get("namespace", ""), new["metadata"]["name"]
         buckets = self._objects.setdefault(key, {})
@@ -210,20 +212,23 @@ class Store:
             listener(change)
         return new
 
-    # ``echo=False``: the caller ignores the result, so it is not copied (the controllers).
-    def create(self, key: Key, obj: Obj, *, echo: bool = True) -> Obj:
-        stored = self._commit("ADDED", key, None, obj)
+    # ``echo=False``: the caller ignores the result, so it is not copied. ``adopt=True``: the
+    # caller hands ``obj`` over and never mutates it or its parts again; parts it shares with
+    # a stored object are fine, as stored objects are never mutated. Both save the copies
+    # that dominate the cost of a write (the controllers and the REST layer use them).
+    def create(self, key: Key, obj: Obj, *, echo: bool = True, adopt: bool = False) -> Obj:
+        stored = self._commit("ADDED", key, None, obj, adopt=adopt)
         return copy_obj(stored) if echo else stored
 
-    def replace(self, key: Key, obj: Obj, *, echo: bool = True) -> Obj:
+    def replace(self, key: Key, obj: Obj, *, echo: bool = True, adopt: bool = False) -> Obj:
         meta = obj["metadata"]
         old = self._objects[key][meta.get("namespace", "")][meta["name"]]
-        stored = self._commit("MODIFIED", key, old, obj)
+        stored = self._commit("MODIFIED", key, old, obj, adopt=adopt)
         return copy_obj(stored) if echo else stored
 
     def delete(self, key: Key, namespace: str | None, name: str, *, echo: bool = True) -> Obj:
         old = self._objects[key][namespace or ""][name]
-        stored = self._commit("DELETED", key, old, old)
+        stored = self._commit("DELETED", key, old, old, adopt=True)
         return copy_obj(stored) if echo else stored
 
     # history and watches -----------------------------------------------------------------

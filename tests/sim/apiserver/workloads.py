@@ -324,7 +324,8 @@ class Workloads:
             set_path(status, rt.scale.status_replicas_path.removeprefix(".status."), len(active))
         if status == (obj.get("status") or {}):
             return False
-        self.server.store.replace(rt.storage_key, {**obj, "status": status}, echo=False)
+        self.server.store.replace(rt.storage_key, {**obj, "status": status}, echo=False,
+                                  adopt=True)
         return True
 
 
