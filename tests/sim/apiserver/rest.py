@@ -27,7 +27,7 @@ from .errors import (
 )
 from .patch import apply_patch
 from .resources import Registry, ResourceType
-from .store import Obj, Store, json_copy
+from .store import Obj, Store, copy_obj, json_copy
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -64,7 +64,7 @@ class Rest:
                 body.get("kind", rt.kind) != rt.kind:
             raise bad_request(f"the API version in the data ({body.get('apiVersion')}) does not "
                               f"match the expected API version ({rt.api_version})")
-        obj = json_copy(body)
+        obj = copy_obj(body)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import copy
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from .store import Store
 from .tls import server_tls
 from .watches import Watches
 from .workloads import Workloads
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 DEFAULT_USER = "system:serviceaccount:autoscaler:autoscaler"
 _WORKLOAD_KINDS = {"Deployment": ("apps/v1", "deployments"),
@@ -63,6 +65,9 @@ class SimApiServer:
         self.kubeconfig = self.workdir / "kubeconfig"
         self._runner: web.AppRunner | None = None
         self._controller: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+        self._bulk = 0
+        self.stop_timeout = 5.0
         for namespace in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create_namespace(namespace)
 
@@ -73,7 +78,7 @@ class SimApiServer:
 
     async def start(self, port: int = 0) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", Router(self).handle)
+        app.router.add_route("*", "/{tail:.*}", self._tracked(Router(self).handle))
         # handler_cancellation: a client that hangs up ends its watch at once, as upstream.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None,
                                      handler_cancellation=True)
@@ -85,21 +90,46 @@ class SimApiServer:
         write_kubeconfig(self.kubeconfig, url=self.url, token=self.token)
         self._controller = asyncio.create_task(self.workloads.run(), name="sim-controllers")
 
+    def _tracked(self, handle: Handler) -> Handler:
+        """Remember each request's task while it runs, so stop() can cancel a stuck one."""
+        async def tracked(request: web.Request) -> web.StreamResponse:
+            task = asyncio.current_task()
+            if task is not None:
+                self._handlers.add(task)
+            try:
+                return await handle(request)
+            finally:
+                if task is not None:
+                    self._handlers.discard(task)
+        return tracked
+
     async def stop(self) -> None:
         """End every watch, stop the controllers and the listener; a controller crash (a bug
-        in the simulator) is raised here so the test that hit it fails loudly."""
+        in the simulator) is raised here so the test that hit it fails loudly. Bounded by
+        ``stop_timeout``: handlers still running then (a stuck one) are cancelled. Calling it
+        again does nothing."""
         self.store.end_watches()
         crash: BaseException | None = None
-        if self._controller is not None:
-            if self._controller.done() and not self._controller.cancelled():
-                crash = self._controller.exception()
-            self._controller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._controller
-        if self._runner is not None:
-            await self._runner.cleanup()
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            if controller.done() and not controller.cancelled():
+                crash = controller.exception()
+            controller.cancel()
+            await asyncio.wait({controller}, timeout=self.stop_timeout)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runner.cleanup(), self.stop_timeout)
+        await self._cancel_handlers()
         if crash is not None:
             raise RuntimeError("the simulated controllers crashed") from crash
+
+    async def _cancel_handlers(self) -> None:
+        stuck = [task for task in self._handlers if not task.done()]
+        for task in stuck:
+            task.cancel()
+        if stuck:
+            await asyncio.wait(stuck, timeout=self.stop_timeout)
 
     def authenticate(self, header: str) -> Principal | None:
         scheme, _, token = header.partition(" ")
@@ -196,6 +226,19 @@ class SimApiServer:
         """Run the simulated controllers until nothing more happens at the current time."""
         self.workloads.settle()
 
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Seed many objects: the ``create_*`` helpers inside skip their settle() and the
+        controllers run once at the end. The objects are the same as without it: the
+        controllers react to each queued object alike, only later."""
+        self._bulk += 1
+        try:
+            yield
+        finally:
+            self._bulk -= 1
+            if not self._bulk:
+                self.settle()
+
     def set_pod_ready(self, namespace: str, name: str, ready: bool | None = True) -> None:
         """Pin a pod's Ready condition (None hands it back to the simulated readiness delay)."""
         self.workloads.force_ready(namespace, name, ready)
@@ -290,7 +333,8 @@ class SimApiServer:
         spec.update(copy.deepcopy(extra_spec or {}))
         obj = self.create({"apiVersion": api_version, "kind": kind,
                            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
-        self.settle()
+        if not self._bulk:
+            self.settle()
         return obj
 
     def create_deployment(self, namespace: str, name: str, *, replicas: int = 1,
@@ -302,6 +346,16 @@ class SimApiServer:
             ready_delay=ready_delay, start_delay=start_delay, termination_delay=termination_delay)
         return self.create_workload("Deployment", namespace, name, replicas=replicas,
                                     labels=labels, requests=requests, timing=timing, **kwargs)
+
+    def create_deployments(self, names: Iterable[tuple[str, str]], *, replicas: int = 1,
+                           requests: dict[str, str] | None = None,
+                           **kwargs: Any) -> list[dict[str, Any]]:
+        """Many Deployments at once, each (namespace, name) as ``create_deployment`` makes it
+        (labels default to ``{"app": name}``), settled once at the end."""
+        with self.bulk():
+            return [self.create_deployment(namespace, name, replicas=replicas,
+                                           requests=requests, **kwargs)
+                    for namespace, name in names]
 
     def create_hpa(self, namespace: str, name: str, *, target_kind: str = "Deployment",
                    target_name: str, target_api_version: str = "apps/v1",

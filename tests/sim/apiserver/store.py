@@ -18,6 +18,7 @@ instead of copying it; only what leaves the store to a caller that may mutate it
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -128,7 +129,7 @@ class Store:
         """The stored object itself: never mutate it (write a copy back instead)."""
         return self._objects.get(key, {}).get(namespace or "", {}).get(name)
 
-    def scan(self, key: Key, namespace: str | None = None) -> list[Obj]:
+    def scan(self, key: Key, namespace: str | None = None) -> builtins.list[Obj]:
         """Stored objects (read-only) in namespace and name order."""
         buckets = self._objects.get(key, {})
         if namespace is not None:
@@ -140,7 +141,7 @@ class Store:
         """Where the object with this uid is stored, if it exists."""
         return self._by_uid.get(uid)
 
-    def children(self, uid: str, key: Key) -> list[Obj]:
+    def children(self, uid: str, key: Key) -> builtins.list[Obj]:
         """Stored objects of ``key`` with an ownerReference to ``uid`` (read-only), by name."""
         slots = sorted(s for s in self._by_owner.get(uid, ()) if s[0] == key)
         return [o for s in slots if (o := self.peek(*s)) is not None]

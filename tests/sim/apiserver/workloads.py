@@ -104,14 +104,15 @@ class Workloads:
             self._queue[slot] = None
         for obj in (change.old, change.new):
             for ref in (obj or {}).get("metadata", {}).get("ownerReferences") or []:
-                owner = store.locate(ref.get("uid")) if isinstance(ref, dict) else None
+                uid = ref.get("uid") if isinstance(ref, dict) else None
+                owner = store.locate(uid) if isinstance(uid, str) else None
                 if owner is not None and owner[0] in types:
                     self._queue[owner] = None
         if change.key in self._collectable and not deleted:
             self._orphan_checks[slot] = None
-        if deleted and isinstance(uid := meta.get("uid"), str):
+        if deleted and isinstance(gone := meta.get("uid"), str):
             for key in self._collectable:
-                for child in store.children(uid, key):
+                for child in store.children(gone, key):
                     cmeta = child["metadata"]
                     self._orphan_checks[(key, cmeta.get("namespace", ""), cmeta["name"])] = None
         if change.key == PODS:
