@@ -266,10 +266,14 @@ class _Series:
     per_second: float | None = None
     since: float = field(default_factory=time.time)
 
-    def now(self) -> float:
+    def sample(self) -> str:
+        """The exposition value; a counter carries its own timestamp (ms) so ``rate()`` is exact
+        however late the scrape is served on a busy machine."""
         if self.per_second is None:
-            return self.value
-        return self.value + self.per_second * (time.time() - self.since)
+            return _format_value(self.value)
+        millis = int(time.time() * 1000)
+        value = self.value + self.per_second * (millis / 1000 - self.since)
+        return f"{_format_value(value)} {millis}"
 
 
 def _format_value(value: float | str) -> str:
@@ -336,7 +340,7 @@ class MetricsExporter(LoopbackHTTPServer):
             for name in sorted(self._series):
                 for labels, series in self._series[name].items():
                     rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-                    lines.append(f"{name}{{{rendered}}} {_format_value(series.now())}")
+                    lines.append(f"{name}{{{rendered}}} {series.sample()}")
         return "\n".join(lines) + "\n"
 
     def _serve_metrics(self, request: StubRequest) -> StubResponse:

@@ -66,6 +66,8 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (resourceVersion, holder)
         self._observed_at = 0.0
         self._last_renewal: float | None = None
+        self._campaign: asyncio.Task[Any] | None = None
+        self._resigned = False
         self.changed = asyncio.Event()
         """Set whenever leadership is gained or lost (the daemon waits on it)."""
 
@@ -75,9 +77,11 @@ class LeaderElector:
         return last is not None and self._monotonic() - last < self.config.renew_deadline
 
     async def run(self) -> None:
-        """Campaign and renew until cancelled; never raises (errors are logged and retried)."""
+        """Campaign and renew until cancelled or released; never raises (errors are logged and
+        retried)."""
+        self._campaign = asyncio.current_task()
         was_leader = False
-        while True:
+        while not self._resigned:
             try:
                 acquired = await self._try_acquire_or_renew()
             except Exception as error:  # a fault must never stop the elector
@@ -93,7 +97,16 @@ class LeaderElector:
             await asyncio.sleep(self.config.retry_period)
 
     async def release(self) -> None:
-        """Give the lease up (holder cleared, 1 s duration) if we hold it."""
+        """Stop campaigning and give the lease up (holder cleared, 1 s duration) if we hold it.
+
+        The campaign is stopped first: a renewal still in flight could otherwise land after the
+        release, or the next round re-take the freed lease, and the standby would wait a whole
+        lease duration."""
+        self._resigned = True
+        campaign, self._campaign = self._campaign, None
+        if campaign is not None and campaign is not asyncio.current_task():
+            campaign.cancel()
+            await asyncio.wait({campaign})  # not `await campaign`: its CancelledError isn't ours
         if self._last_renewal is None:
             return
         self._last_renewal = None
