@@ -91,6 +91,10 @@ async def build_configuration(
             f"kubeconfig {settings.kubeconfig or '(default)'}"
             + (f" context {settings.context!r}" if settings.context else ""))
         raise InvalidConfigError(f"kubernetes: cannot load the {source}: {error}") from error
+    # Every open watch holds one HTTP/1.1 connection for its life (one per kind per watched
+    # namespace). The library's pool of 100 would let watches starve every request once
+    # more are open; requests are bounded by the daemon's concurrency, not by the pool.
+    configuration.connection_pool_maxsize = None
     return configuration
 
 

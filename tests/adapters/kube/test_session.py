@@ -1,5 +1,6 @@
 """The session: kubeconfig or in-cluster, an explicit configuration, a timeout on every call."""
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 from kubernetes_asyncio.client import Configuration
 
 from autoscaler.adapters.kube.discovery import Discovery
+from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession, wants_in_cluster
 from autoscaler.errors import AccessDeniedError, InvalidConfigError, TransientError
@@ -121,3 +123,19 @@ async def test_server_error_is_transient(kube: KubeSession, apiserver: SimApiSer
     with pytest.raises(TransientError, match="HTTP 500"):
         await scales.get_scale("default", Ref())
     assert (await scales.get_scale("default", Ref())).spec_replicas == 1
+
+
+async def test_many_open_watches_never_starve_requests(apiserver: SimApiServer) -> None:
+    """Each watch holds one HTTP/1.1 connection for its whole life: with more watches open than
+    the client library's default pool (100), a GET must still go through, not queue forever."""
+    namespaces = [f"team-{i:03d}" for i in range(120)]
+    for namespace in namespaces:
+        apiserver.create_namespace(namespace)
+    apiserver.create_deployment("team-000", "web")
+    settings = Settings(kubeconfig=apiserver.kubeconfig, request_timeout=3.0)
+    async with KubeSession.connect(settings) as session, PodCache(session.api_client) as pods:
+        await pods.set_namespaces(namespaces)
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(pods.wait_synced(ns) for ns in namespaces))
+        scales = ScaleClient(session.api_client, Discovery(session.api_client))
+        assert (await scales.get_scale("team-000", Ref())).spec_replicas == 1
