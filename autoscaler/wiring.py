@@ -86,9 +86,10 @@ async def connect(config: Config, *, record_events: bool = True) -> AsyncIterato
         discovery = Discovery(client)
         # Deployments, StatefulSets and ReplicaSets are watched, so a pass reads their /scale
         # from memory; other kinds fall back to GET /scale.
-        target_cache = TargetCache(client)
+        scope = config.kubernetes.watch_scope
+        target_cache = TargetCache(client, scope=scope)
         scales = ScaleClient(client, discovery, targets=target_cache)
-        pod_cache = PodCache(client)
+        pod_cache = PodCache(client, scope=scope)
         source = PrometheusSource(
             config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)))
         try:

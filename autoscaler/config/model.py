@@ -85,6 +85,11 @@ class KubernetesSettings:
     kubeconfig: Path | None = None
     context: str | None = None
     request_timeout: float = 10.0
+    watch_scope: Literal["cluster", "namespaces"] = "cluster"
+    """``cluster``: one watch per kind (pods, Deployments, ...) for the whole cluster, keeping
+    only the namespaces with targets; ``namespaces``: one watch per kind per such namespace,
+    for an account whose RBAC reaches only those namespaces (many namespaces mean many
+    long-lived connections)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -97,6 +97,7 @@ class KubernetesModel(Model):
     kubeconfig: NonEmpty | None = None
     context: NonEmpty | None = None
     request_timeout: PositiveDuration | None = None
+    watch_scope: Literal["cluster", "namespaces"] | None = None
 
 
 # --- metrics (autoscaling/v2 MetricSpec) ----------------------------------------------------

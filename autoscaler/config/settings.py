@@ -123,5 +123,5 @@ def kubernetes_settings(model: KubernetesModel | None, problems: Problems) -> Ku
                      "inCluster = true uses the service account: drop kubeconfig and context")
     return KubernetesSettings(**given(
         in_cluster=m.in_cluster, kubeconfig=_path(m.kubeconfig), context=m.context,
-        request_timeout=m.request_timeout,
+        request_timeout=m.request_timeout, watch_scope=m.watch_scope,
     ))

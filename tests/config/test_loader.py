@@ -233,7 +233,7 @@ def test_error_text_is_one_issue_per_line() -> None:
         "a.toml:5: autoscaler[0].minReplicas: 0 is allowed only with at least one Object or "
         "External metric (upstream's HPAScaleToZero)",
         "a.toml:7: kubernetes.nope: unknown key; expected one of: context, inCluster, kubeconfig, "
-        "requestTimeout",
+        "requestTimeout, watchScope",
     ]
 
 

@@ -1,4 +1,4 @@
-"""List-and-watch of one resource kind, per namespace: the machinery behind the watch caches.
+"""List-and-watch of one resource kind: the machinery behind the watch caches.
 
 An ``Informer`` LISTs one kind in one namespace (paginated), then WATCHes from the list's
 resourceVersion with bookmarks, resuming each new watch from the last resourceVersion seen.
@@ -6,7 +6,8 @@ A 410 Gone (an expired watch or continue token) leads to a relist; any other fai
 jittered exponential backoff and a resumed watch. Its task never dies of an error; only
 ``stop`` ends it. Objects reach a ``Sink`` as plain JSON dicts (no generated models): the
 whole LIST at once (``replace``), then one event at a time (``upsert``/``delete``).
-``Informers`` keeps a group of them per namespace and starts and stops whole namespaces.
+``Informers`` runs a cache's kinds for a changing set of namespaces, either one informer per
+kind per namespace or one per kind for the whole cluster, routed to per-namespace sinks.
 ``PodCache`` (pods) and ``TargetCache`` (scale targets) are built on these two.
 """
 
@@ -19,7 +20,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import structlog
 from kubernetes_asyncio import watch
@@ -114,6 +115,15 @@ class Informer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    def restart(self, *, relist: bool) -> None:
+        """Start over now (the running watch is cancelled), from a fresh LIST if ``relist``."""
+        if self._task is not None:
+            self._task.cancel()  # it stops at its next await; sinks are only fed between them
+            self._task = None
+        if relist:
+            self.resource_version = None
+        self.start()
 
     def seconds_since_contact(self) -> float:
         return float("inf") if not self._contact else time.monotonic() - self._contact
@@ -228,37 +238,150 @@ class Informer:
             self._sink.upsert(raw)
 
 
-class Informers:
-    """A group of informers per namespace, started and stopped a namespace at a time."""
+WatchScope = Literal["cluster", "namespaces"]
+"""``cluster``: one watch per kind for the whole cluster, objects kept only for the namespaces
+asked for (as kube-controller-manager and KEDA watch); ``namespaces``: one watch per kind per
+namespace, for accounts whose RBAC only reaches some namespaces."""
 
-    def __init__(self, build: Callable[[str], Sequence[Informer]], *, owner: str) -> None:
-        self._build = build
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchedKind:
+    """One kind a cache watches: how to list it, and the sink of each namespace."""
+
+    resource: str
+    namespaced: ListCall
+    """``list_namespaced_<plural>(namespace, **query)``."""
+    cluster: ListCall
+    """``list_<plural>_for_all_namespaces(**query)``."""
+    sink_for: Callable[[str], Sink]
+    """Makes (and the cache keeps) the sink of one namespace."""
+
+
+class _NamespaceDemux:
+    """The sink of a cluster-wide informer: routes each object to its namespace's sink and
+    drops the namespaces nobody asked for (memory stays bounded by the targets)."""
+
+    def __init__(self) -> None:
+        self.sinks: dict[str, Sink] = {}
+        self.filled: dict[str, asyncio.Event] = {}
+        """Set once a LIST that included the namespace has been delivered."""
+
+    def add(self, namespace: str, sink: Sink) -> None:
+        self.sinks[namespace] = sink
+        self.filled[namespace] = asyncio.Event()
+
+    def remove(self, namespace: str) -> None:
+        self.sinks.pop(namespace, None)
+        self.filled.pop(namespace, None)
+
+    def replace(self, objects: list[RawObject]) -> None:
+        grouped: dict[str, list[RawObject]] = {namespace: [] for namespace in self.sinks}
+        for obj in objects:
+            bucket = grouped.get(_namespace_of(obj))
+            if bucket is not None:
+                bucket.append(obj)
+        for namespace, group in grouped.items():
+            self.sinks[namespace].replace(group)
+            self.filled[namespace].set()
+
+    def upsert(self, obj: RawObject) -> None:
+        sink = self.sinks.get(_namespace_of(obj))
+        if sink is not None:
+            sink.upsert(obj)
+
+    def delete(self, obj: RawObject) -> None:
+        sink = self.sinks.get(_namespace_of(obj))
+        if sink is not None:
+            sink.delete(obj)
+
+
+def _namespace_of(obj: RawObject) -> str:
+    return str((obj.get("metadata") or {}).get("namespace", ""))
+
+
+def _all_namespaces(call: ListCall) -> ListCall:
+    """A cluster-wide list call in the namespaced call's shape (the informer passes one)."""
+    def list_all(_namespace: str, **query: Any) -> Awaitable[Any]:
+        return call(**query)
+    return list_all
+
+
+CLUSTER = "(all namespaces)"
+
+
+class Informers:
+    """The informers of a cache's kinds for a changing set of namespaces, watched either
+    namespace by namespace or cluster-wide (``WatchScope``)."""
+
+    def __init__(self, kinds: Sequence[WatchedKind], *, owner: str, scope: WatchScope,
+                 counters: WatchCounters, options: WatchOptions) -> None:
+        self._kinds, self._scope = kinds, scope
         self._owner = owner
         """Names the cache in errors ("the pod cache")."""
+        self._counters, self._options = counters, options
         self._groups: dict[str, Sequence[Informer]] = {}
+        """Per namespace, its own informers (``namespaces``) or the shared ones (``cluster``)."""
+        self._demuxes = [_NamespaceDemux() for _ in kinds]
+        self._cluster: list[Informer] = []
 
     @property
     def namespaces(self) -> frozenset[str]:
         return frozenset(self._groups)
 
+    @property
+    def scope(self) -> WatchScope:
+        return self._scope
+
     def add(self, namespace: str) -> bool:
         """Start a namespace's informers; False if it was already there."""
-        if namespace in self._groups:
+        return self.add_many([namespace])
+
+    def add_many(self, namespaces: Iterable[str]) -> bool:
+        """Start several namespaces; cluster-wide, the shared informers relist once for all."""
+        new = [namespace for namespace in dict.fromkeys(namespaces)
+               if namespace not in self._groups]
+        if not new:
             return False
-        group = self._groups[namespace] = self._build(namespace)
-        for informer in group:
-            informer.start()
+        if self._scope == "namespaces":
+            for namespace in new:
+                group = self._groups[namespace] = [self._informer(kind, namespace)
+                                                   for kind in self._kinds]
+                for informer in group:
+                    informer.start()
+            return True
+        for kind, demux in zip(self._kinds, self._demuxes, strict=True):
+            for namespace in new:
+                demux.add(namespace, kind.sink_for(namespace))
+        if not self._cluster:
+            self._cluster = [
+                Informer(resource=kind.resource, namespace=CLUSTER,
+                         list_call=_all_namespaces(kind.cluster), sink=demux,
+                         counters=self._counters, options=self._options)
+                for kind, demux in zip(self._kinds, self._demuxes, strict=True)]
+        for namespace in new:
+            self._groups[namespace] = self._cluster
+        for informer in self._cluster:
+            # A new namespace's objects were filtered out of what was listed so far.
+            informer.restart(relist=True)
         return True
 
     async def remove(self, namespace: str) -> None:
-        for informer in self._groups.pop(namespace, ()):
-            await informer.stop()
+        group = self._groups.pop(namespace, ())
+        if self._scope == "namespaces":
+            for informer in group:
+                await informer.stop()
+            return
+        for demux in self._demuxes:
+            demux.remove(namespace)
+        if not self._groups:
+            for informer in self._cluster:
+                await informer.stop()
+            self._cluster = []
 
     async def set(self, namespaces: Iterable[str]) -> None:
         """Exactly these namespaces: start the new ones, stop the others."""
         wanted = set(namespaces)
-        for namespace in sorted(wanted - self._groups.keys()):
-            self.add(namespace)
+        self.add_many(sorted(wanted - self._groups.keys()))
         for namespace in sorted(self._groups.keys() - wanted):
             await self.remove(namespace)
 
@@ -267,13 +390,21 @@ class Informers:
             await self.remove(namespace)
 
     def is_synced(self, namespace: str) -> bool:
-        group = self._groups.get(namespace)
-        return group is not None and all(informer.synced.is_set() for informer in group)
+        if namespace not in self._groups:
+            return False
+        if self._scope == "namespaces":
+            return all(informer.synced.is_set() for informer in self._groups[namespace])
+        return all(demux.filled[namespace].is_set() for demux in self._demuxes)
 
     async def wait_synced(self, namespace: str) -> None:
-        """Until every informer of the namespace has LISTed once (bound it with a timeout)."""
-        for informer in self.group(namespace):
-            await informer.synced.wait()
+        """Until every kind of the namespace has been LISTed once (bound it with a timeout)."""
+        group = self.group(namespace)
+        if self._scope == "namespaces":
+            for informer in group:
+                await informer.synced.wait()
+            return
+        for demux in self._demuxes:
+            await demux.filled[namespace].wait()
 
     def group(self, namespace: str) -> Sequence[Informer]:
         try:
@@ -285,3 +416,8 @@ class Informers:
     def seconds_since_contact(self, namespace: str) -> float:
         """The stalest informer's time since the server last answered it."""
         return max(informer.seconds_since_contact() for informer in self.group(namespace))
+
+    def _informer(self, kind: WatchedKind, namespace: str) -> Informer:
+        return Informer(resource=kind.resource, namespace=namespace,
+                        list_call=kind.namespaced, sink=kind.sink_for(namespace),
+                        counters=self._counters, options=self._options)

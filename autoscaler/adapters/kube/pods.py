@@ -1,4 +1,4 @@
-"""A list-and-watch cache of pods, one LIST+WATCH loop per namespace that has targets.
+"""A list-and-watch cache of the pods of the namespaces that have targets.
 
 Built on ``informer`` (LIST once, WATCH from its resourceVersion with bookmarks, relist on
 410 Gone, backoff on any other failure, never die of an error). Pods are converted to the
@@ -15,11 +15,12 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from autoscaler.adapters.kube.informer import (
     Backoff,
-    Informer,
     Informers,
     RawObject,
     WatchCounters,
+    WatchedKind,
     WatchOptions,
+    WatchScope,
 )
 from autoscaler.adapters.kube.labels import Selector, parse_selector
 from autoscaler.adapters.kube.pod_index import PodIndex
@@ -59,13 +60,17 @@ class PodCache:
         watch_timeout: int = 300,
         page_size: int = 500,
         backoff: Backoff | None = None,
+        scope: WatchScope = "cluster",
     ) -> None:
-        self._core = CoreV1Api(api_client)
-        self._options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
-                                     backoff=backoff or Backoff())
+        core = CoreV1Api(api_client)
+        options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
+                               backoff=backoff or Backoff())
         self._sinks: dict[str, _PodSink] = {}
-        self._informers = Informers(self._build, owner="the pod cache")
         self.counters = WatchCounters()
+        kind = WatchedKind(resource="pods", namespaced=core.list_namespaced_pod,
+                           cluster=core.list_pod_for_all_namespaces, sink_for=self._sink_for)
+        self._informers = Informers([kind], owner="the pod cache", scope=scope,
+                                    counters=self.counters, options=options)
 
     async def __aenter__(self) -> PodCache:
         return self
@@ -76,6 +81,10 @@ class PodCache:
     @property
     def namespaces(self) -> frozenset[str]:
         return self._informers.namespaces
+
+    @property
+    def scope(self) -> WatchScope:
+        return self._informers.scope
 
     def add_namespace(self, namespace: str) -> None:
         """Start caching a namespace (idempotent)."""
@@ -89,10 +98,9 @@ class PodCache:
     async def set_namespaces(self, namespaces: Iterable[str]) -> None:
         """Watch exactly these namespaces: start the new ones, stop the others."""
         wanted = set(namespaces)
-        for namespace in sorted(wanted - self.namespaces):
-            self.add_namespace(namespace)
-        for namespace in sorted(self.namespaces - wanted):
-            await self.remove_namespace(namespace)
+        for namespace in self.namespaces - wanted:
+            self._sinks.pop(namespace, None)
+        await self._informers.set(wanted)
 
     def is_synced(self, namespace: str) -> bool:
         return self._informers.is_synced(namespace)
@@ -125,8 +133,6 @@ class PodCache:
         """How stale the namespace's pods may be: time since the server last answered."""
         return self._informers.seconds_since_contact(namespace)
 
-    def _build(self, namespace: str) -> list[Informer]:
+    def _sink_for(self, namespace: str) -> _PodSink:
         sink = self._sinks[namespace] = _PodSink()
-        return [Informer(resource="pods", namespace=namespace,
-                         list_call=self._core.list_namespaced_pod, sink=sink,
-                         counters=self.counters, options=self._options)]
+        return sink

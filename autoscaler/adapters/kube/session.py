@@ -94,7 +94,7 @@ async def build_configuration(
     # Every open watch holds one HTTP/1.1 connection for its life (one per kind per watched
     # namespace). The library's pool of 100 would let watches starve every request once
     # more are open; requests are bounded by the daemon's concurrency, not by the pool.
-    configuration.connection_pool_maxsize = None
+    configuration.connection_pool_maxsize = None  # type: ignore[assignment]  # documented: no limit
     return configuration
 
 

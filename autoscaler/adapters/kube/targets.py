@@ -2,7 +2,7 @@
 
 Polling ``GET /scale`` for every target on every pass is the daemon's main cost at scale
 (10,000 targets: 10,000 requests per pass). This cache watches the three built-in scalable
-kinds in each namespace that has targets (``informer``: LIST once, WATCH with bookmarks,
+kinds of the namespaces that have targets (``informer``: LIST once, WATCH with bookmarks,
 relist on 410 Gone, never die of an error) and derives from each object exactly what its
 ``/scale`` would return: ``spec.replicas`` (1 when absent, the API's default),
 ``status.replicas`` (0 when absent), ``status.selector`` (``format_label_selector`` of
@@ -21,7 +21,7 @@ are compared for equality only). A relist replaces everything, as it is newer st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -31,11 +31,12 @@ from kubernetes_asyncio.client import ApiClient, AppsV1Api
 
 from autoscaler.adapters.kube.informer import (
     Backoff,
-    Informer,
     Informers,
     RawObject,
     WatchCounters,
+    WatchedKind,
     WatchOptions,
+    WatchScope,
 )
 from autoscaler.adapters.kube.labels import format_label_selector
 from autoscaler.adapters.kube.scale import ObjectRef, Scale
@@ -145,17 +146,28 @@ class TargetCache:
         page_size: int = 500,
         backoff: Backoff | None = None,
         max_staleness: float | None = None,
+        scope: WatchScope = "cluster",
     ) -> None:
-        self._apps = AppsV1Api(api_client)
-        self._options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
-                                     backoff=backoff or Backoff())
+        apps = AppsV1Api(api_client)
+        options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
+                               backoff=backoff or Backoff())
         # A healthy watch hears from the server at least when it ends (watch_timeout) or at
         # each bookmark; longer silence means it is failing, and the server must be asked.
         self._max_staleness = (watch_timeout + 60.0) if max_staleness is None \
             else max_staleness
         self._sinks: dict[tuple[str, str], _TargetSink] = {}
-        self._informers = Informers(self._build, owner="the target cache")
         self.counters = TargetCounters()
+        calls = {"Deployment": (apps.list_namespaced_deployment,
+                                apps.list_deployment_for_all_namespaces),
+                 "StatefulSet": (apps.list_namespaced_stateful_set,
+                                 apps.list_stateful_set_for_all_namespaces),
+                 "ReplicaSet": (apps.list_namespaced_replica_set,
+                                apps.list_replica_set_for_all_namespaces)}
+        kinds = [WatchedKind(resource=plural, namespaced=calls[kind][0],
+                             cluster=calls[kind][1], sink_for=self._sink_maker(kind))
+                 for kind, plural in KINDS.items()]
+        self._informers = Informers(kinds, owner="the target cache", scope=scope,
+                                    counters=self.counters, options=options)
 
     async def __aenter__(self) -> TargetCache:
         return self
@@ -166,6 +178,10 @@ class TargetCache:
     @property
     def namespaces(self) -> frozenset[str]:
         return self._informers.namespaces
+
+    @property
+    def scope(self) -> WatchScope:
+        return self._informers.scope
 
     def add_namespace(self, namespace: str) -> None:
         """Start watching a namespace's workloads (idempotent)."""
@@ -179,10 +195,10 @@ class TargetCache:
     async def set_namespaces(self, namespaces: Iterable[str]) -> None:
         """Watch exactly these namespaces (those with targets): start new ones, stop others."""
         wanted = set(namespaces)
-        for namespace in sorted(wanted - self.namespaces):
-            self.add_namespace(namespace)
-        for namespace in sorted(self.namespaces - wanted):
-            await self.remove_namespace(namespace)
+        for namespace in self.namespaces - wanted:
+            for kind in KINDS:
+                self._sinks.pop((namespace, kind), None)
+        await self._informers.set(wanted)
 
     def is_synced(self, namespace: str) -> bool:
         return self._informers.is_synced(namespace)
@@ -232,14 +248,8 @@ class TargetCache:
         sink = self._sinks.get((namespace, ref.kind)) if self.serves(ref) else None
         return written if sink is None else sink.record_write(written)
 
-    def _build(self, namespace: str) -> list[Informer]:
-        calls = {"Deployment": self._apps.list_namespaced_deployment,
-                 "StatefulSet": self._apps.list_namespaced_stateful_set,
-                 "ReplicaSet": self._apps.list_namespaced_replica_set}
-        informers = []
-        for kind, plural in KINDS.items():
+    def _sink_maker(self, kind: str) -> Callable[[str], _TargetSink]:
+        def sink_for(namespace: str) -> _TargetSink:
             sink = self._sinks[(namespace, kind)] = _TargetSink(kind)
-            informers.append(Informer(resource=plural, namespace=namespace,
-                                      list_call=calls[kind], sink=sink,
-                                      counters=self.counters, options=self._options))
-        return informers
+            return sink
+        return sink_for

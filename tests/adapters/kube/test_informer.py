@@ -67,7 +67,8 @@ async def test_list_then_events(kube: KubeSession, apiserver: SimApiServer) -> N
 
 async def test_unknown_namespace_names_the_cache() -> None:
     """Asking about a namespace never added is a KeyError saying which cache and what to do."""
-    informers = Informers(lambda namespace: [], owner="the test cache")
+    informers = Informers([], owner="the test cache", scope="cluster",
+                          counters=WatchCounters(), options=OPTIONS)
     with pytest.raises(KeyError, match="not in the test cache; add it first"):
         await informers.wait_synced("shop")
     assert not informers.is_synced("shop")

@@ -15,9 +15,11 @@ from tests.sim.kube import SimApiServer
 FAST = Backoff(initial=0.01, maximum=0.05)
 
 
-@pytest.fixture
-async def cache(kube: KubeSession) -> AsyncIterator[PodCache]:
-    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as pods:
+@pytest.fixture(params=["cluster", "namespaces"])
+async def cache(kube: KubeSession, request: pytest.FixtureRequest) -> AsyncIterator[PodCache]:
+    """Every test runs with both watch scopes: one watch per kind, or one per namespace."""
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST,
+                     scope=request.param) as pods:
         yield pods
 
 
@@ -151,11 +153,13 @@ def poke(api: SimApiServer, namespace: str, replicas: int) -> None:
 
 
 async def test_namespaces_added_and_removed(cache: PodCache, apiserver: SimApiServer) -> None:
-    """set_namespaces starts and stops watches at run time; close ends them all."""
+    """set_namespaces starts and stops watches at run time (cluster-wide: one watch for all,
+    relisted when a namespace joins); close ends them all."""
+    per_namespace = cache.scope == "namespaces"
     apiserver.create_deployment("shop", "web", replicas=1)
     apiserver.create_deployment("blog", "web", replicas=2)
     await cache.set_namespaces(["shop", "blog"])
-    await eventually(lambda: apiserver.open_watches == 2)
+    await eventually(lambda: apiserver.open_watches == (2 if per_namespace else 1))
     assert len(names(cache, namespace="blog")) == 2
     await cache.set_namespaces(["blog"])
     poke(apiserver, "shop", 2)
@@ -164,7 +168,31 @@ async def test_namespaces_added_and_removed(cache: PodCache, apiserver: SimApiSe
     await cache.close()
     poke(apiserver, "blog", 3)
     await eventually(lambda: apiserver.open_watches == 0)
-    assert apiserver.count(verb="watch", resource="pods") == 2
+    assert apiserver.count(verb="watch", resource="pods") == (2 if per_namespace else 1)
+
+
+async def test_cluster_scope_keeps_only_the_namespaces_asked_for(
+    kube: KubeSession, apiserver: SimApiServer,
+) -> None:
+    """One cluster-wide watch feeds the wanted namespaces and drops the rest; a namespace
+    added later is filled by a relist, and events reach only their own namespace."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    apiserver.create_deployment("blog", "web", replicas=1)
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as cache:
+        await synced(cache, "shop")
+        assert len(names(cache)) == 2
+        assert cache.namespaces == {"shop"}
+        with pytest.raises(TransientError, match="not synced"):
+            cache.pods_for("blog", "app=web")  # starts it: a relist for both
+        async with asyncio.timeout(5):
+            await cache.wait_synced("blog")
+        assert len(names(cache, namespace="blog")) == 1
+        assert len(names(cache)) == 2
+        poke(apiserver, "blog", 3)
+        await eventually(lambda: len(names(cache, namespace="blog")) == 3)
+        assert len(names(cache)) == 2
+        assert apiserver.count(verb="list", resource="pods") == 2
+        assert apiserver.open_watches == 1
 
 
 async def test_asking_starts_a_namespace(cache: PodCache, apiserver: SimApiServer) -> None:

@@ -21,9 +21,11 @@ KINDS = ["Deployment", "StatefulSet", "ReplicaSet"]
 SCALE_READS = ("deployments/scale", "statefulsets/scale", "replicasets/scale")
 
 
-@pytest.fixture
-async def cache(kube: KubeSession) -> AsyncIterator[TargetCache]:
-    async with TargetCache(kube.api_client, watch_timeout=5, backoff=FAST) as targets:
+@pytest.fixture(params=["cluster", "namespaces"])
+async def cache(kube: KubeSession, request: pytest.FixtureRequest) -> AsyncIterator[TargetCache]:
+    """Every test runs with both watch scopes: one watch per kind, or one per namespace."""
+    async with TargetCache(kube.api_client, watch_timeout=5, backoff=FAST,
+                     scope=request.param) as targets:
         yield targets
 
 
@@ -228,13 +230,16 @@ async def test_stale_cache_asks_the_server(kube: KubeSession, apiserver: SimApiS
 
 async def test_namespaces_follow_the_targets(apiserver: SimApiServer,
                                              cache: TargetCache) -> None:
-    """set_namespaces starts three watches per namespace and stops the ones dropped."""
+    """set_namespaces starts three watches per namespace (cluster-wide: three in all) and
+    stops the ones dropped."""
     apiserver.create_deployment("shop", "web")
     apiserver.create_deployment("blog", "web")
     await cache.set_namespaces(["shop", "blog"])
-    await eventually(lambda: apiserver.open_watches == 2 * len(KINDS))
+    per_namespace = 2 if cache.scope == "namespaces" else 1
+    await eventually(lambda: apiserver.open_watches == per_namespace * len(KINDS))
     await cache.set_namespaces(["blog"])
-    apiserver.set_replicas("Deployment", "shop", "web", 2)  # a closed watch notices on write
+    if per_namespace == 2:
+        apiserver.set_replicas("Deployment", "shop", "web", 2)  # a closed watch notices on write
     await eventually(lambda: apiserver.open_watches == len(KINDS))
     assert cache.namespaces == {"blog"}
     assert not cache.is_synced("shop")
