@@ -1,0 +1,230 @@
+"""The measured process: the daemon's real code path for a few full passes, and nothing else.
+
+Run by ``bench/daemon_scale.py`` as its own process, so its CPU time and peak RSS are the
+daemon's alone (the simulated API server, the exporter and Prometheus run elsewhere)::
+
+    python bench/daemon_run.py CONFIG --control URL --passes 3 --out result.json
+
+It builds the adapters with ``autoscaler.wiring.connect`` (KubeSession, ScaleClient over
+discovery, the pod watch cache, EventRecorder, OwnerCheck, PrometheusSource), waits for the
+pod caches to sync, then runs ``Reconciler.run_pass`` over every target (dry-run: decisions
+are made and reported, no scale is written) with the deadline the scheduler gives it (0.9 of
+the sync period). Per pass it records wall time, CPU time, the split between observing (GET
+/scale, pods from the cache), fetching metrics and deciding, the queries issued, and the API
+requests the simulator saw. Afterwards, in the same process and against the same servers:
+the Prometheus floor (the pass's batched queries sent directly, JSON decoded, nothing else),
+the per-target baseline (one query per target and metric, through the same client class),
+and N GET /scale over HTTP on their own (what the workload watch cache saves a pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+from kubernetes_asyncio.client import CustomObjectsApi
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autoscaler.adapters.prometheus import TargetRequest, batch, queries
+from autoscaler.adapters.prometheus.client import PrometheusClient
+from autoscaler.adapters.prometheus.parse import parse_result
+from autoscaler.config import Config, TargetConfig, load_config
+from autoscaler.observability.logs import configure_logging
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.wiring import (
+    Components,
+    PrometheusMetrics,
+    connect,
+    wait_synced,
+    watch_namespaces,
+)
+
+FLOOR_REPEATS = 5
+BASELINE_TEMPLATES = {
+    "cpu": "sum by (namespace, pod) (rate(container_cpu_usage_seconds_total"
+           f"{{{queries.CADVISOR_FILTER},${{pod_selector}}}}[60s]))",
+    "app_requests_per_second": "sum by (namespace, pod) (app_requests_per_second"
+                               "{${pod_selector}})",
+}
+
+
+class TimedMetrics:
+    """The real ``PrometheusMetrics``, remembering what each pass asked and how long it took."""
+
+    def __init__(self, inner: PrometheusMetrics) -> None:
+        self.inner = inner
+        self.wanted: Sequence[MetricsWanted] = ()
+        self.queries_issued = 0
+        self.started = self.seconds = 0.0
+
+    async def fetch_metrics(
+        self, wanted: Sequence[MetricsWanted], *, deadline: float
+    ) -> FetchedMetrics:
+        self.wanted, self.started = wanted, time.monotonic()
+        result = await self.inner.fetch_metrics(wanted, deadline=deadline)
+        self.seconds = time.monotonic() - self.started
+        self.queries_issued = result.queries_issued
+        return result
+
+
+def _control(url: str, path: str, *, post: bool = False) -> Any:
+    request = urllib.request.Request(url + path, method="POST" if post else "GET")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)
+
+
+def _requests_of(wanted: Sequence[MetricsWanted]) -> list[TargetRequest]:
+    return [TargetRequest(key=w.target.key, namespace=w.target.namespace,
+                          name=w.target.scale_target_ref.name,
+                          kind=w.target.scale_target_ref.kind, server=w.target.prometheus,
+                          pods=w.pods, metrics=w.target.spec.metrics,
+                          queries=w.target.metric_queries) for w in wanted]
+
+
+async def run_passes(
+    reconciler: Reconciler, metrics: TimedMetrics, targets: Sequence[TargetConfig], *,
+    passes: int, period: float, control: str,
+) -> list[dict[str, Any]]:
+    results = []
+    _control(control, "/reset", post=True)
+    for number in range(passes):
+        since, cpu, started = time.time(), time.process_time(), time.monotonic()
+        await reconciler.run_pass(targets, deadline=started + period * 0.9)
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
+        decided = sum(1 for t in targets if (s := reconciler.states.get(t.key)) is not None
+                      and s.last_outcome == "ok" and s.last_decision is not None
+                      and s.last_reconcile is not None and s.last_reconcile >= since)
+        observe = metrics.started - started if metrics.started >= started else wall
+        results.append({
+            "pass": number, "wall": wall, "cpu": cpu, "observe": observe,
+            "fetch": metrics.seconds, "decide": max(0.0, wall - observe - metrics.seconds),
+            "queries": metrics.queries_issued, "decided": decided,
+            "api": _control(control, "/counts"),
+        })
+        _control(control, "/reset", post=True)
+    return results
+
+
+def floor(config: Config, promql: Sequence[str], workers: int) -> float:
+    """Median time Prometheus takes to answer ``promql`` (concurrently), JSON decoded only."""
+    url = config.prometheus_servers["default"].url.rstrip("/") + "/api/v1/query"
+    session = requests.Session()
+
+    def one(query: str, at: float) -> int:
+        answer = session.post(url, data={"query": query, "time": f"{at:.3f}"}, timeout=60)
+        answer.raise_for_status()
+        return len(answer.json()["data"]["result"])
+
+    times = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in range(FLOOR_REPEATS):
+            at, started = time.time(), time.monotonic()
+            list(pool.map(lambda q: one(q, at), promql))  # noqa: B023 - used at once
+            times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+async def baseline(
+    config: Config, wanted: Sequence[MetricsWanted], workers: int
+) -> dict[str, float]:
+    """One query per target per metric, rendered with the target's own pods (per-target
+    pollers), sent through the same client class the daemon uses, answers parsed."""
+    client = PrometheusClient(config.prometheus_servers, max_workers=workers)
+    rendered = [
+        queries.render(BASELINE_TEMPLATES[spec.name], namespace=w.target.namespace,
+                       name=w.target.scale_target_ref.name, kind=w.target.scale_target_ref.kind,
+                       pods=[p.name for p in w.pods])
+        for w in wanted for spec in w.target.spec.metrics
+    ]
+    at, cpu, started = time.time(), time.process_time(), time.monotonic()
+    deadline = started + 600
+
+    async def one(promql: str) -> int:
+        return len(parse_result(await client.query("default", promql, at=at, deadline=deadline)))
+
+    series = await asyncio.gather(*(one(q) for q in rendered))
+    wall = time.monotonic() - started
+    client.close()
+    return {"queries": len(rendered), "wall": wall, "cpu": time.process_time() - cpu,
+            "series": sum(series)}
+
+
+async def scale_reads(components: Components, targets: Sequence[TargetConfig],
+                      concurrency: int) -> float:
+    """N GET /scale over HTTP (kubernetes-asyncio, the pass's concurrency), alone: what a
+    pass would pay without the workload watch cache."""
+    limit = asyncio.Semaphore(concurrency)
+    api = CustomObjectsApi(components.api_client)
+
+    async def one(target: TargetConfig) -> None:
+        async with limit:
+            await api.get_namespaced_custom_object_scale(
+                "apps", "v1", target.namespace, "deployments", target.scale_target_ref.name)
+
+    started = time.monotonic()
+    await asyncio.gather(*(one(t) for t in targets))
+    return time.monotonic() - started
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    if os.environ.get("BENCH_TRACEMALLOC"):
+        import tracemalloc
+        tracemalloc.start()
+    config = load_config(args.config)
+    configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)
+    targets = list(config.targets)
+    workers = min(8, max(2, config.daemon.concurrency))  # as wiring.connect sizes the pool
+    async with connect(config) as components:
+        metrics = TimedMetrics(components.metrics)
+        reconciler = Reconciler(
+            scales=components.scales, pods=components.pods, metrics=metrics,
+            events=components.events, owners=components.owners, telemetry=DaemonMetrics(),
+            options=ReconcileOptions(algorithm=config.daemon.algorithm, dry_run=True,
+                                     concurrency=config.daemon.concurrency))
+        started = time.monotonic()
+        namespaces = {t.namespace for t in targets}
+        await watch_namespaces(components, namespaces)  # pods and workloads, as the daemon
+        await asyncio.wait_for(wait_synced(components, namespaces), 600)
+        synced = time.monotonic() - started
+        passes = await run_passes(reconciler, metrics, targets, passes=args.passes,
+                                  period=config.daemon.sync_period, control=args.control)
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if os.environ.get("BENCH_TRACEMALLOC"):
+            import tracemalloc
+            for stat in tracemalloc.take_snapshot().statistics("lineno")[:25]:
+                print("tracemalloc", stat, file=sys.stderr)
+        batched = [k.promql for k in batch.plan(_requests_of(metrics.wanted),
+                                                lambda _: True).queries]
+        floor_s = floor(config, batched, workers)
+        base = await baseline(config, metrics.wanted, workers) if args.baseline else None
+        scale_s = await scale_reads(components, targets, config.daemon.concurrency)
+    return {"targets": len(targets), "sync_seconds": synced, "passes": passes,
+            "peak_rss_bytes": peak_rss, "floor_seconds": floor_s,
+            "floor_queries": len(batched), "baseline": base, "scale_reads_seconds": scale_s,
+            "concurrency": config.daemon.concurrency}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--control", required=True)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false")
+    arguments = parser.parse_args()
+    arguments.out.write_text(json.dumps(asyncio.run(main(arguments)), indent=1))
