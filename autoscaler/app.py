@@ -37,6 +37,7 @@ from autoscaler.wiring import (
     Components,
     connect,
     pod_namespace,
+    settle_heap,
     targets_for_shard,
     wait_synced,
     watch_namespaces,
@@ -274,6 +275,7 @@ class Daemon:
 
     async def _sync_pods(self) -> None:
         await wait_synced(self.components, {t.namespace for t in self.scheduler_targets})
+        settle_heap()
         self.synced = True
 
     async def _heartbeat(self) -> None:

@@ -7,6 +7,7 @@ Prometheus and the API server through exactly the same code.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -115,6 +116,19 @@ async def watch_namespaces(components: Components, namespaces: set[str]) -> None
 async def wait_synced(components: Components, namespaces: set[str]) -> None:
     await asyncio.gather(*(components.pod_cache.wait_synced(ns) for ns in namespaces),
                          *(components.target_cache.wait_synced(ns) for ns in namespaces))
+
+
+def settle_heap() -> None:
+    """Once the caches hold their first full LIST: move everything alive now (modules, the
+    caches) out of the collector's reach and make young collections rarer.
+
+    A pass allocates a few hundred thousand short-lived objects at 10,000 targets (JSON
+    answers, samples, decisions); with the default thresholds each of its ~hundreds of
+    collections also walks the long-lived caches. Measured by bench/daemon_scale.py at 1,000
+    targets: a pass takes ~40 % less time. Garbage is still collected, only in larger steps.
+    """
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 def shard_of(key: str, total: int) -> int:

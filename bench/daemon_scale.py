@@ -118,7 +118,7 @@ def wait_for_data(prom: Any, series: int, timeout: float) -> None:
 
 
 def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline: bool,
-            workdir: Path) -> dict[str, Any]:
+            workdir: Path, profile: bool = False) -> dict[str, Any]:
     namespaces = min(NAMESPACES, targets)
     scrape = 1.0 if targets <= 1000 else 5.0
     with cluster(targets, pods, namespaces) as sim:
@@ -133,8 +133,10 @@ def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline:
             out = workdir / f"result-{targets}.json"
             log_path = workdir / f"daemon-{targets}.log"
             with log_path.open("wb") as log:
+                profiler = ["py-spy", "record", "--format", "raw", "--rate", "250", "-o",
+                            str(workdir / f"profile-{targets}.txt"), "--"] if profile else []
                 finished = subprocess.run(
-                    [PYTHON, str(ROOT / "bench" / "daemon_run.py"), str(config),
+                    [*profiler, PYTHON, str(ROOT / "bench" / "daemon_run.py"), str(config),
                      f"--control={sim['control']}", f"--passes={passes}", f"--out={out}",
                      *([] if baseline else ["--no-baseline"])],
                     check=False, stdout=log, stderr=subprocess.STDOUT,
@@ -172,6 +174,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                                                      for p in steady),
         "decided": min(p["decided"] for p in passes),
         "peak_rss_mb": result["peak_rss_bytes"] / 2**20,
+        "sync_rss_mb": result["peak_rss_after_sync_bytes"] / 2**20,
         "floor_s": result["floor_seconds"], "x_floor": wall / result["floor_seconds"],
         "baseline_queries": base["queries"] if base else None,
         "baseline_s": base["wall"] if base else None,
@@ -204,10 +207,12 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def breakdown(rows: Sequence[dict[str, Any]]) -> str:
-    head = "| targets | observe (s) | fetch metrics (s) | decide + act (s) | first pass (s) |"
-    lines = [head, "|---|---|---|---|---|"]
+    head = ("| targets | observe (s) | fetch metrics (s) | decide + act (s) | first pass (s) | "
+            "caches synced (s) | peak RSS once synced (MB) |")
+    lines = [head, "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['targets']:,} | {r['observe_s']:.3f} | {r['fetch_s']:.3f} | "
-              f"{r['decide_s']:.3f} | {r['first_pass_s']:.3f} |" for r in rows]
+              f"{r['decide_s']:.3f} | {r['first_pass_s']:.3f} | {r['sync_s']:.1f} | "
+              f"{r['sync_rss_mb']:.0f} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -223,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="N = 10, 20; 2 passes (CI)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
+    parser.add_argument("--profile", action="store_true",
+                        help="run the daemon under py-spy; collapsed stacks in the workdir")
     parser.add_argument("--workdir", type=Path,
                         help="keep configs and the daemon's logs here (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -239,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"measuring {n:,} targets x {args.pods} pods ...", file=sys.stderr, flush=True)
             rows.append(summarize(measure(n, pods=args.pods, passes=passes,
                                           concurrency=args.concurrency,
-                                          baseline=args.baseline, workdir=Path(tmp))))
+                                          baseline=args.baseline, workdir=Path(tmp),
+                                          profile=args.profile)))
     text = table(rows) + "\n\n" + breakdown(rows)
     print(text)
     if args.json:

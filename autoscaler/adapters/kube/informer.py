@@ -78,8 +78,13 @@ class WatchOptions:
 class Sink(Protocol):
     """Where an informer puts what it sees."""
 
-    def replace(self, objects: list[RawObject]) -> None:
-        """Every object of a completed LIST (the previous contents are forgotten)."""
+    def convert(self, obj: RawObject) -> Any:
+        """What the cache keeps of one listed object, or None to drop it. A LIST is converted
+        page by page, so its raw JSON is never held whole (50,000 pods are ~1 GB as dicts)."""
+
+    def replace(self, converted: list[Any]) -> None:
+        """Every object of a completed LIST, as ``convert`` made them (the previous contents
+        are forgotten)."""
 
     def upsert(self, obj: RawObject) -> None:
         """An object added or modified."""
@@ -159,22 +164,24 @@ class Informer:
         self._failures, self._contact = 0, time.monotonic()
 
     async def _list(self) -> None:
-        objects: list[RawObject] = []
-        resource_version, token = None, None
+        kept: list[Any] = []
+        listed, resource_version, token = 0, None, None
         while True:
             page = await self._list_page(token)
             metadata = page.get("metadata") or {}
             resource_version = resource_version or metadata.get("resourceVersion")
-            objects.extend(page.get("items") or ())
+            items = page.get("items") or ()
+            listed += len(items)
+            kept.extend(c for c in map(self._sink.convert, items) if c is not None)
             token = metadata.get("continue")
             if not token:
                 break
-        self._sink.replace(objects)
+        self._sink.replace(kept)
         self.resource_version = resource_version
         self._touch()
         self.synced.set()
         log.debug("listed", resource=self.resource, namespace=self.namespace,
-                  objects=len(objects), resource_version=resource_version)
+                  objects=listed, kept=len(kept), resource_version=resource_version)
 
     async def _list_page(self, token: str | None) -> dict[str, Any]:
         self._counters.lists += 1
@@ -274,12 +281,18 @@ class _NamespaceDemux:
         self.sinks.pop(namespace, None)
         self.filled.pop(namespace, None)
 
-    def replace(self, objects: list[RawObject]) -> None:
-        grouped: dict[str, list[RawObject]] = {namespace: [] for namespace in self.sinks}
-        for obj in objects:
-            bucket = grouped.get(_namespace_of(obj))
+    def convert(self, obj: RawObject) -> tuple[str, Any] | None:
+        namespace = _namespace_of(obj)
+        sink = self.sinks.get(namespace)
+        converted = None if sink is None else sink.convert(obj)
+        return None if converted is None else (namespace, converted)
+
+    def replace(self, converted: list[tuple[str, Any]]) -> None:
+        grouped: dict[str, list[Any]] = {namespace: [] for namespace in self.sinks}
+        for namespace, item in converted:
+            bucket = grouped.get(namespace)
             if bucket is not None:
-                bucket.append(obj)
+                bucket.append(item)
         for namespace, group in grouped.items():
             self.sinks[namespace].replace(group)
             self.filled[namespace].set()

@@ -9,7 +9,7 @@ in steady state makes no LIST call (``counters`` proves it).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
@@ -39,9 +39,11 @@ class _PodSink:
     def __init__(self) -> None:
         self.pods = PodIndex()
 
-    def replace(self, objects: list[RawObject]) -> None:
-        self.pods.replace((raw["metadata"]["name"], (labels_of(raw), pod_from_json(raw)))
-                          for raw in objects)
+    def convert(self, obj: RawObject) -> tuple[str, tuple[Mapping[str, str], Pod]]:
+        return obj["metadata"]["name"], (labels_of(obj), pod_from_json(obj))
+
+    def replace(self, converted: list[tuple[str, tuple[Mapping[str, str], Pod]]]) -> None:
+        self.pods.replace(converted)
 
     def upsert(self, obj: RawObject) -> None:
         self.pods.upsert(obj["metadata"]["name"], (labels_of(obj), pod_from_json(obj)))

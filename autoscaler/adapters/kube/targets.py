@@ -91,20 +91,23 @@ class _TargetSink:
         self.pending: dict[str, str] = {}
         """name -> resourceVersion we wrote; older events for it are skipped."""
 
-    def replace(self, objects: list[RawObject]) -> None:
-        self.scales.clear()
+    def convert(self, obj: RawObject) -> Scale | None:
+        try:
+            return scale_from_object(obj, kind=self.kind)
+        except AutoscalerError as error:
+            # Dropped, not fatal: a lookup misses and the caller's GET /scale says why.
+            log.warning("cannot derive the scale of an object", kind=self.kind,
+                        name=str((obj.get("metadata") or {}).get("name", "")), error=str(error))
+            return None
+
+    def replace(self, converted: list[Scale]) -> None:
         self.pending.clear()
-        for raw in objects:
-            self.upsert(raw)
+        self.scales = {scale.target.name: scale for scale in converted}
 
     def upsert(self, obj: RawObject) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
-        try:
-            scale = scale_from_object(obj, kind=self.kind)
-        except AutoscalerError as error:
-            # Dropped, not fatal: a lookup misses and the caller's GET /scale says why.
-            log.warning("cannot derive the scale of an object", kind=self.kind, name=name,
-                        error=str(error))
+        scale = self.convert(obj)
+        if scale is None:
             self.scales.pop(name, None)
             return
         awaited = self.pending.get(name)

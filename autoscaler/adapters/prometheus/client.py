@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,8 +169,12 @@ class PrometheusClient:
     def knows(self, server: str) -> bool:
         return server in self._servers
 
-    async def query(self, server: str, promql: str, *, at: float, deadline: float) -> Any:
+    async def query(self, server: str, promql: str, *, at: float, deadline: float,
+                    parse: Callable[[Any], Any] | None = None) -> Any:
         """The raw ``data.result`` of ``promql`` at Unix time ``at``; retried until ``deadline``.
+
+        With ``parse``, what it makes of the answer, computed in the worker thread: a large
+        answer is neither converted on the event loop nor held as raw JSON past the query.
 
         Raises ``TransientError``, ``PermissionError_``, ``BadQueryError`` or ``BadDataError``.
         """
@@ -184,34 +188,38 @@ class PrometheusClient:
             reraise=True,
         ):
             with attempt:
-                return await self._attempt(server, promql, at=at, deadline=deadline)
+                return await self._attempt(server, promql, at=at, deadline=deadline,
+                                           parse=parse)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
-    async def _attempt(self, server: str, promql: str, *, at: float, deadline: float) -> Any:
+    async def _attempt(self, server: str, promql: str, *, at: float, deadline: float,
+                       parse: Callable[[Any], Any] | None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TransientError("the pass's deadline passed before the query was sent")
         timeout = min(self._servers[server].settings.timeout, remaining)
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, self._run, server, promql, at, timeout)
+        future = loop.run_in_executor(self._pool, self._run, server, promql, at, timeout, parse)
         try:
             # Also bounds the wait for a free worker when the pool is busy.
             return await asyncio.wait_for(future, timeout=remaining)
         except TimeoutError:
             raise TransientError(f"no answer within {remaining:.2f}s (pass deadline)") from None
 
-    def _run(self, server: str, promql: str, at: float, timeout: float) -> Any:
-        """Worker-thread side of one attempt: build auth, query, classify failures."""
+    def _run(self, server: str, promql: str, at: float, timeout: float,
+             parse: Callable[[Any], Any] | None = None) -> Any:
+        """Worker-thread side of one attempt: build auth, query, classify failures, parse."""
         target = self._servers[server]
         conn = self._connection(target)
         conn.headers = target.headers()
         conn.auth = target.auth()
         params = {**target.settings.query_params, "time": f"{at:.3f}"}
         try:
-            return conn.custom_query(promql, params=params, timeout=timeout)
+            raw = conn.custom_query(promql, params=params, timeout=timeout)
         except (PrometheusApiClientException, requests.RequestException, ValueError,
                 KeyError, TypeError) as error:
             raise _translate(error, target.safe_url, timeout) from None
+        return raw if parse is None else parse(raw)
 
     def _connection(self, server: _Server) -> PrometheusConnect:
         conns: dict[str, PrometheusConnect] = self._local.__dict__.setdefault("conns", {})

@@ -47,7 +47,9 @@ def _series(item: Any) -> Sample:
     labels = item.get("metric")
     if not isinstance(labels, dict) or "value" not in item:
         raise BadDataError("series without 'metric' labels or 'value'")
-    return _pair({str(k): str(v) for k, v in labels.items()}, item["value"])
+    if not all(type(v) is str for v in labels.values()):  # JSON keys are always str
+        labels = {k: str(v) for k, v in labels.items()}
+    return _pair(labels, item["value"])
 
 
 def _pair(labels: Mapping[str, str], pair: Any) -> Sample:

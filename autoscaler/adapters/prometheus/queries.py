@@ -16,7 +16,9 @@ answer per target. Only ``cpu`` and ``memory`` have built-in queries.
 
 from __future__ import annotations
 
+import functools
 import re
+import string
 from collections.abc import Iterable
 
 from autoscaler.config.query import render_query
@@ -94,8 +96,17 @@ def render(
 
     Raises ``KeyError`` or ``ValueError`` for an unknown or malformed ``$`` placeholder.
     """
-    names = tuple(pods)
+    used = _placeholders(template)
+    # The pod alternations cost more than the rest together (a pass renders every target's
+    # queries): build them only for a template that uses them.
+    names = tuple(pods) if {"pod_regex", "pod_selector"} & used else ()
     return render_query(
         template, namespace=namespace, name=name, kind=kind, container=container,
-        pod_regex=pod_regex(names), pod_selector=pod_selector(namespace, names),
+        pod_regex=pod_regex(names) if "pod_regex" in used else "",
+        pod_selector=pod_selector(namespace, names) if "pod_selector" in used else "",
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _placeholders(template: str) -> frozenset[str]:
+    return frozenset(string.Template(template).get_identifiers())

@@ -96,8 +96,8 @@ class PrometheusSource:
     ) -> list[Sample] | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
         try:
-            raw = await self._client.query(key.server, key.promql, at=at, deadline=deadline)
-            samples = parse_result(raw)
+            samples: list[Sample] = await self._client.query(
+                key.server, key.promql, at=at, deadline=deadline, parse=parse_result)
             check_series_count(samples, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)

@@ -26,8 +26,11 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def replace(self, objects: list[RawObject]) -> None:
-        names = ",".join(sorted(obj["metadata"]["name"] for obj in objects))
+    def convert(self, obj: RawObject) -> str:
+        return str(obj["metadata"]["name"])
+
+    def replace(self, converted: list[str]) -> None:
+        names = ",".join(sorted(converted))
         self.calls.append(("replace", names))
 
     def upsert(self, obj: RawObject) -> None:
