@@ -7,6 +7,7 @@ from a real API server; if it does, the field is treated as absent and logged, n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
@@ -82,4 +83,12 @@ def pod_from_json(raw: Mapping[str, Any]) -> Pod:
 
 
 def labels_of(raw: Mapping[str, Any]) -> Mapping[str, str]:
-    return MappingProxyType(dict((raw.get("metadata") or {}).get("labels") or {}))
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return _shared_labels(tuple(sorted((str(k), str(v)) for k, v in labels.items())))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shared_labels(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    """One read-only map per distinct label set: the pods of a ReplicaSet share theirs (at
+    50,000 pods this keeps ~40,000 fewer dicts)."""
+    return MappingProxyType(dict(items))
