@@ -43,8 +43,3 @@ class BadDataError(AutoscalerError):
 
 class InvalidConfigError(AutoscalerError):
     """The configuration is invalid; the message lists every problem with its field path."""
-
-
-# The old name, kept until autoscaler/adapters/prometheus (not renamed in the same change)
-# imports AccessDeniedError; an alias, so both names catch the same errors.
-PermissionError_ = AccessDeniedError

@@ -5,7 +5,7 @@ prometheus-api-client is synchronous (requests), so every query runs in one boun
 sessions are not documented as thread-safe. The client's own retries are off
 (``Retry(total=0)``); tenacity retries transient faults with exponential backoff and explicit
 jitter, and stops before the pass's deadline. Library exceptions become ``TransientError``
-(timeouts, refused connections, 5xx, 429), ``PermissionError_`` (401/403, a certificate that
+(timeouts, refused connections, 5xx, 429), ``AccessDeniedError`` (401/403, a certificate that
 does not verify), ``BadQueryError``
 (other 4xx: PromQL errors) or ``BadDataError`` (an answer that is not Prometheus JSON).
 
@@ -46,7 +46,7 @@ from tenacity.stop import stop_base
 from urllib3.util.retry import Retry
 
 from autoscaler.adapters.prometheus.model import ServerSettings
-from autoscaler.errors import BadDataError, BadQueryError, PermissionError_, TransientError
+from autoscaler.errors import AccessDeniedError, BadDataError, BadQueryError, TransientError
 
 log = structlog.get_logger(__name__)
 
@@ -176,7 +176,7 @@ class PrometheusClient:
         With ``parse``, what it makes of the answer, computed in the worker thread: a large
         answer is neither converted on the event loop nor held as raw JSON past the query.
 
-        Raises ``TransientError``, ``PermissionError_``, ``BadQueryError`` or ``BadDataError``.
+        Raises ``TransientError``, ``AccessDeniedError``, ``BadQueryError`` or ``BadDataError``.
         """
         policy = self._retry
         async for attempt in AsyncRetrying(
@@ -249,7 +249,7 @@ def _translate(error: Exception, url: str, timeout: float) -> Exception:
         return BadDataError(f"{url} answered with something that is not Prometheus query JSON")
     if isinstance(error, requests.exceptions.SSLError):
         # Not worth retrying within a pass: a certificate does not become valid in seconds.
-        return PermissionError_(f"TLS verification of {url} failed (check ca_file)")
+        return AccessDeniedError(f"TLS verification of {url} failed (check ca_file)")
     cause = _root_cause(error)
     # With Retry(total=0), urllib3 wraps a read timeout in MaxRetryError -> ConnectionError.
     if isinstance(error, requests.Timeout) or cause.startswith(("TimeoutError", "ReadTimeout")):
@@ -265,7 +265,7 @@ def _classify_status(message: str) -> Exception:
     detail = _error_detail(message)
     text = f"HTTP {status}" + (f": {detail[:300]}" if detail else "")
     if status in (401, 403):
-        return PermissionError_(f"{text} (check the credentials)")
+        return AccessDeniedError(f"{text} (check the credentials)")
     if status == 429 or status >= 500 or status == 0:
         return TransientError(text)
     return BadQueryError(text)

@@ -21,17 +21,17 @@ from autoscaler.algorithm import (
     PodMetricValues,
 )
 from autoscaler.errors import (
+    AccessDeniedError,
     AutoscalerError,
     BadDataError,
     BadQueryError,
-    PermissionError_,
     TransientError,
 )
 
 _KINDS: Mapping[type[AutoscalerError], str] = {
     TransientError: "Prometheus unavailable",
     BadQueryError: "query rejected",
-    PermissionError_: "access denied",
+    AccessDeniedError: "access denied",
     BadDataError: "bad data",
 }
 

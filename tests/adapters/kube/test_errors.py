@@ -51,10 +51,9 @@ def test_status_message_is_kept() -> None:
 
 
 def test_old_names_are_the_same_classes() -> None:
-    """RejectedError lives in autoscaler.errors; the kube re-export and the old
-    PermissionError_ alias are the very same classes, so every except clause still catches."""
+    """RejectedError lives in autoscaler.errors; the kube re-export is the very same class,
+    so every except clause still catches."""
     from autoscaler import errors
     from autoscaler.adapters.kube import errors as kube_errors
 
     assert kube_errors.RejectedError is errors.RejectedError
-    assert errors.PermissionError_ is errors.AccessDeniedError
