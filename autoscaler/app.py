@@ -237,10 +237,8 @@ class Daemon:
         self.scheduler_targets = targets
         removed = self.scheduler.set_targets(targets)
         for key in removed:
-            state = self.reconciler.states.pop(key, None)
-            metrics = tuple(m.spec.name for m in state.last_decision.metrics) if (
-                state and state.last_decision) else ()
-            self.telemetry.forget(key, metrics)
+            self.reconciler.states.pop(key, None)
+            self.telemetry.forget(key)
         self.telemetry.targets.set(len(targets))
         await watch_namespaces(self.components, {t.namespace for t in targets})
 

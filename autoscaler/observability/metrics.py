@@ -3,77 +3,110 @@
 Per target: current and desired replicas, each metric's value and target, last reconcile time
 and outcome, scale events and drift. Per daemon: reconcile, pass and query durations, errors
 by reason, leadership. Label sets of a removed target are dropped (``forget``) so a reload
-does not leave stale series behind.
+does not leave stale series behind. The per-pass numbers of each target are plain values in
+``per_target``, rendered at scrape time by a custom collector.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Self
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 _NS = "autoscaler"
 _FAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
-class _FastLabels:
-    """``labels()`` that finds an existing child with one dict lookup.
+@dataclass(frozen=True, slots=True)
+class MetricReading:
+    """One metric of a target at its last pass, in the units users read."""
 
-    prometheus_client validates the names and takes a lock on every call, ~10 us; a pass
-    calls it about ten times per target. Its own child dict is read, so ``remove`` stays the
-    one place a series is dropped (a GIL-safe read; a miss falls back to the library)."""
-
-    _labelnames: tuple[str, ...]
-
-    def labels(self, *values: Any, **named: Any) -> Self:
-        children = getattr(self, "_metrics", None)
-        if isinstance(children, dict):
-            key = tuple(str(v) for v in values) if values else tuple(
-                str(named[name]) for name in self._labelnames if name in named)
-            child = children.get(key)
-            if child is not None:
-                return child  # type: ignore[no-any-return]
-        return super().labels(*values, **named)  # type: ignore[misc,no-any-return]
+    name: str
+    valid: bool
+    target: float | None
+    value: float | None
 
 
-class _Gauge(_FastLabels, Gauge):
-    pass
+@dataclass(slots=True)
+class TargetSeries:
+    """What ``/metrics`` shows of one target, as plain numbers rendered at scrape time.
+
+    Not prometheus_client children: ten per target at ~600 bytes each (a lock, a value
+    object, a label tuple) were 60 MB at 10,000 targets, and setting them cost ~25 us per
+    target per pass (bench/daemon_scale.py)."""
+
+    current: int | None = None
+    desired: int | None = None
+    last_reconcile: float | None = None
+    metrics: tuple[MetricReading, ...] = ()
+    reconciles: dict[str, int] = field(default_factory=dict)
 
 
-class _Counter(_FastLabels, Counter):
-    pass
+class _PerTargetCollector(Collector):
+    def __init__(self, series: dict[str, TargetSeries]) -> None:
+        self._series = series
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        current, desired, value, target, valid, last, reconciles = self._families()
+        for key, s in self._series.items():
+            if s.current is not None:
+                current.add_metric([key], s.current)
+            if s.desired is not None:
+                desired.add_metric([key], s.desired)
+            if s.last_reconcile is not None:
+                last.add_metric([key], s.last_reconcile)
+            for reading in s.metrics:
+                valid.add_metric([key, reading.name], 1.0 if reading.valid else 0.0)
+                if reading.target is not None:
+                    target.add_metric([key, reading.name], reading.target)
+                if reading.value is not None:
+                    value.add_metric([key, reading.name], reading.value)
+            for outcome, count in s.reconciles.items():
+                reconciles.add_metric([key, outcome], count)
+        yield from (current, desired, value, target, valid, last, reconciles)
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily,
+                             GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily,
+                             CounterMetricFamily]:
+        t, tm = ["target"], ["target", "metric"]
+        return (
+            GaugeMetricFamily(f"{_NS}_current_replicas",
+                              "Replicas of the target's /scale at the last pass.", labels=t),
+            GaugeMetricFamily(f"{_NS}_desired_replicas",
+                              "Replicas the last pass decided on.", labels=t),
+            GaugeMetricFamily(f"{_NS}_metric_value",
+                              "A metric's current value (utilization in percent, values in "
+                              "base units).", labels=tm),
+            GaugeMetricFamily(f"{_NS}_metric_target",
+                              "A metric's target (same units as autoscaler_metric_value).",
+                              labels=tm),
+            GaugeMetricFamily(f"{_NS}_metric_valid",
+                              "1 if the metric could be computed at the last pass.", labels=tm),
+            GaugeMetricFamily(f"{_NS}_last_reconcile_timestamp_seconds",
+                              "When the target was last reconciled.", labels=t),
+            CounterMetricFamily(f"{_NS}_reconciles", "Passes over a target by outcome.",
+                                labels=["target", "outcome"]),
+        )
 
 
 class DaemonMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.current_replicas = _Gauge(
-            f"{_NS}_current_replicas", "Replicas of the target's /scale at the last pass.",
-            ["target"], registry=r)
-        self.desired_replicas = _Gauge(
-            f"{_NS}_desired_replicas", "Replicas the last pass decided on.", ["target"],
-            registry=r)
-        self.metric_value = _Gauge(
-            f"{_NS}_metric_value", "A metric's current value (utilization in percent, values "
-            "in base units).", ["target", "metric"], registry=r)
-        self.metric_target = _Gauge(
-            f"{_NS}_metric_target", "A metric's target (same units as autoscaler_metric_value).",
-            ["target", "metric"], registry=r)
-        self.metric_valid = _Gauge(
-            f"{_NS}_metric_valid", "1 if the metric could be computed at the last pass.",
-            ["target", "metric"], registry=r)
-        self.last_reconcile = _Gauge(
-            f"{_NS}_last_reconcile_timestamp_seconds", "When the target was last reconciled.",
-            ["target"], registry=r)
-        self.reconciles = _Counter(
-            f"{_NS}_reconciles_total", "Passes over a target by outcome.",
-            ["target", "outcome"], registry=r)
-        self.scale_events = _Counter(
+        self.per_target: dict[str, TargetSeries] = {}
+        r.register(_PerTargetCollector(self.per_target))
+        self.scale_events = Counter(
             f"{_NS}_scale_events_total", "Scale writes by direction (or would-be, in dry-run).",
             ["target", "direction"], registry=r)
-        self.drift = _Counter(
+        self.drift = Counter(
             f"{_NS}_drift_total", "Replica changes made by someone else between passes.",
             ["target"], registry=r)
         self.reconcile_duration = Histogram(
@@ -87,27 +120,38 @@ class DaemonMetrics:
             buckets=_FAST_BUCKETS, registry=r)
         self.queries = Counter(
             f"{_NS}_prometheus_queries_total", "PromQL queries issued.", registry=r)
-        self.errors = _Counter(
+        self.errors = Counter(
             f"{_NS}_errors_total", "Errors by reason.", ["reason"], registry=r)
         self.leader = Gauge(
             f"{_NS}_leader", "1 while this instance holds the lease (or runs unelected).",
             registry=r)
         self.targets = Gauge(f"{_NS}_targets", "Targets in the loaded config.", registry=r)
-        self.config_reloads = _Counter(
+        self.config_reloads = Counter(
             f"{_NS}_config_reloads_total", "Config reloads by result.", ["result"], registry=r)
 
-    _PER_TARGET = ("current_replicas", "desired_replicas", "last_reconcile")
+    def target(self, key: str) -> TargetSeries:
+        """The target's series (created on first use)."""
+        series = self.per_target.get(key)
+        if series is None:
+            series = self.per_target[key] = TargetSeries()
+        return series
 
-    def forget(self, target: str, metrics: tuple[str, ...] = ()) -> None:
+    def forget(self, target: str) -> None:
         """Drop every series of a target that left the config."""
-        for name in self._PER_TARGET:
-            _remove(getattr(self, name), target)
-        for metric in metrics:
-            for gauge in (self.metric_value, self.metric_target, self.metric_valid):
-                _remove(gauge, target, metric)
+        self.per_target.pop(target, None)
+        for counter in (self.scale_events, self.drift):
+            for labels in [labels for labels in _label_sets(counter) if labels[0] == target]:
+                _remove(counter, *labels)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _label_sets(collector: Counter) -> list[tuple[str, ...]]:
+    return [tuple(sample.labels[name] for name in ("target", "direction")
+                  if name in sample.labels)
+            for family in collector.collect() for sample in family.samples
+            if sample.name.endswith("_total")]
 
 
 def _remove(collector: Gauge | Counter, *labels: str) -> None:

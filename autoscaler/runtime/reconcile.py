@@ -34,7 +34,7 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import ConflictError
-from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -239,7 +239,7 @@ class Reconciler:
                         owners=state.blocked_by)
             self._spawn_event(target, warning=True, reason="AutoscalerConflict", message=message)
         self._finish(state, target, "blocked", error=message)
-        self.telemetry.current_replicas.labels(target=target.key).set(scale.spec_replicas)
+        self.telemetry.target(target.key).current = scale.spec_replicas
 
     # --- metrics ----------------------------------------------------------------------
 
@@ -451,22 +451,18 @@ class Reconciler:
                     if condition.status else now)
         self.telemetry.scale_events.labels(
             target=target.key, direction=_direction(previous, new)).inc()
-        self.telemetry.desired_replicas.labels(target=target.key).set(new)
+        self.telemetry.target(target.key).desired = new
 
     # --- bookkeeping ------------------------------------------------------------------
 
     def _export(self, target: TargetConfig, decision: Decision) -> None:
-        t = self.telemetry
-        t.current_replicas.labels(target=target.key).set(decision.current_replicas)
-        t.desired_replicas.labels(target=target.key).set(decision.desired_replicas)
-        for outcome in decision.metrics:
-            name = outcome.spec.name
-            t.metric_valid.labels(target=target.key, metric=name).set(outcome.proposal is not None)
-            target_value, current_value = _metric_numbers(outcome)
-            if target_value is not None:
-                t.metric_target.labels(target=target.key, metric=name).set(target_value)
-            if current_value is not None:
-                t.metric_value.labels(target=target.key, metric=name).set(current_value)
+        series = self.telemetry.target(target.key)
+        series.current = decision.current_replicas
+        series.desired = decision.desired_replicas
+        series.metrics = tuple(
+            MetricReading(outcome.spec.name, outcome.proposal is not None,
+                          *_metric_numbers(outcome))
+            for outcome in decision.metrics)
 
     def _fail(self, state: TargetState, target: TargetConfig, reason: Reason, message: str) -> None:
         state.conditions = merge_conditions(state.conditions, (), self.clock())
@@ -484,8 +480,9 @@ class Reconciler:
                 error: str | None = None) -> None:
         now = self.clock()
         state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        self.telemetry.last_reconcile.labels(target=target.key).set(now)
-        self.telemetry.reconciles.labels(target=target.key, outcome=outcome).inc()
+        series = self.telemetry.target(target.key)
+        series.last_reconcile = now
+        series.reconciles[outcome] = series.reconciles.get(outcome, 0) + 1
 
     async def _event(self, target: TargetConfig, *, warning: bool, reason: str,
                      message: str) -> None:

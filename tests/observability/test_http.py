@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from autoscaler.observability.http import Probes, bound_port, build_app, serve, split_address
-from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ async def test_readyz_follows_the_probe(endpoint: tuple[str, Probes, DaemonMetri
 async def test_metrics_are_exposed(endpoint: tuple[str, Probes, DaemonMetrics]) -> None:
     """/metrics serves the daemon's registry in the text format."""
     url, _, metrics = endpoint
-    metrics.desired_replicas.labels(target="ns/Deployment/web").set(7)
+    metrics.target("ns/Deployment/web").desired = 7
     status, text = await get(url + "/metrics")
     assert status == 200
     assert 'autoscaler_desired_replicas{target="ns/Deployment/web"} 7.0' in text
@@ -54,9 +54,9 @@ async def test_status_whole_and_per_target(endpoint: tuple[str, Probes, DaemonMe
 def test_forget_drops_a_removed_targets_series() -> None:
     """After forget(), no series of that target remains in the exposition."""
     metrics = DaemonMetrics()
-    metrics.current_replicas.labels(target="t").set(2)
-    metrics.metric_value.labels(target="t", metric="cpu").set(50)
-    metrics.forget("t", ("cpu",))
+    metrics.target("t").current = 2
+    metrics.target("t").metrics = (MetricReading("cpu", True, 80.0, 50.0),)
+    metrics.forget("t")
     assert b'target="t"' not in metrics.render()
 
 

@@ -1,0 +1,41 @@
+"""The benchmark at small N, so it cannot rot: it runs end to end and its counts hold.
+
+No timing is asserted (figures are for ``bench/daemon_scale.py`` to print); what is checked
+are the properties the benchmark exists to show: queries per pass do not grow with the
+number of targets that share them, a steady-state pass makes no API request at all (no pod
+LIST, no GET /scale), every target is decided, and the per-target baseline really issues one
+query per target and metric.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_smoke_run_counts(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    finished = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "daemon_scale.py"), "--smoke",
+         f"--json={out}", f"--workdir={tmp_path / 'work'}"],
+        capture_output=True, text=True, timeout=540, check=False)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    rows = json.loads(out.read_text())
+    assert [row["targets"] for row in rows] == [10, 20]
+    for row in rows:
+        assert row["queries"] == [2], row  # one built-in cpu query + one shared Pods query
+        assert row["baseline_queries"] == 2 * row["targets"]
+        assert row["api_per_pass"] == {}, row
+        assert row["pod_lists_steady"] == 0
+        assert row["decided"] == row["targets"]
+        assert row["floor_s"] > 0
+        assert row["pass_s"] > 0
+        assert row["peak_rss_mb"] > 0
+    assert "| targets | pass (s) |" in finished.stdout
