@@ -230,8 +230,11 @@ def prometheus_error(status: int, message: str, error_type: str = "bad_data") ->
 class CountingProxy(LoopbackHTTPServer):
     """Forwards every request to ``upstream`` and remembers each PromQL query it forwarded."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, delay: float = 0.0) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
+        self.delay = delay
+        """Seconds each forward is held, so overlapping queries overlap for sure."""
+        self.in_flight = self.max_in_flight = 0
         super().__init__(self._forward)
 
     @property
@@ -244,8 +247,12 @@ class CountingProxy(LoopbackHTTPServer):
             self.requests.clear()
 
     def _forward(self, request: StubRequest) -> StubResponse:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
         conn = http.client.HTTPConnection(self.upstream.netloc, timeout=30)
         try:
+            time.sleep(self.delay)
             query = urllib.parse.urlencode(request.params, doseq=True)
             conn.request(request.method, f"{request.path}?{query}")
             answer = conn.getresponse()
@@ -255,6 +262,8 @@ class CountingProxy(LoopbackHTTPServer):
             )
         finally:
             conn.close()
+            with self._lock:
+                self.in_flight -= 1
 
 
 # --- the test exporter -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from autoscaler.adapters.prometheus import queries
@@ -30,6 +30,9 @@ class Shape(StrEnum):
     """The built-in query grouped by (namespace, pod, container)."""
     OBJECT = "object"
     EXTERNAL = "external"
+
+
+_PER_POD_SHAPES = frozenset({Shape.POD_VECTOR, Shape.RESOURCE, Shape.CONTAINER})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -65,11 +68,27 @@ _RESOURCE_TYPES = (MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURC
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     slots: Mapping[str, tuple[Planned, ...]]
+    pods: Mapping[str, int] = field(default_factory=dict)
+    """Pods per target key."""
 
     @property
     def queries(self) -> tuple[QueryKey, ...]:
         """Each distinct (server, PromQL) once, in a stable order."""
         return tuple(sorted(self.sharers()))
+
+    def expected_series(self) -> Counter[QueryKey]:
+        """Roughly how many series each query answers: a pod each for per-pod slots, one for
+        the others (what a large answer costs to decode is budgeted on it)."""
+        counts: Counter[QueryKey] = Counter()
+        for key, row in self.slots.items():
+            pods = self.pods.get(key, 1)
+            for slot in row:
+                if isinstance(slot, Slot):
+                    per_pod = slot.shape in _PER_POD_SHAPES
+                    counts[slot.query] += pods if per_pod else 1
+                    if slot.requests:
+                        counts[slot.requests] += pods
+        return counts
 
     def sharers(self) -> Counter[QueryKey]:
         """How many (target, metric) slots each query answers."""
@@ -93,7 +112,8 @@ def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool]) -> Pla
                 if _needs_requests(spec, query):
                     requests_ns[(target.server, spec.name)].add(target.namespace)
     shared = _SharedQueries(usage_ns, requests_ns)
-    return Plan(slots={t.key: _target_slots(t, known, shared) for t in requests})
+    return Plan(slots={t.key: _target_slots(t, known, shared) for t in requests},
+                pods={t.key: max(1, len(t.pods)) for t in requests})
 
 
 def _usage_group(server: str, spec: MetricSpec, query: QuerySettings) -> tuple[

@@ -11,8 +11,9 @@ target and metric bound.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import structlog
 
@@ -41,15 +42,21 @@ class PrometheusSource:
         retry_attempts: int = 3,
         retry: RetryPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        series_in_flight: int = 60_000,
     ) -> None:
         """``max_workers`` bounds concurrent queries (all servers); ``max_series`` is the
         number of series one (target, metric) may bring before the answer counts as an
         explosion (a query shared by N of them may return N times as many);
         ``retry_attempts`` counts attempts per query, ``retry`` overrides it with a whole
-        policy (tests: short waits); ``clock`` gives the Unix time each pass evaluates at."""
+        policy (tests: short waits); ``clock`` gives the Unix time each pass evaluates at;
+        ``series_in_flight`` bounds the series of the answers being fetched and decoded at
+        once (by the plan's estimate; a larger query runs alone): a decoded answer costs ~750
+        bytes per series, and two 50,000-series answers at once were most of the daemon's
+        peak memory at 10,000 targets."""
         policy = retry or RetryPolicy(attempts=retry_attempts)
         self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
         self._max_series = max_series
+        self._series_in_flight = series_in_flight
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -74,8 +81,12 @@ class PrometheusSource:
         at = self._clock()
         # A query shared by N slots may return N times the per-slot limit (a built-in query
         # over many targets' namespaces legitimately has one series per pod of them all).
+        expected = plan.expected_series()
+        budget = _SeriesBudget(self._series_in_flight)
         tasks = {
-            asyncio.ensure_future(self._run(key, at, deadline, self._max_series * sharers)): key
+            asyncio.ensure_future(self._run(key, at, deadline,
+                                            max_series=self._max_series * sharers,
+                                            budget=budget, expected=expected[key])): key
             for key, sharers in plan.sharers().items()
         }
         if not tasks:
@@ -92,12 +103,14 @@ class PrometheusSource:
         return answers
 
     async def _run(
-        self, key: QueryKey, at: float, deadline: float, max_series: int
+        self, key: QueryKey, at: float, deadline: float, *, max_series: int,
+        budget: _SeriesBudget, expected: int,
     ) -> list[Sample] | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
         try:
-            samples: list[Sample] = await self._client.query(
-                key.server, key.promql, at=at, deadline=deadline, parse=parse_result)
+            async with budget.hold(expected):
+                samples: list[Sample] = await self._client.query(
+                    key.server, key.promql, at=at, deadline=deadline, parse=parse_result)
             check_series_count(samples, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
@@ -154,3 +167,24 @@ def _log_value(
     elif notes:
         log.warning("samples left out", target=target, metric=metric, metric_type=kind,
                     notes=list(notes))
+
+
+class _SeriesBudget:
+    """A weighted semaphore over expected series; a query over the whole budget runs alone."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit, self._used = limit, 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, series: int) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: self._used == 0 or self._used + series <= self._limit)
+            self._used += series
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._used -= series
+                self._changed.notify_all()

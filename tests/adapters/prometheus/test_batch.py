@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from autoscaler.adapters.prometheus import PrometheusSource, batch
+from autoscaler.adapters.prometheus.batch import QueryKey
 from autoscaler.algorithm import MetricSourceType, MetricTargetType, PodMetricValues
 from tests.adapters.prometheus.conftest import CPU_WINDOW, PER_POD
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
@@ -110,3 +111,42 @@ def test_what_splits_a_built_in_query(variant: dict, queries: int) -> None:
                       server=kw.get("server", "default"), metrics=[(metric, query)])
     plan = batch.plan([cpu_target("a"), cpu_target("b", **variant)], known=lambda _: True)
     assert len(plan.queries) == queries
+
+
+def test_expected_series_counts_pods_for_per_pod_slots_and_one_otherwise() -> None:
+    """The decode budget's estimate: per-pod queries answer a series per pod of every target
+    sharing them; Object and External queries one each."""
+    pods = ["a", "b", "c"]
+    per_pod = (spec(MetricSourceType.PODS, "rps"), metric_query(query="sum by (pod) (rps)"))
+    external = (spec(MetricSourceType.EXTERNAL, "lag"), metric_query(query="sum(lag)"))
+    first = target("shop/web", namespace="shop", pod_names=pods, metrics=[per_pod, external])
+    second = target("shop/api", namespace="shop", pod_names=pods[:2], metrics=[per_pod])
+    counts = batch.plan([first, second], lambda _: True).expected_series()
+    assert counts == {QueryKey("default", "sum by (pod) (rps)"): 5,
+                      QueryKey("default", "sum(lag)"): 1}
+
+
+@pytest.mark.parametrize(("budget", "overlap"), [(1, False), (60_000, True)],
+                         ids=["below-every-estimate", "default"])
+async def test_the_series_budget_decides_how_many_queries_run_at_once(
+    prometheus: PrometheusProcess, budget: int, overlap: bool,
+) -> None:
+    """Below every query's estimate each query runs alone; within it they overlap. The
+    answers are the same either way."""
+    proxy = CountingProxy(prometheus.url, delay=0.2)
+    with proxy:
+        source = PrometheusSource({"default": prom_server(url=proxy.url)},
+                                  series_in_flight=budget)
+        requests = [target(f"shop/q{i}", namespace="shop", pod_names=["web-0", "web-1"],
+                           metrics=[(spec(MetricSourceType.PODS, "rps"), metric_query(
+                               query=f"sum by (pod) (http_requests_per_second) * {i}"))])
+                    for i in range(1, 4)]
+        try:
+            result = await source.fetch(requests, deadline=time.monotonic() + 10)
+        finally:
+            await source.close()
+    assert (proxy.max_in_flight > 1) is overlap
+    for i in range(1, 4):
+        value = result.values[f"shop/q{i}"][0]
+        assert isinstance(value, PodMetricValues)
+        assert value.samples["web-0"].value == PER_POD["shop", "web-0"] * i * 1000
