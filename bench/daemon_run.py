@@ -72,15 +72,30 @@ class TimedMetrics:
         self.wanted: Sequence[MetricsWanted] = ()
         self.queries_issued = 0
         self.started = self.seconds = 0.0
+        self.snapshot = False
+        self.rss_before_fetch = self.rss_after_fetch = 0
 
     async def fetch_metrics(
         self, wanted: Sequence[MetricsWanted], *, deadline: float
     ) -> FetchedMetrics:
         self.wanted, self.started = wanted, time.monotonic()
+        self.rss_before_fetch = _max_rss()
         result = await self.inner.fetch_metrics(wanted, deadline=deadline)
+        self.rss_after_fetch = _max_rss()
         self.seconds = time.monotonic() - self.started
+        if self.snapshot:
+            import tracemalloc
+            print("tracemalloc peak MB", tracemalloc.get_traced_memory()[1] / 2**20,
+                  file=sys.stderr)
+            for stat in tracemalloc.take_snapshot().statistics("lineno")[:20]:
+                print("tracemalloc", stat, file=sys.stderr)
+            tracemalloc.reset_peak()
         self.queries_issued = result.queries_issued
         return result
+
+
+def _max_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _control(url: str, path: str, *, post: bool = False) -> Any:
@@ -116,6 +131,9 @@ async def run_passes(
             "fetch": metrics.seconds, "decide": max(0.0, wall - observe - metrics.seconds),
             "queries": metrics.queries_issued, "decided": decided,
             "api": _control(control, "/counts"),
+            "max_rss_mb": {"before_fetch": metrics.rss_before_fetch / 2**20,
+                           "after_fetch": metrics.rss_after_fetch / 2**20,
+                           "after_pass": _max_rss() / 2**20},
         })
         _control(control, "/reset", post=True)
     return results
@@ -183,7 +201,7 @@ async def scale_reads(components: Components, targets: Sequence[TargetConfig],
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    if os.environ.get("BENCH_TRACEMALLOC"):
+    if os.environ.get("BENCH_TRACEMALLOC") == "sync":
         import tracemalloc
         tracemalloc.start()
     config = load_config(args.config)
@@ -203,15 +221,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait_for(wait_synced(components, namespaces), 600)
         synced = time.monotonic() - started
         peak_after_sync = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if os.environ.get("BENCH_TRACEMALLOC") == "sync":  # what the synced caches hold
+            import tracemalloc
+            print("tracemalloc synced MB", tracemalloc.get_traced_memory(), file=sys.stderr)
+            for stat in tracemalloc.take_snapshot().statistics("lineno")[:25]:
+                print("tracemalloc", stat, file=sys.stderr)
+        elif os.environ.get("BENCH_TRACEMALLOC"):  # where memory goes: a pass's peak, by line
+            import tracemalloc
+            tracemalloc.start()
+            metrics.snapshot = True
         if os.environ.get("BENCH_GC") != "default":  # the daemon's tuning, unless compared
             settle_heap()
         passes = await run_passes(reconciler, metrics, targets, passes=args.passes,
                                   period=config.daemon.sync_period, control=args.control)
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        if os.environ.get("BENCH_TRACEMALLOC"):
-            import tracemalloc
-            for stat in tracemalloc.take_snapshot().statistics("lineno")[:25]:
-                print("tracemalloc", stat, file=sys.stderr)
         batched = [k.promql for k in batch.plan(_requests_of(metrics.wanted),
                                                 lambda _: True).queries]
         floor_s = floor(config, batched, workers)
