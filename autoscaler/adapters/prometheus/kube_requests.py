@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot
+from autoscaler.adapters.prometheus.batch import Answers, Planned, QueryKey, Slot
 from autoscaler.adapters.prometheus.parse import Sample, to_milli
 from autoscaler.adapters.prometheus.split import describe
 from autoscaler.algorithm import Container, MetricUnavailable, Pod
@@ -22,13 +22,20 @@ PodRequests = dict[str, dict[str, dict[str, int]]]
 """pod -> container -> resource -> milli-units."""
 
 
+ByPod = dict[str, list[Sample]]
+
+
 def fold_requests(
-    pods: Sequence[Pod], namespace: str, slots: Sequence[Planned], answers: Answers
+    pods: Sequence[Pod], namespace: str, slots: Sequence[Planned], answers: Answers,
+    indexes: dict[QueryKey, ByPod] | None = None,
 ) -> tuple[tuple[Pod, ...] | None, dict[int, MetricUnavailable], list[str]]:
     """Pods with kube-state-metrics requests, failures by metric index, and notes.
 
     Returns ``None`` for the pods when no slot asks for kube-state-metrics requests.
+    ``indexes`` (shared by the targets of one pass) holds each requests answer grouped by
+    pod, so a target reads its own pods' series, not the whole cluster's answer.
     """
+    indexes = {} if indexes is None else indexes
     found: PodRequests = {}
     failed: dict[int, MetricUnavailable] = {}
     notes: list[str] = []
@@ -42,11 +49,24 @@ def fold_requests(
             why = "not run before the deadline" if answer is None else describe(answer)
             failed[index] = MetricUnavailable(reason=f"requests query: {why}")
             continue
-        _collect(answer, slot.resource, namespace, {p.name for p in pods},
+        by_pod = indexes.get(slot.requests)
+        if by_pod is None:
+            by_pod = indexes[slot.requests] = _by_pod(answer)
+        mine = [sample for pod in pods for sample in by_pod.get(pod.name, ())]
+        _collect(mine, slot.resource, namespace, {p.name for p in pods},
                  found=found, notes=notes)
     if not asked:
         return None, {}, []
     return tuple(_with_requests(pod, found.get(pod.name, {})) for pod in pods), failed, notes
+
+
+def _by_pod(samples: Sequence[Sample]) -> ByPod:
+    grouped: ByPod = {}
+    for sample in samples:
+        pod = sample.labels.get("pod")
+        if pod is not None:
+            grouped.setdefault(pod, []).append(sample)
+    return grouped
 
 
 def _collect(

@@ -20,7 +20,7 @@ import structlog
 from autoscaler.adapters.prometheus import batch
 from autoscaler.adapters.prometheus.batch import Answers, Plan, QueryKey, Slot
 from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
-from autoscaler.adapters.prometheus.kube_requests import fold_requests
+from autoscaler.adapters.prometheus.kube_requests import ByPod, fold_requests
 from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import Sample, check_series_count, parse_result
 from autoscaler.adapters.prometheus.split import Splitter
@@ -129,9 +129,11 @@ def _assemble(
     pods: dict[str, tuple[Pod, ...]] = {}
     warnings: dict[str, tuple[str, ...]] = {}
     splitter = Splitter(answers)
+    requests_by_pod: dict[QueryKey, ByPod] = {}
     for target in requests:
         slots = plan.slots[target.key]
-        with_requests, failed, notes = fold_requests(target.pods, target.namespace, slots, answers)
+        with_requests, failed, notes = fold_requests(target.pods, target.namespace, slots, answers,
+                                                     requests_by_pod)
         row: list[MetricValues] = []
         for index, (spec, slot) in enumerate(zip(target.metrics, slots, strict=True)):
             value, more = _value(slot, target, splitter, failed.get(index))
