@@ -182,7 +182,10 @@ class Reconciler:
 
     async def _observe_within(self, target: TargetConfig, budget: float) -> _Observed | None:
         try:
-            return await asyncio.wait_for(self._observe(target), budget)
+            # asyncio.timeout, not wait_for: no extra task per target (most reads are served
+            # from the watch caches without ever suspending).
+            async with asyncio.timeout(budget):
+                return await self._observe(target)
         except TimeoutError:
             message = f"reading the target took longer than {budget:.1f}s; skipped this pass"
             log.warning("target skipped", target=target.key, reason=message)

@@ -67,7 +67,7 @@ class PrometheusSource:
         try:
             plan = batch.plan(requests, self._client.knows)
             answers = await self._run_all(plan, deadline)
-            return _assemble(requests, plan, answers, queries_issued=len(plan.queries))
+            return _assemble(requests, plan, answers, queries_issued=len(answers))
         except Exception as error:  # a bug must not stop the daemon: hold every target
             log.exception("metrics fetch failed")
             reason = MetricUnavailable(reason=f"metrics fetch failed: {type(error).__name__}")

@@ -59,7 +59,8 @@ class PodIndex:
         if self._unlabelled:
             raise BadDataError(f"{self._unlabelled} series have no 'pod' label; "
                                "aggregate with sum by (pod)")
-        return [s for pod in sorted(pods) for s in self._by_pod.get(pod, ())]
+        by_pod = self._by_pod
+        return [s for pod in pods if pod in by_pod for s in by_pod[pod]]
 
 
 class Splitter:

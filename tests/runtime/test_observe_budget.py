@@ -1,0 +1,95 @@
+"""One target whose API reads hang must not hold back the others' pass.
+
+The ports are filled by small in-memory doubles of the adapters (the adapters themselves are
+tested against the simulated API server and a real Prometheus elsewhere)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.algorithm import ExternalMetricValues, Milli, Pod
+from autoscaler.algorithm.reasons import Reason
+from autoscaler.config import ScaleTargetRef, TargetConfig, parse_config
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+
+
+@dataclass(frozen=True, slots=True)
+class FixedScale:
+    spec_replicas: int = 2
+    status_replicas: int = 2
+    selector: str = "app=x"
+    resource_version: str = "1"
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+class Scales:
+    def __init__(self, hang: str) -> None:
+        self.hang = hang
+
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+        if ref.name == self.hang:
+            await asyncio.sleep(3600)
+        return FixedScale()
+
+    async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
+                           resource_version: str) -> FixedScale:
+        return FixedScale(spec_replicas=replicas)
+
+
+class NoPods:
+    def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]:
+        return ()
+
+
+class QueueDepth:
+    """Every target's External metric at exactly its target: no change is due."""
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        return FetchedMetrics(values={w.target.key: (ExternalMetricValues(values=(Milli(20000),)),)
+                                      for w in wanted}, pods={})
+
+
+class Quiet:
+    async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
+                     message: str) -> None:
+        return None
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        return ()
+
+
+def targets(*names: str) -> list[TargetConfig]:
+    return list(parse_config("".join(f"""
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "{name}" }}
+maxReplicas = 10
+metrics = [{{ type = "External", external = {{ metric = {{ name = "depth" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = "sum(depth)" }} }}]
+""" for name in names)).targets)
+
+
+async def test_a_hanging_read_fails_its_target_and_the_others_are_decided() -> None:
+    reconciler = Reconciler(scales=Scales(hang="stuck"), pods=NoPods(), metrics=QueueDepth(),
+                            events=Quiet(), owners=Quiet(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics())
+    fleet = targets("web", "stuck", "api")
+    started = time.monotonic()
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(fleet, deadline=started + 2.0)
+    # Observation may take half the time left (1 s here), never the whole pass.
+    assert time.monotonic() - started < 1.8
+    states = {t.scale_target_ref.name: reconciler.states[t.key] for t in fleet}
+    assert states["stuck"].last_outcome == "error"
+    assert "took longer than 1.0s" in (states["stuck"].last_error or "")
+    assert any(c.reason is Reason.FAILED_GET_SCALE for c in states["stuck"].conditions)
+    for name in ("web", "api"):
+        assert states[name].last_outcome == "ok"
+        decision = states[name].last_decision
+        assert decision is not None
+        assert decision.desired_replicas == 2
