@@ -96,7 +96,7 @@ def _queries(
 def judge(samples: Sequence[Sample], shape: Shape, container: str | None = None) -> str | None:
     """What is wrong with an answer for a query of ``shape``, or ``None``."""
     if container is not None and samples:
-        samples = [s for s in samples if s.labels.get("container") == container]
+        samples = [s for s in samples if s.container == container]
         if not samples:
             return f"no series for container {container!r}"
     try:
@@ -116,10 +116,10 @@ def _per_pod(samples: Sequence[Sample], *, per_container: bool) -> None:
         raise BadDataError("empty result: the query matched no series")
     seen: set[tuple[str, str]] = set()
     for sample in samples:
-        pod = sample.labels.get("pod")
+        pod = sample.pod
         if pod is None:
             raise BadDataError("a series has no 'pod' label; aggregate with sum by (pod)")
-        key = (pod, sample.labels.get("container", "") if per_container else "")
+        key = (pod, (sample.container or "") if per_container else "")
         if key in seen:
             raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")
         seen.add(key)

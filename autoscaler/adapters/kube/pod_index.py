@@ -3,7 +3,9 @@
 Most scale selectors are ``matchLabels`` (equalities): the index of (key, value) -> pod
 names narrows a selector to the pods carrying its most selective equality (or ``in``) label
 before the full selector is checked, so a pass over many targets in a large namespace costs
-roughly the pods selected, not targets x pods. Answers are memoised per selector until the
+roughly the pods selected, not targets x pods. Only the label keys some selector has used
+are indexed (a key is indexed on first use): labels no selector names, such as
+``pod-template-hash``, cost no index entries. Answers are memoised per selector until the
 next change.
 """
 
@@ -22,6 +24,8 @@ class PodIndex:
     def __init__(self) -> None:
         self._pods: dict[str, Entry] = {}
         self._by_label: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self._indexed: set[str] = set()
+        """The label keys in ``_by_label``: those selectors have asked for."""
         self._memo: dict[str, list[Pod]] = {}
 
     def __len__(self) -> int:
@@ -39,7 +43,8 @@ class PodIndex:
         self.delete(name)
         self._pods[name] = entry
         for item in entry[0].items():
-            self._by_label[item].add(name)
+            if item[0] in self._indexed:
+                self._by_label[item].add(name)
 
     def delete(self, name: str) -> None:
         self._memo.clear()
@@ -47,7 +52,9 @@ class PodIndex:
         if old is None:
             return
         for item in old[0].items():
-            names = self._by_label[item]
+            names = self._by_label.get(item)
+            if names is None:
+                continue
             names.discard(name)
             if not names:
                 del self._by_label[item]
@@ -67,9 +74,18 @@ class PodIndex:
         for requirement in selector.requirements:
             if requirement.operator is not Operator.IN:
                 continue
+            if requirement.key not in self._indexed:
+                self._index_key(requirement.key)
             names: set[str] = set()
             for value in requirement.values:
                 names |= self._by_label.get((requirement.key, value), set())
             if best is None or len(names) < len(best):
                 best = names
         return self._pods.keys() if best is None else best
+
+    def _index_key(self, key: str) -> None:
+        self._indexed.add(key)
+        for name, (labels, _) in self._pods.items():
+            value = labels.get(key)
+            if value is not None:
+                self._by_label[(key, value)].add(name)

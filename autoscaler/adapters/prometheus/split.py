@@ -48,7 +48,7 @@ class PodIndex:
         self._by_pod: dict[str, list[Sample]] = defaultdict(list)
         self._unlabelled = 0
         for sample in samples:
-            pod = sample.labels.get("pod")
+            pod = sample.pod
             if pod is None:
                 self._unlabelled += 1
             else:
@@ -105,9 +105,9 @@ def _check_container_present(samples: Sequence[Sample], namespace: str, containe
     # ("container %s not present in metrics for pod %s/%s").
     seen: dict[str, bool] = {}
     for sample in samples:
-        pod = sample.labels.get("pod", "")
-        if sample.labels.get("namespace") == namespace:
-            seen[pod] = seen.get(pod, False) or sample.labels.get("container") == container
+        pod = sample.pod or ""
+        if sample.namespace == namespace:
+            seen[pod] = seen.get(pod, False) or sample.container == container
     missing = sorted(pod for pod, has in seen.items() if not has)
     if missing:
         raise BadDataError(
