@@ -37,23 +37,41 @@ def parse_time(text: Any) -> float | None:
 
 def requests_of(resources: Any) -> Mapping[str, int]:
     """``resources.requests`` in milli-units; an unparsable quantity is left out."""
+    return _shared_requests(_requests_items(resources))
+
+
+def _requests_items(resources: Any) -> tuple[tuple[str, int], ...]:
     requests = (resources or {}).get("requests") or {}
-    parsed: dict[str, int] = {}
+    parsed: list[tuple[str, int]] = []
     for name, quantity in requests.items():
         try:
-            parsed[name] = parse_milli(quantity)
+            parsed.append((str(name), parse_milli(quantity)))
         except QuantityError:
             log.warning("unparsable resource request", resource=name, value=quantity)
-    return MappingProxyType(parsed)
+    return tuple(sorted(parsed))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _shared_requests(items: tuple[tuple[str, int], ...]) -> Mapping[str, int]:
+    return MappingProxyType(dict(items))
 
 
 def _containers(entries: Any, *, sidecars_only: bool = False) -> tuple[Container, ...]:
-    return tuple(
-        Container(name=str(entry.get("name", "")), requests=requests_of(entry.get("resources")))
+    return _shared_containers(tuple(
+        (str(entry.get("name", "")), _requests_items(entry.get("resources")))
         for entry in entries or ()
         # A restartable init container (restartPolicy Always) is a sidecar: its requests count.
         if not sidecars_only or entry.get("restartPolicy") == "Always"
-    )
+    ))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _shared_containers(
+    key: tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+) -> tuple[Container, ...]:
+    """The pods of one template have equal containers: one immutable tuple serves them all
+    (at 50,000 pods, ~20 MB of identical Container objects and request maps)."""
+    return tuple(Container(name=name, requests=_shared_requests(items)) for name, items in key)
 
 
 def _ready(status: Mapping[str, Any]) -> tuple[ConditionStatus | None, float | None]:
