@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, Self, cast
 
 import structlog
 from kubernetes_asyncio import watch
@@ -434,3 +434,62 @@ class Informers:
         return Informer(resource=kind.resource, namespace=namespace,
                         list_call=kind.namespaced, sink=kind.sink_for(namespace),
                         counters=self._counters, options=self._options)
+
+
+class WatchCache:
+    """What the pod and target caches share: the namespaces they watch, over ``Informers``.
+
+    A subclass builds ``_informers`` and says in ``_forget`` what it drops of a namespace
+    that leaves; use as ``async with Cache(...)``.
+    """
+
+    _informers: Informers
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        return self._informers.namespaces
+
+    @property
+    def scope(self) -> WatchScope:
+        return self._informers.scope
+
+    def add_namespace(self, namespace: str) -> None:
+        """Start watching a namespace (idempotent)."""
+        self._informers.add(namespace)
+
+    async def remove_namespace(self, namespace: str) -> None:
+        """Stop watching a namespace that no longer has targets and forget its objects."""
+        await self._informers.remove(namespace)
+        self._forget(namespace)
+
+    async def set_namespaces(self, namespaces: Iterable[str]) -> None:
+        """Watch exactly these namespaces (those with targets): start new ones, stop others."""
+        wanted = set(namespaces)
+        for namespace in self.namespaces - wanted:
+            self._forget(namespace)
+        await self._informers.set(wanted)
+
+    def is_synced(self, namespace: str) -> bool:
+        return self._informers.is_synced(namespace)
+
+    async def wait_synced(self, namespace: str) -> None:
+        """Until every kind of the namespace has LISTed once (bound it with a timeout)."""
+        await self._informers.wait_synced(namespace)
+
+    def seconds_since_contact(self, namespace: str) -> float:
+        """How stale the namespace's objects may be: time since the server last answered."""
+        return self._informers.seconds_since_contact(namespace)
+
+    async def close(self) -> None:
+        """Cancel every watch and wait for them to finish."""
+        for namespace in list(self.namespaces):
+            await self.remove_namespace(namespace)
+
+    def _forget(self, namespace: str) -> None:
+        raise NotImplementedError

@@ -9,7 +9,7 @@ in steady state makes no LIST call (``counters`` proves it).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
@@ -17,6 +17,7 @@ from autoscaler.adapters.kube.informer import (
     Backoff,
     Informers,
     RawObject,
+    WatchCache,
     WatchCounters,
     WatchedKind,
     WatchOptions,
@@ -52,7 +53,7 @@ class _PodSink:
         self.pods.delete((obj.get("metadata") or {}).get("name", ""))
 
 
-class PodCache:
+class PodCache(WatchCache):
     """Pods per namespace, kept current by a watch; use as ``async with PodCache(...)``."""
 
     def __init__(
@@ -74,43 +75,6 @@ class PodCache:
         self._informers = Informers([kind], owner="the pod cache", scope=scope,
                                     counters=self.counters, options=options)
 
-    async def __aenter__(self) -> PodCache:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    @property
-    def namespaces(self) -> frozenset[str]:
-        return self._informers.namespaces
-
-    @property
-    def scope(self) -> WatchScope:
-        return self._informers.scope
-
-    def add_namespace(self, namespace: str) -> None:
-        """Start caching a namespace (idempotent)."""
-        self._informers.add(namespace)
-
-    async def remove_namespace(self, namespace: str) -> None:
-        """Stop watching a namespace that no longer has targets and forget its pods."""
-        await self._informers.remove(namespace)
-        self._sinks.pop(namespace, None)
-
-    async def set_namespaces(self, namespaces: Iterable[str]) -> None:
-        """Watch exactly these namespaces: start the new ones, stop the others."""
-        wanted = set(namespaces)
-        for namespace in self.namespaces - wanted:
-            self._sinks.pop(namespace, None)
-        await self._informers.set(wanted)
-
-    def is_synced(self, namespace: str) -> bool:
-        return self._informers.is_synced(namespace)
-
-    async def wait_synced(self, namespace: str) -> None:
-        """Until the namespace's first LIST has completed (bound it with ``asyncio.timeout``)."""
-        await self._informers.wait_synced(namespace)
-
     def pods_for(self, namespace: str, selector: str | Selector) -> list[Pod]:
         """The cached pods matching ``selector`` (the runtime's ``PodPort``).
 
@@ -126,15 +90,9 @@ class PodCache:
             raise TransientError(f"the pod cache of namespace {namespace} has not synced yet")
         return self._sinks[namespace].pods.select(selector)
 
-    async def close(self) -> None:
-        """Cancel every watch and wait for them to finish."""
-        for namespace in list(self.namespaces):
-            await self.remove_namespace(namespace)
-
-    def seconds_since_contact(self, namespace: str) -> float:
-        """How stale the namespace's pods may be: time since the server last answered."""
-        return self._informers.seconds_since_contact(namespace)
-
     def _sink_for(self, namespace: str) -> _PodSink:
         sink = self._sinks[namespace] = _PodSink()
         return sink
+
+    def _forget(self, namespace: str) -> None:
+        self._sinks.pop(namespace, None)

@@ -21,7 +21,7 @@ are compared for equality only). A relist replaces everything, as it is newer st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +33,7 @@ from autoscaler.adapters.kube.informer import (
     Backoff,
     Informers,
     RawObject,
+    WatchCache,
     WatchCounters,
     WatchedKind,
     WatchOptions,
@@ -138,7 +139,7 @@ class _TargetSink:
         return merged
 
 
-class TargetCache:
+class TargetCache(WatchCache):
     """Scales of apps/v1 workloads per namespace; use as ``async with TargetCache(...)``."""
 
     def __init__(
@@ -172,52 +173,6 @@ class TargetCache:
         self._informers = Informers(kinds, owner="the target cache", scope=scope,
                                     counters=self.counters, options=options)
 
-    async def __aenter__(self) -> TargetCache:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    @property
-    def namespaces(self) -> frozenset[str]:
-        return self._informers.namespaces
-
-    @property
-    def scope(self) -> WatchScope:
-        return self._informers.scope
-
-    def add_namespace(self, namespace: str) -> None:
-        """Start watching a namespace's workloads (idempotent)."""
-        self._informers.add(namespace)
-
-    async def remove_namespace(self, namespace: str) -> None:
-        await self._informers.remove(namespace)
-        for kind in KINDS:
-            self._sinks.pop((namespace, kind), None)
-
-    async def set_namespaces(self, namespaces: Iterable[str]) -> None:
-        """Watch exactly these namespaces (those with targets): start new ones, stop others."""
-        wanted = set(namespaces)
-        for namespace in self.namespaces - wanted:
-            for kind in KINDS:
-                self._sinks.pop((namespace, kind), None)
-        await self._informers.set(wanted)
-
-    def is_synced(self, namespace: str) -> bool:
-        return self._informers.is_synced(namespace)
-
-    async def wait_synced(self, namespace: str) -> None:
-        """Until all three kinds of the namespace have LISTed once (bound it with a timeout)."""
-        await self._informers.wait_synced(namespace)
-
-    def seconds_since_contact(self, namespace: str) -> float:
-        return self._informers.seconds_since_contact(namespace)
-
-    async def close(self) -> None:
-        """Cancel every watch and wait for them to finish."""
-        for namespace in list(self.namespaces):
-            await self.remove_namespace(namespace)
-
     @staticmethod
     def serves(ref: ScaleTargetRef) -> bool:
         """Whether the target's kind is one this cache watches."""
@@ -250,6 +205,10 @@ class TargetCache:
         """
         sink = self._sinks.get((namespace, ref.kind)) if self.serves(ref) else None
         return written if sink is None else sink.record_write(written)
+
+    def _forget(self, namespace: str) -> None:
+        for kind in KINDS:
+            self._sinks.pop((namespace, kind), None)
 
     def _sink_maker(self, kind: str) -> Callable[[str], _TargetSink]:
         def sink_for(namespace: str) -> _TargetSink:
