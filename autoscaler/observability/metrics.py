@@ -18,6 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 _NS = "autoscaler"
+SCALE_DIRECTIONS = ("up", "down")
+"""The ``direction`` label of ``autoscaler_scale_events_total``."""
 _FAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -139,19 +141,12 @@ class DaemonMetrics:
     def forget(self, target: str) -> None:
         """Drop every series of a target that left the config."""
         self.per_target.pop(target, None)
-        for counter in (self.scale_events, self.drift):
-            for labels in [labels for labels in _label_sets(counter) if labels[0] == target]:
-                _remove(counter, *labels)
+        for direction in SCALE_DIRECTIONS:
+            _remove(self.scale_events, target, direction)
+        _remove(self.drift, target)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-def _label_sets(collector: Counter) -> list[tuple[str, ...]]:
-    return [tuple(sample.labels[name] for name in ("target", "direction")
-                  if name in sample.labels)
-            for family in collector.collect() for sample in family.samples
-            if sample.name.endswith("_total")]
 
 
 def _remove(collector: Gauge | Counter, *labels: str) -> None:

@@ -34,7 +34,7 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import ConflictError
-from autoscaler.observability.metrics import DaemonMetrics, MetricReading
+from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -525,7 +525,8 @@ def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
 
 
 def _direction(previous: int, new: int) -> str:
-    return "up" if new > previous else "down"
+    up, down = SCALE_DIRECTIONS
+    return up if new > previous else down
 
 
 def _metric_numbers(outcome: MetricOutcome) -> tuple[float | None, float | None]:
