@@ -15,6 +15,11 @@ requests the simulator saw. Afterwards, in the same process and against the same
 the Prometheus floor (the pass's batched queries sent directly, JSON decoded, nothing else),
 the per-target baseline (one query per target and metric, through the same client class),
 and N GET /scale over HTTP on their own (what the workload watch cache saves a pass).
+
+Diagnostics (environment, passed through by ``daemon_scale.py``): ``BENCH_TRACEMALLOC=1``
+prints the top allocations at each pass's metrics fetch, ``=sync`` those held once the
+caches have synced; ``BENCH_GC=default`` skips the daemon's GC tuning (``settle_heap``) to
+compare.
 """
 
 from __future__ import annotations
