@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,6 +118,15 @@ def wait_for_data(prom: Any, series: int, timeout: float) -> None:
     raise RuntimeError(f"Prometheus did not get rate() for {series} pods in {timeout}s")
 
 
+def py_spy() -> str:
+    """py-spy beside this interpreter (a venv's bin/), else on PATH; it is not a project dependency."""
+    beside = Path(PYTHON).parent / "py-spy"
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if found is None:
+        raise SystemExit("--profile needs py-spy: pip install py-spy")
+    return found
+
+
 def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline: bool,
             workdir: Path, profile: bool = False) -> dict[str, Any]:
     namespaces = min(NAMESPACES, targets)
@@ -133,7 +143,7 @@ def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline:
             out = workdir / f"result-{targets}.json"
             log_path = workdir / f"daemon-{targets}.log"
             with log_path.open("wb") as log:
-                profiler = ["py-spy", "record", "--format", "raw", "--rate", "250", "-o",
+                profiler = [py_spy(), "record", "--format", "raw", "--rate", "250", "-o",
                             str(workdir / f"profile-{targets}.txt"), "--"] if profile else []
                 finished = subprocess.run(
                     [*profiler, PYTHON, str(ROOT / "bench" / "daemon_run.py"), str(config),

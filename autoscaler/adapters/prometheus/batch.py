@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from autoscaler.adapters.prometheus import queries
 from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
-from autoscaler.adapters.prometheus.parse import Sample
+from autoscaler.adapters.prometheus.parse import PodAnswer, Sample
 from autoscaler.algorithm import MetricSourceType, MetricSpec, MetricTargetType, MetricUnavailable
 from autoscaler.errors import AutoscalerError
 
@@ -55,7 +55,9 @@ class Slot:
 
 
 Planned = Slot | MetricUnavailable
-Answers = Mapping[QueryKey, Sequence[Sample] | AutoscalerError]
+Answer = Sequence[Sample] | PodAnswer
+"""Samples, or for a query only ever read per pod, the answer indexed by pod."""
+Answers = Mapping[QueryKey, Answer | AutoscalerError]
 
 _SHAPES = {
     MetricSourceType.PODS: Shape.POD_VECTOR,
@@ -89,6 +91,19 @@ class Plan:
                     if slot.requests:
                         counts[slot.requests] += pods
         return counts
+
+    def per_pod(self) -> frozenset[QueryKey]:
+        """The queries only ever read per pod (usage and requests queries): these are indexed
+        by pod as they are parsed; a query also read whole (Object, External) is not."""
+        per_pod: set[QueryKey] = set()
+        whole: set[QueryKey] = set()
+        for row in self.slots.values():
+            for slot in row:
+                if isinstance(slot, Slot):
+                    (per_pod if slot.shape in _PER_POD_SHAPES else whole).add(slot.query)
+                    if slot.requests:
+                        per_pod.add(slot.requests)
+        return frozenset(per_pod - whole)
 
     def sharers(self) -> Counter[QueryKey]:
         """How many (target, metric) slots each query answers."""

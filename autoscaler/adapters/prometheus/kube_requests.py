@@ -12,30 +12,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.adapters.prometheus.batch import Answers, Planned, QueryKey, Slot
-from autoscaler.adapters.prometheus.parse import Sample, to_milli
-from autoscaler.adapters.prometheus.split import describe
+from autoscaler.adapters.prometheus.batch import Answers, Planned, Slot
+from autoscaler.adapters.prometheus.parse import PodSeries
+from autoscaler.adapters.prometheus.split import Splitter, describe
 from autoscaler.algorithm import Container, MetricUnavailable, Pod
-from autoscaler.errors import AutoscalerError, BadDataError
+from autoscaler.errors import AutoscalerError
 
 PodRequests = dict[str, dict[str, dict[str, int]]]
 """pod -> container -> resource -> milli-units."""
 
 
-ByPod = dict[str, list[Sample]]
-
-
 def fold_requests(
     pods: Sequence[Pod], namespace: str, slots: Sequence[Planned], answers: Answers,
-    indexes: dict[QueryKey, ByPod] | None = None,
+    splitter: Splitter,
 ) -> tuple[tuple[Pod, ...] | None, dict[int, MetricUnavailable], list[str]]:
     """Pods with kube-state-metrics requests, failures by metric index, and notes.
 
     Returns ``None`` for the pods when no slot asks for kube-state-metrics requests.
-    ``indexes`` (shared by the targets of one pass) holds each requests answer grouped by
+    ``splitter`` (shared by the targets of one pass) gives each requests answer indexed by
     pod, so a target reads its own pods' series, not the whole cluster's answer.
     """
-    indexes = {} if indexes is None else indexes
     found: PodRequests = {}
     failed: dict[int, MetricUnavailable] = {}
     notes: list[str] = []
@@ -49,40 +45,27 @@ def fold_requests(
             why = "not run before the deadline" if answer is None else describe(answer)
             failed[index] = MetricUnavailable(reason=f"requests query: {why}")
             continue
-        by_pod = indexes.get(slot.requests)
-        if by_pod is None:
-            by_pod = indexes[slot.requests] = _by_pod(answer)
-        mine = [sample for pod in pods for sample in by_pod.get(pod.name, ())]
-        _collect(mine, slot.resource, namespace, {p.name for p in pods},
-                 found=found, notes=notes)
+        by_pod = splitter.indexed(slot.requests, answer).by_pod
+        for pod in dict.fromkeys(p.name for p in pods):
+            _collect(pod, by_pod.get(pod, ()), slot.resource, namespace, found=found,
+                     notes=notes)
     if not asked:
         return None, {}, []
     return tuple(_with_requests(pod, found.get(pod.name, {})) for pod in pods), failed, notes
 
 
-def _by_pod(samples: Sequence[Sample]) -> ByPod:
-    grouped: ByPod = {}
-    for sample in samples:
-        pod = sample.pod
-        if pod is not None:
-            grouped.setdefault(pod, []).append(sample)
-    return grouped
-
-
 def _collect(
-    samples: Sequence[Sample], resource: str, namespace: str, names: set[str], *,
+    pod: str, series: Sequence[PodSeries], resource: str, namespace: str, *,
     found: PodRequests, notes: list[str],
 ) -> None:
-    for sample in samples:
-        pod, container = sample.pod, sample.container
-        if pod not in names or container is None or sample.namespace != namespace:
+    for one in series:
+        container = one.container
+        if container is None or one.namespace != namespace:
             continue
-        try:
-            value = to_milli(sample.raw)
-        except BadDataError as error:
-            notes.append(f"request of {pod}/{container} for {resource}: {error}")
+        if one.value is None:
+            notes.append(f"request of {pod}/{container} for {resource}: {one.problem}")
             continue
-        found.setdefault(pod, {}).setdefault(container, {})[resource] = value
+        found.setdefault(pod, {}).setdefault(container, {})[resource] = one.value
 
 
 def _with_requests(pod: Pod, by_container: Mapping[str, Mapping[str, int]]) -> Pod:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping, Sequence, Sized
+from typing import Any, NamedTuple
 
 from autoscaler.algorithm import Milli, PodSample
 from autoscaler.errors import BadDataError
@@ -119,7 +119,7 @@ def to_milli(raw: str) -> Milli:
     return Milli(round(value * 1000))
 
 
-def check_series_count(samples: Sequence[Sample], max_series: int) -> None:
+def check_series_count(samples: Sized, max_series: int) -> None:
     """A series explosion (a broken label, a missing aggregation) is bad data, not a value."""
     if len(samples) > max_series:
         raise BadDataError(
@@ -127,39 +127,156 @@ def check_series_count(samples: Sequence[Sample], max_series: int) -> None:
         )
 
 
+class PodSeries(NamedTuple):
+    """One series of a per-pod answer: its value in milli-units, or why it has none."""
+
+    namespace: str | None
+    container: str | None
+    value: Milli | None
+    problem: str | None
+    timestamp: float
+
+
+class PodAnswer:
+    """A per-pod answer indexed by its ``pod`` label, values already converted.
+
+    Built in the worker thread that fetched the answer (``parse_pod_answer``), so the event
+    loop only looks up each target's own pods: a pass over 1,000 targets sharing two
+    cluster-wide answers no longer builds a ``Sample`` per series and then reads them again.
+    """
+
+    __slots__ = ("by_pod", "size", "unlabelled")
+
+    def __init__(self) -> None:
+        self.by_pod: dict[str, list[PodSeries]] = {}
+        self.unlabelled = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, pod: str | None, namespace: str | None, container: str | None, raw: str,
+            timestamp: float) -> None:
+        self.size += 1
+        if pod is None:
+            self.unlabelled += 1
+            return
+        # Interned: 50,000 series repeat a few namespaces and container names.
+        namespace = None if namespace is None else sys.intern(namespace)
+        container = None if container is None else sys.intern(container)
+        try:
+            series = PodSeries(namespace, container, to_milli(raw), None, timestamp)
+        except BadDataError as error:
+            series = PodSeries(namespace, container, None, str(error), timestamp)
+        entries = self.by_pod.get(pod)
+        if entries is None:
+            self.by_pod[pod] = [series]
+        else:
+            entries.append(series)
+
+    def check_labelled(self) -> None:
+        """A series without a pod label spoils every target's share of the answer."""
+        if self.unlabelled:
+            raise BadDataError(f"{self.unlabelled} series have no 'pod' label; "
+                               "aggregate with sum by (pod)")
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> PodAnswer:
+        """The index of samples parsed for another use too (an answer shared by shapes)."""
+        answer = cls()
+        for sample in samples:
+            answer.add(sample.pod, sample.namespace, sample.container, sample.raw,
+                       sample.timestamp)
+        return answer
+
+
+def parse_pod_answer(result: Any) -> PodAnswer:
+    """``parse_result``'s checks and messages, straight into a ``PodAnswer``."""
+    if not isinstance(result, list):
+        raise BadDataError(f"unexpected answer of type {type(result).__name__}")
+    if len(result) == 2 and not isinstance(result[0], dict):
+        return PodAnswer.of([_pair({}, result)])
+    answer = PodAnswer()
+    add = answer.add
+    for item in result:
+        try:  # the shape Prometheus sends, checked in one go
+            labels, pair = item["metric"], item["value"]
+            well_formed = (type(labels) is dict and type(pair) is list and len(pair) == 2
+                           and "values" not in item)
+            timestamp = float(pair[0]) if well_formed else 0.0
+        except (TypeError, KeyError, ValueError, IndexError):
+            well_formed = False
+        if not well_formed:  # anything else: parse_result's error, or its reading
+            sample = _series(item)
+            add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
+            continue
+        get = labels.get
+        pod, namespace, container = get("pod"), get("namespace"), get("container")
+        if not (type(pod) in _STR_OR_NONE and type(namespace) in _STR_OR_NONE
+                and type(container) in _STR_OR_NONE):
+            pod, namespace, container = (None if v is None else str(v)
+                                         for v in (pod, namespace, container))
+        add(pod, namespace, container, str(pair[1]), timestamp)
+    return answer
+
+
+_STR_OR_NONE = (str, type(None))
+
+
 def pod_samples(
-    samples: Sequence[Sample], *, namespace: str, pods: frozenset[str], window: float,
+    answer: PodAnswer, *, namespace: str, pods: Collection[str], window: float,
     container: str | None = None,
 ) -> tuple[dict[str, PodSample], list[str]]:
-    """Per-pod samples for the target's ``pods``, plus notes on pods dropped for bad values.
+    """Per-pod samples for the target's ``pods`` (distinct names), plus notes on pods dropped
+    for bad values.
 
     A series without a ``pod`` label, or two series for one pod, make the whole vector bad
     data (the query lacks an aggregation). Series of other namespaces (when labelled) and
     other pods are ignored. A pod whose value is NaN, infinite, negative or non-numeric is
     left out, so the core treats it as missing (never as zero); the notes say which and why.
-    With ``container``, only that container's series count (built-in per-container queries).
+    With ``container``, only that container's series count (built-in per-container queries),
+    and a pod with series but none for that container fails the metric, as upstream.
     """
+    answer.check_labelled()
+    by_pod = answer.by_pod
+    if container is not None:
+        _check_container_present(by_pod, pods, namespace, container)
     found: dict[str, PodSample] = {}
     dropped: dict[str, str] = {}
-    for sample in samples:
-        pod = sample.pod
-        if pod is None:
-            raise BadDataError("a series has no 'pod' label; aggregate with sum by (pod)")
-        if pod not in pods or sample.namespace not in (None, namespace):
+    for pod in pods:
+        entries = by_pod.get(pod)
+        if entries is None:
             continue
-        if container is not None and sample.container != container:
-            continue
-        if pod in found or pod in dropped:
-            raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")
-        try:
-            found[pod] = PodSample(value=to_milli(sample.raw), timestamp=sample.timestamp,
-                                   window=window)
-        except BadDataError as error:
-            dropped[pod] = f"pod {pod}: {error}"
+        for series in entries:
+            if series.namespace not in (None, namespace):
+                continue
+            if container is not None and series.container != container:
+                continue
+            if pod in found or pod in dropped:
+                raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")
+            if series.value is None:
+                dropped[pod] = f"pod {pod}: {series.problem}"
+            else:
+                found[pod] = PodSample(value=series.value, timestamp=series.timestamp,
+                                       window=window)
     if not found:
         detail = f" ({'; '.join(dropped.values())})" if dropped else ""
         raise BadDataError(f"no usable sample for any of the target's {len(pods)} pods{detail}")
     return found, list(dropped.values())
+
+
+def _check_container_present(by_pod: Mapping[str, list[PodSeries]], pods: Collection[str],
+                             namespace: str, container: str) -> None:
+    # Upstream: a pod with metrics but none for the named container fails the whole metric
+    # ("container %s not present in metrics for pod %s/%s").
+    missing = sorted(
+        pod for pod in pods
+        if any(s.namespace == namespace for s in by_pod.get(pod, ()))
+        and not any(s.namespace == namespace and s.container == container
+                    for s in by_pod.get(pod, ())))
+    if missing:
+        raise BadDataError(
+            f"container {container} not present in metrics for pod {namespace}/{missing[0]}")
 
 
 def single_value(samples: Sequence[Sample]) -> Milli:

@@ -18,11 +18,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 import structlog
 
 from autoscaler.adapters.prometheus import batch
-from autoscaler.adapters.prometheus.batch import Answers, Plan, QueryKey, Slot
+from autoscaler.adapters.prometheus.batch import Answer, Answers, Plan, QueryKey, Slot
 from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
-from autoscaler.adapters.prometheus.kube_requests import ByPod, fold_requests
+from autoscaler.adapters.prometheus.kube_requests import fold_requests
 from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
-from autoscaler.adapters.prometheus.parse import Sample, check_series_count, parse_result
+from autoscaler.adapters.prometheus.parse import (
+    check_series_count,
+    parse_pod_answer,
+    parse_result,
+)
 from autoscaler.adapters.prometheus.split import Splitter
 from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
 from autoscaler.errors import AutoscalerError, BadDataError, TransientError
@@ -82,11 +86,13 @@ class PrometheusSource:
         # A query shared by N slots may return N times the per-slot limit (a built-in query
         # over many targets' namespaces legitimately has one series per pod of them all).
         expected = plan.expected_series()
+        per_pod = plan.per_pod()
         budget = _SeriesBudget(self._series_in_flight)
         tasks = {
             asyncio.ensure_future(self._run(key, at, deadline,
                                             max_series=self._max_series * sharers,
-                                            budget=budget, expected=expected[key])): key
+                                            budget=budget, expected=expected[key],
+                                            per_pod=key in per_pod)): key
             for key, sharers in plan.sharers().items()
         }
         if not tasks:
@@ -96,7 +102,7 @@ class PrometheusSource:
                                            + 0.5)
         for task in pending:
             task.cancel()
-        answers: dict[QueryKey, Sequence[Sample] | AutoscalerError] = {
+        answers: dict[QueryKey, Answer | AutoscalerError] = {
             tasks[task]: task.result() for task in done}
         for task in pending:
             answers[tasks[task]] = TransientError("no answer before the pass's deadline")
@@ -104,13 +110,14 @@ class PrometheusSource:
 
     async def _run(
         self, key: QueryKey, at: float, deadline: float, *, max_series: int,
-        budget: _SeriesBudget, expected: int,
-    ) -> list[Sample] | AutoscalerError:
+        budget: _SeriesBudget, expected: int, per_pod: bool,
+    ) -> Answer | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
         try:
             async with budget.hold(expected):
-                samples: list[Sample] = await self._client.query(
-                    key.server, key.promql, at=at, deadline=deadline, parse=parse_result)
+                samples: Answer = await self._client.query(
+                    key.server, key.promql, at=at, deadline=deadline,
+                    parse=parse_pod_answer if per_pod else parse_result)
             check_series_count(samples, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
@@ -129,14 +136,14 @@ def _assemble(
     pods: dict[str, tuple[Pod, ...]] = {}
     warnings: dict[str, tuple[str, ...]] = {}
     splitter = Splitter(answers)
-    requests_by_pod: dict[QueryKey, ByPod] = {}
     for target in requests:
         slots = plan.slots[target.key]
         with_requests, failed, notes = fold_requests(target.pods, target.namespace, slots, answers,
-                                                     requests_by_pod)
+                                                     splitter)
+        names = frozenset(pod.name for pod in target.pods)
         row: list[MetricValues] = []
         for index, (spec, slot) in enumerate(zip(target.metrics, slots, strict=True)):
-            value, more = _value(slot, target, splitter, failed.get(index))
+            value, more = _value(slot, target, names, splitter, failed.get(index))
             row.append(value)
             notes.extend(f"{spec.name}: {note}" for note in more)
             _log_value(target.key, spec.name, str(spec.type), value, more)
@@ -149,12 +156,12 @@ def _assemble(
 
 
 def _value(
-    slot: Slot | MetricUnavailable, target: TargetRequest, splitter: Splitter,
-    requests_failure: MetricUnavailable | None,
+    slot: Slot | MetricUnavailable, target: TargetRequest, names: frozenset[str],
+    splitter: Splitter, requests_failure: MetricUnavailable | None,
 ) -> tuple[MetricValues, list[str]]:
     if isinstance(slot, MetricUnavailable):
         return slot, []
-    value, notes = splitter.extract(slot, target)
+    value, notes = splitter.extract(slot, target, names)
     if requests_failure is not None and not isinstance(value, MetricUnavailable):
         return requests_failure, notes
     return value, notes

@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.prometheus.parse import (
+    PodAnswer,
     Sample,
     all_values,
     check_series_count,
+    parse_pod_answer,
     parse_result,
     pod_samples,
     single_value,
@@ -53,18 +55,66 @@ def test_parse_result(result: Any, expected: list[Sample]) -> None:
     assert parse_result(result) == expected
 
 
-@pytest.mark.parametrize(("result", "message"), [
+REJECTED = [
     ({"resultType": "vector"}, "unexpected answer"),
     ([{"metric": {}, "values": [[1.0, "1"]]}], "range vector"),
+    ([{"metric": {}, "value": [1.0, "1"], "values": [[1.0, "1"]]}], "range vector"),
     ([{"value": [1.0, "1"]}], "without 'metric'"),
+    ([{"metric": {"pod": "a"}}], "without 'metric'"),
+    ([["pod", "a"]], "unexpected series"),
     (["x"], "unexpected series"),
     ([{"metric": {}, "value": ["later", "1"]}], "malformed sample timestamp"),
+    ([{"metric": {}, "value": [None, "1"]}], "malformed sample timestamp"),
     ([{"metric": {}, "value": [1.0]}], "malformed sample value"),
-], ids=["dict", "matrix", "no-labels", "string-item", "bad-timestamp", "short-pair"])
-def test_parse_result_rejects(result: Any, message: str) -> None:
-    """Any other shape is bad data with a specific message."""
+    ([{"metric": {}, "value": "1"}], "malformed sample value"),
+]
+
+
+@pytest.mark.parametrize(("result", "message"), REJECTED)
+def test_parse_rejects(result: Any, message: str) -> None:
+    """Any other shape is bad data with a specific message, whether the answer is read whole
+    or indexed per pod while parsing."""
     with pytest.raises(BadDataError, match=message):
         parse_result(result)
+    with pytest.raises(BadDataError, match=message):
+        parse_pod_answer(result)
+
+
+def _contents(answer: PodAnswer) -> tuple[dict[str, list[Any]], int, int]:
+    return ({pod: [tuple(series) for series in entries]
+             for pod, entries in answer.by_pod.items()}, answer.unlabelled, len(answer))
+
+
+@pytest.mark.parametrize("result", [
+    [],
+    [1700000000.5, "3"],
+    [{"metric": {"pod": "a", "namespace": "ns"}, "value": [1.0, "2"]},
+     {"metric": {"pod": "a", "namespace": "other", "container": "c"}, "value": ["1.5", "NaN"]},
+     {"metric": {"pod": "b"}, "value": [2, "-1"]},
+     {"metric": {"job": "x"}, "value": [2, "1"]}],
+    [{"metric": {"pod": 7, "namespace": "ns"}, "value": [1.0, 3]}],
+    [{"metric": {"pod": "a"}, "value": (1.0, "4")}],
+], ids=["empty", "scalar", "mixed", "non-string-labels", "tuple-pair"])
+def test_pod_answer_reads_as_parse_result_then_index(result: Any) -> None:
+    """The fast path in the worker thread gives what parsing then indexing would: the same
+    series under each pod, the same values (milli) or problems, unlabelled series counted."""
+    fast, slow = parse_pod_answer(result), PodAnswer.of(parse_result(result))
+    assert _contents(fast) == _contents(slow)
+    assert len(fast) == (len(result) if result and isinstance(result[0], dict)
+                         else 1 if result else 0)
+
+
+def test_pod_answer_values_and_problems() -> None:
+    """Values are milli-units; an unusable one keeps its reason, and never becomes zero."""
+    answer = parse_pod_answer([
+        {"metric": {"pod": "a", "namespace": "ns"}, "value": [5.0, "0.25"]},
+        {"metric": {"pod": "b", "namespace": "ns"}, "value": [5.0, "+Inf"]},
+        {"metric": {"namespace": "ns"}, "value": [5.0, "1"]},
+    ])
+    assert [(s.value, s.problem) for s in answer.by_pod["a"]] == [(250, None)]
+    assert [(s.value, s.problem) for s in answer.by_pod["b"]] == [(None, "value is +Inf")]
+    with pytest.raises(BadDataError, match="1 series have no 'pod' label"):
+        answer.check_labelled()
 
 
 def s(raw: str, **labels: str) -> Sample:
@@ -74,8 +124,8 @@ def s(raw: str, **labels: str) -> Sample:
 def test_pod_samples_keep_only_the_targets_pods() -> None:
     """Other namespaces and pods are ignored; each sample keeps its time and the window."""
     found, notes = pod_samples(
-        [s("1", pod="a", namespace="ns"), s("2", pod="b", namespace="other"),
-         s("3", pod="z", namespace="ns")],
+        PodAnswer.of([s("1", pod="a", namespace="ns"), s("2", pod="b", namespace="other"),
+                      s("3", pod="z", namespace="ns")]),
         namespace="ns", pods=frozenset({"a", "b"}), window=30.0)
     assert (set(found), notes) == ({"a"}, [])
     assert (found["a"].value, found["a"].timestamp, found["a"].window) == (1000, 100.0, 30.0)
@@ -83,14 +133,15 @@ def test_pod_samples_keep_only_the_targets_pods() -> None:
 
 def test_pod_samples_drop_bad_pods_and_say_why() -> None:
     """A NaN for one pod leaves that pod out (missing, not zero) with a note."""
-    found, notes = pod_samples([s("NaN", pod="a"), s("2", pod="b")], namespace="ns",
+    found, notes = pod_samples(PodAnswer.of([s("NaN", pod="a"), s("2", pod="b")]), namespace="ns",
                                pods=frozenset({"a", "b"}), window=60.0)
     assert (set(found), notes) == ({"b"}, ["pod a: value is NaN"])
 
 
 def test_pod_samples_by_container() -> None:
     """With a container, only that container's series count."""
-    found, _ = pod_samples([s("1", pod="a", container="app"), s("9", pod="a", container="x")],
+    found, _ = pod_samples(PodAnswer.of([s("1", pod="a", container="app"),
+                                         s("9", pod="a", container="x")]),
                            namespace="ns", pods=frozenset({"a"}), window=60.0,
                            container="app")
     assert found["a"].value == 1000
@@ -105,7 +156,7 @@ def test_pod_samples_by_container() -> None:
 def test_pod_samples_reject(samples: list[Sample], message: str) -> None:
     """Vectors that cannot be read per pod are bad data."""
     with pytest.raises(BadDataError, match=message):
-        pod_samples(samples, namespace="ns", pods=frozenset({"a"}), window=60.0)
+        pod_samples(PodAnswer.of(samples), namespace="ns", pods=frozenset({"a"}), window=60.0)
 
 
 def test_single_value() -> None:
