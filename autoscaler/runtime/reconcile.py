@@ -149,7 +149,10 @@ class Reconciler:
         self._background: set[asyncio.Task[None]] = set()  # strong refs to event tasks
 
     def state(self, key: str) -> TargetState:
-        return self.states.setdefault(key, TargetState(key=key))
+        state = self.states.get(key)
+        if state is None:
+            state = self.states[key] = TargetState(key=key)
+        return state
 
     async def run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
         """Reconcile ``targets`` once; ``deadline`` is a ``time.monotonic()`` instant."""
@@ -162,7 +165,8 @@ class Reconciler:
             budget = max(0.5, (deadline - time.monotonic()) / 2)
             until = asyncio.get_running_loop().time() + budget
             observed = [o for o in await self._each(
-                targets, lambda t: self._observe_within(t, until, budget)) if o is not None]
+                targets, self._observe, until=until,
+                timed_out=lambda t: self._observe_timed_out(t, budget)) if o is not None]
             fetched = await self._fetch(observed, deadline)
             await self._each(observed, lambda o: self._act(
                 _with_pods(o, fetched.pods.get(o.target.key)), fetched.values.get(o.target.key)))
@@ -171,16 +175,33 @@ class Reconciler:
                 self.state(target.key).in_flight = False
             self.telemetry.pass_duration.observe(time.monotonic() - started)
 
-    async def _each(self, items: Sequence[U], work: Callable[[U], Awaitable[T]]) -> list[T]:
+    async def _each(
+        self, items: Sequence[U], work: Callable[[U], Awaitable[T]], *,
+        until: float | None = None, timed_out: Callable[[U], T] | None = None,
+    ) -> list[T]:
         """``work`` on every item, at most ``concurrency`` at once (shared by all passes),
-        by that many workers: not a task per item (10,000 targets made 20,000 tasks a pass)."""
+        by that many workers: not a task per item (10,000 targets made 20,000 tasks a pass).
+
+        With ``until`` (loop time), an item whose work is still waiting then is abandoned
+        and ``timed_out`` gives its result; items after it still run (reads served from the
+        caches finish without waiting). One timer per worker, not one per item.
+        """
         slots: dict[int, T] = {}
         queue = iter(enumerate(items))
 
         async def worker() -> None:
-            for index, item in queue:  # one shared iterator: each item goes to one worker
-                async with self._limit:
-                    slots[index] = await work(item)
+            current: int | None = None
+            while True:
+                try:
+                    async with asyncio.timeout_at(until) as timer:
+                        for current, item in queue:  # shared: each item goes to one worker
+                            async with self._limit:
+                                slots[current] = await work(item)
+                        return
+                except TimeoutError:
+                    if not timer.expired() or current is None or timed_out is None:
+                        raise
+                    slots[current] = timed_out(items[current])
 
         workers = min(len(items), self._concurrency)
         await asyncio.gather(*(worker() for _ in range(workers)))
@@ -188,21 +209,12 @@ class Reconciler:
 
     # --- observe ----------------------------------------------------------------------
 
-    async def _observe_within(
-        self, target: TargetConfig, until: float, budget: float
-    ) -> _Observed | None:
-        try:
-            # asyncio.timeout_at, not wait_for: no extra task per target (most reads are
-            # served from the watch caches without ever suspending).
-            async with asyncio.timeout_at(until):
-                return await self._observe(target)
-        except TimeoutError:
-            message = (f"reading the target did not finish within the pass's {budget:.1f}s "
-                       "for observation; skipped this pass")
-            log.warning("target skipped", target=target.key, reason=message)
-            self.telemetry.errors.labels(reason="observe_timeout").inc()
-            self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
-            return None
+    def _observe_timed_out(self, target: TargetConfig, budget: float) -> None:
+        message = (f"reading the target did not finish within the pass's {budget:.1f}s "
+                   "for observation; skipped this pass")
+        log.warning("target skipped", target=target.key, reason=message)
+        self.telemetry.errors.labels(reason="observe_timeout").inc()
+        self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
 
     async def _observe(self, target: TargetConfig) -> _Observed | None:
         state = self.state(target.key)
@@ -351,6 +363,8 @@ class Reconciler:
 
     def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
+        if not target.schedules:
+            return None
         at = datetime.fromtimestamp(now, UTC)
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:

@@ -30,14 +30,21 @@ def merge_conditions(
     existing: list[StatusCondition], new: tuple[Condition, ...], now: float
 ) -> list[StatusCondition]:
     merged = list(existing)
+    at: dict[ConditionType, int] = {}
+    for i, c in enumerate(merged):
+        at.setdefault(c.type, i)
     for condition in new:
-        index = next((i for i, c in enumerate(merged) if c.type is condition.type), None)
+        index = at.get(condition.type)
         if index is None:
+            at[condition.type] = len(merged)
             merged.append(StatusCondition(
                 type=condition.type, status=condition.status, reason=condition.reason,
                 message=condition.message, last_transition_time=now))
             continue
         old = merged[index]
+        if (old.status, old.reason, old.message) == (
+                condition.status, condition.reason, condition.message):
+            continue  # unchanged (most passes): keep the entry as it is
         merged[index] = StatusCondition(
             type=condition.type, status=condition.status, reason=condition.reason,
             message=condition.message,
