@@ -96,6 +96,8 @@ def render(
 
     Raises ``KeyError`` or ``ValueError`` for an unknown or malformed ``$`` placeholder.
     """
+    if "$" not in template:  # nothing to substitute (and no "$$" to unescape)
+        return template
     used = _placeholders(template)
     # The pod alternations cost more than the rest together (a pass renders every target's
     # queries): build them only for a template that uses them.
