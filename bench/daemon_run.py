@@ -11,10 +11,11 @@ pod caches to sync, then runs ``Reconciler.run_pass`` over every target (dry-run
 are made and reported, no scale is written) with the deadline the scheduler gives it (0.9 of
 the sync period). Per pass it records wall time, CPU time, the split between observing (GET
 /scale, pods from the cache), fetching metrics and deciding, the queries issued, and the API
-requests the simulator saw. Afterwards, in the same process and against the same servers:
-the Prometheus floor (the pass's batched queries sent directly, JSON decoded, nothing else),
-the per-target baseline (one query per target and metric, through the same client class),
-and N GET /scale over HTTP on their own (what the workload watch cache saves a pass).
+requests the simulator saw, and right after each pass the Prometheus floor (the pass's batched
+queries sent directly, JSON decoded, nothing else; the median of a few). Afterwards, in the
+same process and against the same servers: the per-target baseline (one query per target and
+metric, through the same client class), and N GET /scale over HTTP on their own (what the
+workload watch cache saves a pass).
 
 Diagnostics (environment, passed through by ``daemon_scale.py``): ``BENCH_TRACEMALLOC=1``
 prints the top allocations at each pass's metrics fetch, ``=sync`` those held once the
@@ -33,7 +34,7 @@ import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from autoscaler.wiring import (
     watch_namespaces,
 )
 
-FLOOR_REPEATS = 5
+FLOOR_REPEATS = 3
 BASELINE_TEMPLATES = {
     "cpu": "sum by (namespace, pod) (rate(container_cpu_usage_seconds_total"
            f"{{{queries.CADVISOR_FILTER},${{pod_selector}}}}[60s]))",
@@ -119,8 +120,11 @@ def _requests_of(wanted: Sequence[MetricsWanted]) -> list[TargetRequest]:
 
 async def run_passes(
     reconciler: Reconciler, metrics: TimedMetrics, targets: Sequence[TargetConfig], *,
-    passes: int, period: float, control: str,
+    passes: int, period: float, control: str, floor_of: Callable[[list[str]], float],
 ) -> list[dict[str, Any]]:
+    """Each pass, then right after it the floor of its own batched queries, so the two are
+    measured under the same conditions (Prometheus's answer time drifts by 2x over a run:
+    head compaction, scrapes of the exporter landing in the middle of a query)."""
     results = []
     _control(control, "/reset", post=True)
     for number in range(passes):
@@ -136,12 +140,18 @@ async def run_passes(
             "fetch": metrics.seconds, "decide": max(0.0, wall - observe - metrics.seconds),
             "queries": metrics.queries_issued, "decided": decided,
             "api": _control(control, "/counts"),
+            "floor": floor_of(batched_promql(metrics.wanted)),
             "max_rss_mb": {"before_fetch": metrics.rss_before_fetch / 2**20,
                            "after_fetch": metrics.rss_after_fetch / 2**20,
                            "after_pass": _max_rss() / 2**20},
         })
         _control(control, "/reset", post=True)
     return results
+
+
+def batched_promql(wanted: Sequence[MetricsWanted]) -> list[str]:
+    """The pass's batched queries, as the daemon's planner makes them."""
+    return [k.promql for k in batch.plan(_requests_of(wanted), lambda _: True).queries]
 
 
 def floor(config: Config, promql: Sequence[str], workers: int) -> float:
@@ -238,11 +248,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if os.environ.get("BENCH_GC") != "default":  # the daemon's tuning, unless compared
             settle_heap()
         passes = await run_passes(reconciler, metrics, targets, passes=args.passes,
-                                  period=config.daemon.sync_period, control=args.control)
+                                  period=config.daemon.sync_period, control=args.control,
+                                  floor_of=lambda promql: floor(config, promql, workers))
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        batched = [k.promql for k in batch.plan(_requests_of(metrics.wanted),
-                                                lambda _: True).queries]
-        floor_s = floor(config, batched, workers)
+        batched = batched_promql(metrics.wanted)
+        floor_s = statistics.median(p["floor"] for p in passes[1:] or passes)
         base = await baseline(config, metrics.wanted, workers) if args.baseline else None
         scale_s = await scale_reads(components, targets, config.daemon.concurrency)
     return {"targets": len(targets), "sync_seconds": synced, "passes": passes,

@@ -119,7 +119,7 @@ def wait_for_data(prom: Any, series: int, timeout: float) -> None:
 
 
 def py_spy() -> str:
-    """py-spy beside this interpreter (a venv's bin/), else on PATH; it is not a project dependency."""
+    """py-spy beside this interpreter (a venv's bin/), else on PATH (not a dependency)."""
     beside = Path(PYTHON).parent / "py-spy"
     found = str(beside) if beside.exists() else shutil.which("py-spy")
     if found is None:
