@@ -1,6 +1,6 @@
 """How the daemon scales: full reconcile passes over N targets against real servers, on loopback.
 
-    .venv/bin/python bench/daemon_scale.py [--targets 100,1000,10000] [--pods 5] [--passes 3]
+    .venv/bin/python bench/daemon_scale.py [--targets 100,1000,10000] [--pods 5] [--passes N]
     .venv/bin/python bench/daemon_scale.py --smoke        # N = 10, 20; seconds; CI
 
 For each N, four processes: the simulated API server holding N Deployments of P Ready pods
@@ -231,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--targets", default="100,1000,10000",
                         help="comma-separated target counts (default 100,1000,10000)")
     parser.add_argument("--pods", type=int, default=5)
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=None,
+                        help="passes per N (default: 11 up to 1,000 targets, 5 above; the "
+                             "first is reported apart, the median of the others is the figure)")
     parser.add_argument("--concurrency", type=int, default=10,
                         help="[daemon] concurrency (the daemon's default is 10)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false")
@@ -244,7 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep configs and the daemon's logs here (default: a temp dir)")
     args = parser.parse_args(argv)
     counts = list(SMOKE_TARGETS) if args.smoke else [int(n) for n in args.targets.split(",")]
-    passes = 2 if args.smoke else args.passes
+
+    def passes_for(n: int) -> int:
+        if args.smoke:
+            return 2
+        return args.passes or (11 if n <= 1000 else 5)
+
     rows = []
     with contextlib.ExitStack() as stack:
         if args.workdir:
@@ -254,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-"))
         for n in counts:
             print(f"measuring {n:,} targets x {args.pods} pods ...", file=sys.stderr, flush=True)
-            rows.append(summarize(measure(n, pods=args.pods, passes=passes,
+            rows.append(summarize(measure(n, pods=args.pods, passes=passes_for(n),
                                           concurrency=args.concurrency,
                                           baseline=args.baseline, workdir=Path(tmp),
                                           profile=args.profile)))
