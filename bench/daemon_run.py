@@ -12,7 +12,8 @@ are made and reported, no scale is written) with the deadline the scheduler give
 the sync period). Per pass it records wall time, CPU time, the split between observing (GET
 /scale, pods from the cache), fetching metrics and deciding, the queries issued, and the API
 requests the simulator saw, and right after each pass the Prometheus floor (the pass's batched
-queries sent directly, JSON decoded, nothing else; the median of a few). Afterwards, in the
+queries sent directly, JSON decoded, nothing else; the median of a few), measured from a
+child process so its decoded answers never count toward the daemon's peak RSS. Afterwards, in the
 same process and against the same servers: the per-target baseline (one query per target and
 metric, through the same client class), and N GET /scale over HTTP on their own (what the
 workload watch cache saves a pass).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import resource
 import statistics
@@ -35,7 +37,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +156,9 @@ def batched_promql(wanted: Sequence[MetricsWanted]) -> list[str]:
     return [k.promql for k in batch.plan(_requests_of(wanted), lambda _: True).queries]
 
 
-def floor(config: Config, promql: Sequence[str], workers: int) -> float:
+def floor(base_url: str, promql: Sequence[str], workers: int) -> float:
     """Median time Prometheus takes to answer ``promql`` (concurrently), JSON decoded only."""
-    url = config.prometheus_servers["default"].url.rstrip("/") + "/api/v1/query"
+    url = base_url.rstrip("/") + "/api/v1/query"
     session = requests.Session()
 
     def one(query: str, at: float) -> int:
@@ -247,9 +249,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             metrics.snapshot = True
         if os.environ.get("BENCH_GC") != "default":  # the daemon's tuning, unless compared
             settle_heap()
-        passes = await run_passes(reconciler, metrics, targets, passes=args.passes,
-                                  period=config.daemon.sync_period, control=args.control,
-                                  floor_of=lambda promql: floor(config, promql, workers))
+        # Spawned, not forked: a fork of this process would copy its threads' locks.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+            url = config.prometheus_servers["default"].url
+            passes = await run_passes(
+                reconciler, metrics, targets, passes=args.passes,
+                period=config.daemon.sync_period, control=args.control,
+                floor_of=lambda promql: child.submit(floor, url, promql, workers).result())
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         batched = batched_promql(metrics.wanted)
         floor_s = statistics.median(p["floor"] for p in passes[1:] or passes)
