@@ -249,7 +249,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             metrics.snapshot = True
         if os.environ.get("BENCH_GC") != "default":  # the daemon's tuning, unless compared
             settle_heap()
-        # Spawned, not forked: a fork of this process would copy its threads' locks.
+        # Spawned, not forked: a fork of this process would copy its threads' locks. The loop
+        # blocks while the floor is measured, on purpose: between passes, nothing competing.
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
             url = config.prometheus_servers["default"].url
             passes = await run_passes(
