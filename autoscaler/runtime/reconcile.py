@@ -195,9 +195,15 @@ class Reconciler:
                 try:
                     async with asyncio.timeout_at(until) as timer:
                         for current, item in queue:  # shared: each item goes to one worker
-                            async with self._limit:
+                            await self._take_slot(timer, until)
+                            try:
                                 slots[current] = await work(item)
-                        return
+                            finally:
+                                self._limit.release()
+                            if timer.expired():
+                                break  # the work swallowed its cancellation: a fresh timer
+                        else:
+                            return
                 except TimeoutError:
                     if not timer.expired() or current is None or timed_out is None:
                         raise
@@ -206,6 +212,18 @@ class Reconciler:
         workers = min(len(items), self._concurrency)
         await asyncio.gather(*(worker() for _ in range(workers)))
         return [slots[index] for index in range(len(items))]
+
+    async def _take_slot(self, timer: asyncio.Timeout, until: float | None) -> None:
+        """One slot of the limit all passes share. Waiting for one while another pass holds
+        them all is not this item's slowness: the deadline is paused meanwhile."""
+        if not self._limit.locked():
+            await self._limit.acquire()  # a free slot is taken without suspending
+            return
+        timer.reschedule(None)
+        try:
+            await self._limit.acquire()
+        finally:
+            timer.reschedule(until)
 
     # --- observe ----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ tested against the simulated API server and a real Prometheus elsewhere)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +31,21 @@ class FixedScale:
 
 
 class Scales:
-    def __init__(self, *hang: str) -> None:
-        self.hang = hang
+    """Reads of ``hang`` never finish; of ``slow``, take 1.5 s; of ``stubborn``, never finish
+    and swallow their cancellation (an adapter that misbehaves), returning a scale."""
+
+    def __init__(self, *hang: str, slow: tuple[str, ...] = (),
+                 stubborn: tuple[str, ...] = ()) -> None:
+        self.hang, self.slow, self.stubborn = hang, slow, stubborn
 
     async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
         if ref.name in self.hang:
             await asyncio.sleep(3600)
+        if ref.name in self.slow:
+            await asyncio.sleep(1.5)
+        if ref.name in self.stubborn:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
         return FixedScale()
 
     async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
@@ -101,3 +111,40 @@ async def test_hanging_reads_fail_their_targets_and_the_others_are_decided(
         decision = states[name].last_decision
         assert decision is not None
         assert decision.desired_replicas == 2
+
+
+def reconciler(scales: Scales, concurrency: int) -> Reconciler:
+    return Reconciler(scales=scales, pods=NoPods(), metrics=QueueDepth(), events=Quiet(),
+                      owners=Quiet(), options=ReconcileOptions(concurrency=concurrency),
+                      telemetry=DaemonMetrics())
+
+
+async def test_waiting_for_a_slot_another_pass_holds_is_not_a_slow_read() -> None:
+    """Passes share the concurrency limit. A pass whose targets wait for the slot a slow
+    pass holds past their deadline still reads them (from the caches) and decides them."""
+    shared = reconciler(Scales(slow=("slow",)), concurrency=1)
+    slow_fleet, quick_fleet = targets("slow"), targets("web")
+    async with asyncio.timeout(10):
+        holding = asyncio.create_task(
+            shared.run_pass(slow_fleet, deadline=time.monotonic() + 10))
+        await asyncio.sleep(0.1)  # the slow pass holds the only slot for 1.5 s
+        await shared.run_pass(quick_fleet, deadline=time.monotonic() + 1.0)  # 0.5 s budget
+        await holding
+    for target in (*slow_fleet, *quick_fleet):
+        state = shared.states[target.key]
+        assert state.last_outcome == "ok", state.last_error
+
+
+async def test_a_read_that_swallows_its_cancellation_does_not_lift_the_deadline() -> None:
+    """The worker arms a fresh timer after such a read, so a hanging read after it is still
+    abandoned at the deadline (with one worker: no other worker could take it over)."""
+    shared = reconciler(Scales("stuck", stubborn=("stubborn",)), concurrency=1)
+    fleet = targets("stubborn", "stuck", "web")
+    started = time.monotonic()
+    async with asyncio.timeout(10):
+        await shared.run_pass(fleet, deadline=started + 2.0)
+    assert time.monotonic() - started < 1.8
+    states = {t.scale_target_ref.name: shared.states[t.key] for t in fleet}
+    assert states["stuck"].last_outcome == "error"
+    assert "within the pass's 1.0s for observation" in (states["stuck"].last_error or "")
+    assert states["web"].last_outcome == "ok"
