@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from autoscaler.algorithm import Milli, PodSample
@@ -212,22 +213,25 @@ def parse_pod_answer(result: Any) -> PodAnswer:
             continue
         get = labels.get
         pod, namespace, container = get("pod"), get("namespace"), get("container")
-        if not (type(pod) in _STR_OR_NONE and type(namespace) in _STR_OR_NONE
-                and type(container) in _STR_OR_NONE):
-            pod, namespace, container = (None if v is None else str(v)
-                                         for v in (pod, namespace, container))
+        # A label that is there but not a string (null, a number): parse_result's reading.
+        odd = ((type(pod) is not str and (pod is not None or "pod" in labels))
+               or (type(namespace) is not str
+                   and (namespace is not None or "namespace" in labels))
+               or (type(container) is not str
+                   and (container is not None or "container" in labels)))
+        if odd:
+            sample = _series(item)
+            add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
+            continue
         add(pod, namespace, container, str(pair[1]), timestamp)
     return answer
 
 
-_STR_OR_NONE = (str, type(None))
-
-
 def pod_samples(
-    answer: PodAnswer, *, namespace: str, pods: Collection[str], window: float,
+    answer: PodAnswer, *, namespace: str, pods: AbstractSet[str], window: float,
     container: str | None = None,
 ) -> tuple[dict[str, PodSample], list[str]]:
-    """Per-pod samples for the target's ``pods`` (distinct names), plus notes on pods dropped
+    """Per-pod samples for the target's ``pods``, plus notes on pods dropped
     for bad values.
 
     A series without a ``pod`` label, or two series for one pod, make the whole vector bad
@@ -265,7 +269,7 @@ def pod_samples(
     return found, list(dropped.values())
 
 
-def _check_container_present(by_pod: Mapping[str, list[PodSeries]], pods: Collection[str],
+def _check_container_present(by_pod: Mapping[str, list[PodSeries]], pods: AbstractSet[str],
                              namespace: str, container: str) -> None:
     # Upstream: a pod with metrics but none for the named container fails the whole metric
     # ("container %s not present in metrics for pod %s/%s").

@@ -7,7 +7,8 @@ reading one cluster-wide cAdvisor query stay cheap.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from autoscaler.adapters.prometheus.batch import Answer, Answers, QueryKey, Shape, Slot
 from autoscaler.adapters.prometheus.model import TargetRequest
@@ -47,7 +48,7 @@ class Splitter:
         self.answers = answers
         self._indexes: dict[QueryKey, PodAnswer] = {}
 
-    def extract(self, slot: Slot, target: TargetRequest, pods: Collection[str]) -> tuple[
+    def extract(self, slot: Slot, target: TargetRequest, pods: AbstractSet[str]) -> tuple[
             MetricValues, list[str]]:
         """This target's value for ``slot`` (``pods``: its distinct pod names), plus
         non-fatal notes (pods left out and why)."""
@@ -61,7 +62,7 @@ class Splitter:
         except AutoscalerError as error:
             return MetricUnavailable(reason=describe(error)), []
 
-    def _read(self, slot: Slot, target: TargetRequest, pods: Collection[str],
+    def _read(self, slot: Slot, target: TargetRequest, pods: AbstractSet[str],
               answer: Answer) -> tuple[MetricValues, list[str]]:
         if slot.shape is Shape.OBJECT or slot.shape is Shape.EXTERNAL:
             if isinstance(answer, PodAnswer):  # the plan indexes only per-pod queries

@@ -94,7 +94,10 @@ def _contents(answer: PodAnswer) -> tuple[dict[str, list[Any]], int, int]:
      {"metric": {"job": "x"}, "value": [2, "1"]}],
     [{"metric": {"pod": 7, "namespace": "ns"}, "value": [1.0, 3]}],
     [{"metric": {"pod": "a"}, "value": (1.0, "4")}],
-], ids=["empty", "scalar", "mixed", "non-string-labels", "tuple-pair"])
+    [{"metric": {"pod": "a", "namespace": None}, "value": [1.0, "2"]},
+     {"metric": {"pod": None, "namespace": "ns"}, "value": [1.0, "2"]},
+     {"metric": {"pod": "b", "namespace": "ns", "container": None}, "value": [1.0, "2"]}],
+], ids=["empty", "scalar", "mixed", "non-string-labels", "tuple-pair", "null-labels"])
 def test_pod_answer_reads_as_parse_result_then_index(result: Any) -> None:
     """The fast path in the worker thread gives what parsing then indexing would: the same
     series under each pod, the same values (milli) or problems, unlabelled series counted."""

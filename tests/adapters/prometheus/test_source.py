@@ -171,6 +171,24 @@ async def test_external_metric_returns_every_series(source: PrometheusSource) ->
     assert sorted(value.values) == sorted(round(v * 1000) for v in EXTERNAL.values())
 
 
+async def test_one_query_read_per_pod_and_whole(source: PrometheusSource) -> None:
+    """A query one target reads per pod and another reads whole (External) runs once; each
+    gets its own reading (the per-pod one is indexed from the whole answer, not instead of it)."""
+    promql = "http_requests_per_second"
+    per_pod = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                     metrics=[(spec(MetricSourceType.PODS, "rps"), metric_query(query=promql))])
+    whole = target("shop/api", namespace="shop", pod_names=["api-0"],
+                   metrics=[(spec(MetricSourceType.EXTERNAL, "rps"), metric_query(query=promql))])
+    fetched = await source.fetch([per_pod, whole], deadline=deadline())
+    assert fetched.queries_issued == 1
+    pods, total = fetched.values["shop/web"][0], fetched.values["shop/api"][0]
+    assert isinstance(pods, PodMetricValues)
+    assert {p: s.value for p, s in pods.samples.items()} == {
+        "web-0": PER_POD["shop", "web-0"] * 1000, "web-1": PER_POD["shop", "web-1"] * 1000}
+    assert isinstance(total, ExternalMetricValues)
+    assert sorted(total.values) == sorted(round(v * 1000) for v in PER_POD.values())
+
+
 async def test_values_align_with_metrics(source: PrometheusSource) -> None:
     """Values come back in the order of the target's metrics, one per metric."""
     metrics = [(spec(MetricSourceType.EXTERNAL, "q"), metric_query(query="queue_messages")),
