@@ -181,13 +181,15 @@ class PodAnswer:
             raise BadDataError(f"{self.unlabelled} series have no 'pod' label; "
                                "aggregate with sum by (pod)")
 
+    def add_sample(self, sample: Sample) -> None:
+        self.add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
+
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> PodAnswer:
         """The index of samples parsed for another use too (an answer shared by shapes)."""
         answer = cls()
         for sample in samples:
-            answer.add(sample.pod, sample.namespace, sample.container, sample.raw,
-                       sample.timestamp)
+            answer.add_sample(sample)
         return answer
 
 
@@ -207,23 +209,20 @@ def parse_pod_answer(result: Any) -> PodAnswer:
             timestamp = float(pair[0]) if well_formed else 0.0
         except (TypeError, KeyError, ValueError, IndexError):
             well_formed = False
-        if not well_formed:  # anything else: parse_result's error, or its reading
-            sample = _series(item)
-            add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
-            continue
-        get = labels.get
-        pod, namespace, container = get("pod"), get("namespace"), get("container")
-        # A label that is there but not a string (null, a number): parse_result's reading.
-        odd = ((type(pod) is not str and (pod is not None or "pod" in labels))
-               or (type(namespace) is not str
-                   and (namespace is not None or "namespace" in labels))
-               or (type(container) is not str
-                   and (container is not None or "container" in labels)))
-        if odd:
-            sample = _series(item)
-            add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
-            continue
-        add(pod, namespace, container, str(pair[1]), timestamp)
+        if well_formed:
+            get = labels.get
+            pod, namespace, container = get("pod"), get("namespace"), get("container")
+            # A label that is there but not a string (null, a number) is not the plain case.
+            well_formed = not (
+                (type(pod) is not str and (pod is not None or "pod" in labels))
+                or (type(namespace) is not str
+                    and (namespace is not None or "namespace" in labels))
+                or (type(container) is not str
+                    and (container is not None or "container" in labels)))
+        if well_formed:
+            add(pod, namespace, container, str(pair[1]), timestamp)
+        else:  # anything else: parse_result's error, or its reading
+            answer.add_sample(_series(item))
     return answer
 
 
@@ -231,8 +230,7 @@ def pod_samples(
     answer: PodAnswer, *, namespace: str, pods: AbstractSet[str], window: float,
     container: str | None = None,
 ) -> tuple[dict[str, PodSample], list[str]]:
-    """Per-pod samples for the target's ``pods``, plus notes on pods dropped
-    for bad values.
+    """Per-pod samples for the target's ``pods``, plus notes on pods dropped for bad values.
 
     A series without a ``pod`` label, or two series for one pod, make the whole vector bad
     data (the query lacks an aggregation). Series of other namespaces (when labelled) and

@@ -115,18 +115,18 @@ class PrometheusSource:
         bound = log.bind(server=key.server, query=key.promql[:300])
         try:
             async with budget.hold(expected):
-                samples: Answer = await self._client.query(
+                answer: Answer = await self._client.query(
                     key.server, key.promql, at=at, deadline=deadline,
                     parse=parse_pod_answer if per_pod else parse_result)
-            check_series_count(samples, max_series)
+            check_series_count(answer, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
             return error
         except Exception as error:
             bound.exception("query failed unexpectedly")
             return BadDataError(f"unexpected {type(error).__name__} while querying")
-        bound.debug("query answered", series=len(samples))
-        return samples
+        bound.debug("query answered", series=len(answer))
+        return answer
 
 
 def _assemble(

@@ -50,7 +50,7 @@ class Splitter:
 
     def extract(self, slot: Slot, target: TargetRequest, pods: AbstractSet[str]) -> tuple[
             MetricValues, list[str]]:
-        """This target's value for ``slot`` (``pods``: its distinct pod names), plus
+        """This target's value for ``slot`` (``pods``: its pod names), plus
         non-fatal notes (pods left out and why)."""
         answer = self.answers.get(slot.query)
         if answer is None:
