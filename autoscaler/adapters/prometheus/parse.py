@@ -271,11 +271,11 @@ def _check_container_present(by_pod: Mapping[str, list[PodSeries]], pods: Abstra
                              namespace: str, container: str) -> None:
     # Upstream: a pod with metrics but none for the named container fails the whole metric
     # ("container %s not present in metrics for pod %s/%s").
-    missing = sorted(
-        pod for pod in pods
-        if any(s.namespace == namespace for s in by_pod.get(pod, ()))
-        and not any(s.namespace == namespace and s.container == container
-                    for s in by_pod.get(pod, ())))
+    def lacks_it(pod: str) -> bool:
+        containers = [s.container for s in by_pod.get(pod, ()) if s.namespace == namespace]
+        return bool(containers) and container not in containers
+
+    missing = sorted(filter(lacks_it, pods))
     if missing:
         raise BadDataError(
             f"container {container} not present in metrics for pod {namespace}/{missing[0]}")
