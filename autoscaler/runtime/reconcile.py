@@ -35,6 +35,7 @@ from autoscaler.algorithm import (
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import ConflictError
 from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
+from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -156,6 +157,10 @@ class Reconciler:
 
     async def run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
         """Reconcile ``targets`` once; ``deadline`` is a ``time.monotonic()`` instant."""
+        with collector_paused():
+            await self._run_pass(targets, deadline=deadline)
+
+    async def _run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
         started = time.monotonic()
         for target in targets:
             self.state(target.key).in_flight = True

@@ -1,0 +1,82 @@
+"""The collector pause around passes: counted for overlapping passes, never turns GC on."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.heap import collector_paused
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from tests.runtime.test_observe_budget import NoPods, QueueDepth, Quiet, Scales, targets
+
+
+@pytest.fixture(autouse=True)
+def _restore_gc() -> Iterator[None]:
+    was = gc.isenabled()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+def test_paused_inside_and_resumed_after() -> None:
+    gc.enable()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_overlapping_passes_resume_only_when_the_last_ends() -> None:
+    gc.enable()
+    first, second = collector_paused(), collector_paused()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second pass still runs
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_resumed_after_an_exception() -> None:
+    gc.enable()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a pass failed")
+    assert gc.isenabled()
+
+
+def test_a_collector_turned_off_elsewhere_stays_off() -> None:
+    gc.disable()
+    with collector_paused():
+        pass
+    assert not gc.isenabled()
+
+
+class _CollectorWatch(QueueDepth):
+    """Remembers whether the collector was on while the pass fetched its metrics."""
+
+    def __init__(self) -> None:
+        self.enabled_during_fetch: list[bool] = []
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        self.enabled_during_fetch.append(gc.isenabled())
+        await asyncio.sleep(0.05)  # the other pass runs meanwhile
+        return await super().fetch_metrics(wanted, deadline=deadline)
+
+
+async def test_overlapping_reconcile_passes_run_with_the_collector_paused() -> None:
+    gc.enable()
+    metrics = _CollectorWatch()
+    reconciler = Reconciler(scales=Scales(), pods=NoPods(), metrics=metrics, events=Quiet(),
+                            owners=Quiet(), options=ReconcileOptions(), telemetry=DaemonMetrics())
+    deadline = time.monotonic() + 5
+    async with asyncio.timeout(10):
+        await asyncio.gather(reconciler.run_pass(targets("web"), deadline=deadline),
+                             reconciler.run_pass(targets("api"), deadline=deadline))
+    assert metrics.enabled_during_fetch == [False, False]
+    assert gc.isenabled()
+    assert {s.last_outcome for s in reconciler.states.values()} == {"ok"}
