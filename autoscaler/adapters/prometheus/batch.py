@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from autoscaler.adapters.prometheus import queries
 from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
@@ -35,8 +36,10 @@ class Shape(StrEnum):
 _PER_POD_SHAPES = frozenset({Shape.POD_VECTOR, Shape.RESOURCE, Shape.CONTAINER})
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class QueryKey:
+class QueryKey(NamedTuple):
+    """A query as a pass runs it. A tuple, so hashing and comparing it stay in C: every slot
+    of every target looks its query up several times a pass."""
+
     server: str
     promql: str
 
@@ -111,7 +114,9 @@ class Plan:
         for row in self.slots.values():
             for slot in row:
                 if isinstance(slot, Slot):
-                    counts.update([slot.query] + ([slot.requests] if slot.requests else []))
+                    counts[slot.query] += 1
+                    if slot.requests:
+                        counts[slot.requests] += 1
         return counts
 
 
