@@ -9,7 +9,6 @@ the recorded scale events. History is passed in and returned, never mutated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -25,6 +24,7 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.reasons import Reason
 from autoscaler.algorithm.replicas import MAX_INT32, Tolerances
+from autoscaler.record import record
 
 MIN_INT32 = -(2**31)
 SCALE_UP_LIMIT_FACTOR = 2.0
@@ -39,7 +39,7 @@ DEFAULT_SCALE_DOWN_POLICIES = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Rules:
     """``HPAScalingRules`` with every default filled in."""
 
@@ -49,7 +49,7 @@ class Rules:
     tolerance: float | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ResolvedBehavior:
     scale_up: Rules
     scale_down: Rules
@@ -95,7 +95,7 @@ def tolerances_for(behavior: Behavior | None, settings: AlgorithmSettings) -> To
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Normalized:
     """The outcome of normalization, with the reasons upstream puts on its conditions."""
 

@@ -9,7 +9,7 @@ succeeded, calls ``record_scale_event``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from autoscaler.algorithm.behavior import (
     Normalized,
@@ -30,9 +30,10 @@ from autoscaler.algorithm.model import (
     Seconds,
 )
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.record import record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Condition:
     type: ConditionType
     status: bool
@@ -40,7 +41,7 @@ class Condition:
     message: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Bounds:
     """The replica bounds this pass clamps to (the spec's, or a schedule's override)."""
 
@@ -51,7 +52,7 @@ class Bounds:
     (scheduled bounds), instead of upstream's jump straight to the bound."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Decision:
     current_replicas: int
     desired_replicas: int
@@ -211,7 +212,7 @@ def decide(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class _Failure:
     reason: Reason
     message: str

@@ -7,7 +7,6 @@ Object and External AverageValue targets, which divide by ``status.replicas``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -35,6 +34,7 @@ from autoscaler.algorithm.replicas import (
     utilization_proposal,
     value_proposal,
 )
+from autoscaler.record import record
 
 _PER_POD_SOURCES = frozenset(
     {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE, MetricSourceType.PODS}
@@ -49,7 +49,7 @@ _FAILURE_REASONS = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricOutcome:
     """A metric's result this pass: a proposal, or the error that made it invalid."""
 

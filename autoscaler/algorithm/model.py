@@ -1,7 +1,8 @@
 """Value objects of the pure HPA core: specs, pods, samples, history and the decision.
 
-Everything here is a frozen dataclass or an enum, so a decision is a function of its inputs
-and can be compared, stored and replayed. Quantities are integer *milli-units*
+Everything here is an immutable ``@record`` (``autoscaler.record``: the type checker rejects
+any assignment) or an enum, so a decision is a function of its inputs and can be compared,
+stored and replayed. Quantities are integer *milli-units*
 (``Quantity.MilliValue()`` upstream) and times are float seconds on any monotonic-enough
 clock the caller chooses (Unix time in the daemon, virtual time in the simulator).
 """
@@ -9,10 +10,12 @@ clock the caller chooses (Unix time in the daemon, virtual time in the simulator
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import NewType
+
+from autoscaler.record import record
 
 Milli = NewType("Milli", int)
 """A quantity in thousandths of its unit: 500m CPU is 500, 1 GiB is 1024**3 * 1000."""
@@ -65,7 +68,7 @@ class PodPhase(StrEnum):
 # --- the spec (autoscaling/v2 HorizontalPodAutoscalerSpec, minus scaleTargetRef) -------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricTarget:
     """``MetricTarget``: exactly the field that matches ``type`` is set."""
 
@@ -75,7 +78,7 @@ class MetricTarget:
     average_utilization: int | None = None  # percent of the request
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricSpec:
     """One entry of ``spec.metrics``.
 
@@ -91,14 +94,14 @@ class MetricSpec:
     """The kind of an Object metric's ``describedObject``; it only names the metric in messages."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ScalingPolicy:
     type: PolicyType
     value: int
     period_seconds: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ScalingRules:
     """``HPAScalingRules`` as the user wrote it: ``None`` means "not given", defaults fill it."""
 
@@ -108,13 +111,13 @@ class ScalingRules:
     tolerance: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Behavior:
     scale_up: ScalingRules | None = None
     scale_down: ScalingRules | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AutoscalerSpec:
     """The part of an HPA spec the algorithm reads."""
 
@@ -124,7 +127,7 @@ class AutoscalerSpec:
     behavior: Behavior | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AlgorithmSettings:
     """Controller-wide settings (kube-controller-manager flags), upstream defaults."""
 
@@ -137,14 +140,14 @@ class AlgorithmSettings:
 # --- observed state -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Container:
     name: str
     requests: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAPPING)
     """Resource name -> request in milli-units."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Pod:
     """What the core needs of a pod; the Kubernetes adapter builds these from the watch cache."""
 
@@ -165,7 +168,7 @@ class Pod:
     """``spec.overhead`` (RuntimeClass), milli-units; upstream adds it to pod-level requests."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PodSample:
     """One pod's metric value, when it was measured and the window it averages over."""
 
@@ -174,7 +177,7 @@ class PodSample:
     window: Seconds = 60.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ScaleState:
     """The target's ``/scale``: ``spec.replicas`` and ``status.replicas``."""
 
@@ -182,28 +185,28 @@ class ScaleState:
     status_replicas: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PodMetricValues:
     """Samples for Resource, ContainerResource and Pods metrics, keyed by pod name."""
 
     samples: Mapping[str, PodSample]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ObjectMetricValue:
     """The single value of an Object metric."""
 
     value: Milli
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ExternalMetricValues:
     """Every series an External metric query matched; upstream sums them."""
 
     values: tuple[Milli, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricUnavailable:
     """The metrics source could not produce this metric this pass; ``reason`` says why."""
 
@@ -216,13 +219,13 @@ MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | Metr
 # --- history (what stabilization windows and policies remember) ----------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Recommendation:
     replicas: int
     timestamp: Seconds
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ScaleEvent:
     """A scale write's magnitude; ``outdated`` slots are reused instead of deleted (upstream)."""
 
@@ -231,7 +234,7 @@ class ScaleEvent:
     outdated: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class History:
     """Per-target memory. Upstream keeps it in controller memory; the daemon persists it."""
 

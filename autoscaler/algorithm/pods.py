@@ -8,7 +8,6 @@ sample), ready.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -19,6 +18,7 @@ from autoscaler.algorithm.model import (
     PodSample,
     Seconds,
 )
+from autoscaler.record import record
 
 CPU = "cpu"
 
@@ -27,7 +27,7 @@ class MetricError(Exception):
     """A metric cannot be computed this pass; the message is upstream's wording where it has one."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PodGroups:
     ready_count: int
     unready: frozenset[str]

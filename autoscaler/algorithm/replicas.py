@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample, Seconds
 from autoscaler.algorithm.pods import (
@@ -20,12 +19,13 @@ from autoscaler.algorithm.pods import (
     group_pods,
     pod_requests,
 )
+from autoscaler.record import record
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Tolerances:
     """A ratio r is within tolerance iff 1 - scale_down <= r <= 1 + scale_up (both inclusive)."""
 
@@ -36,7 +36,7 @@ class Tolerances:
         return (1.0 - self.scale_down) <= ratio <= (1.0 + self.scale_up)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricCurrent:
     """``MetricValueStatus``: what ``kubectl describe hpa`` shows as the current value."""
 
@@ -45,7 +45,7 @@ class MetricCurrent:
     average_utilization: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricProposal:
     """A metric's proposal, and how it was reached (for ``plan --explain``)."""
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from autoscaler.algorithm import MetricValues, Pod
+from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
@@ -43,7 +44,7 @@ class PodPort(Protocol):
     def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricsWanted:
     target: TargetConfig
     pods: Sequence[Pod]

@@ -35,6 +35,7 @@ from autoscaler.algorithm import (
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import ConflictError
 from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
+from autoscaler.record import record
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.ports import (
     EventPort,
@@ -119,7 +120,7 @@ def pause_of(target: TargetConfig, annotations: Mapping[str, str]) -> Pause | No
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class _Observed:
     target: TargetConfig
     scale: Scale

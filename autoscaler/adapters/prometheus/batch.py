@@ -20,6 +20,7 @@ from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import PodAnswer, Sample
 from autoscaler.algorithm import MetricSourceType, MetricSpec, MetricTargetType, MetricUnavailable
 from autoscaler.errors import AutoscalerError
+from autoscaler.record import record
 
 
 class Shape(StrEnum):
@@ -44,7 +45,7 @@ class QueryKey(NamedTuple):
     promql: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Slot:
     """How one target's metric is answered."""
 

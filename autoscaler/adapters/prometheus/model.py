@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Literal, Protocol
 
 from autoscaler.algorithm import MetricSpec, MetricValues, Pod
+from autoscaler.record import record
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
 
@@ -54,7 +55,7 @@ class QuerySettings(Protocol):
     def window(self) -> float: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class TargetRequest:
     """One target's metrics for this pass; ``metrics`` and ``queries`` are aligned."""
 
