@@ -17,13 +17,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from autoscaler.record import record
+
 _NS = "autoscaler"
 SCALE_DIRECTIONS = ("up", "down")
 """The ``direction`` label of ``autoscaler_scale_events_total``."""
 _FAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class MetricReading:
     """One metric of a target at its last pass, in the units users read."""
 
