@@ -4,8 +4,8 @@ A ``dataclass(frozen=True)`` guards its fields at run time by setting each one i
 ``__init__`` through ``object.__setattr__``, which makes building one 2.5-3x slower than a
 plain slotted dataclass (a five-field record: ~700 ns against ~270 ns). A reconcile pass over
 1,000 targets builds ~36,000 of the core's records (pod samples, proposals, conditions,
-recommendations), so that guard cost ~16 ms of a pass's ~124 ms of CPU (bench/daemon_scale.py,
-alternating runs; the README's figures).
+recommendations), so that guard cost 9-16 ms of a pass's ~125 ms of CPU (bench/daemon_scale.py,
+two sets of alternating runs; the README's figures).
 
 A ``@record`` class is a slotted, hashable, keyword-only dataclass whose immutability is
 checked where it is cheap: statically. ``dataclass_transform(frozen_default=True)`` makes
