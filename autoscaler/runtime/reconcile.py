@@ -242,11 +242,10 @@ class Reconciler:
 
     async def _observe(self, target: TargetConfig) -> _Observed | None:
         state = self.state(target.key)
-        bound = log.bind(target=target.key)
         try:
             scale = await self.scales.get_scale(target.namespace, target.scale_target_ref)
         except Exception as error:  # any adapter fault: this target only, this pass only
-            bound.warning("cannot read the target's scale", error=str(error))
+            log.warning("cannot read the target's scale", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
                        f"the HPA controller was unable to get the target's current scale: {error}")
             await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
@@ -264,7 +263,7 @@ class Reconciler:
         try:
             pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
         except Exception as error:  # namespace not synced yet, or a selector we cannot parse
-            bound.warning("cannot list the target's pods", error=str(error))
+            log.warning("cannot list the target's pods", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
                        f"the pods of the target cannot be listed yet: {error}")
             return None
