@@ -145,8 +145,9 @@ def _assemble(
         for index, (spec, slot) in enumerate(zip(target.metrics, slots, strict=True)):
             value, more = _value(slot, target, names, splitter, failed.get(index))
             row.append(value)
-            notes.extend(f"{spec.name}: {note}" for note in more)
-            _log_value(target.key, spec.name, str(spec.type), value, more)
+            if more or isinstance(value, MetricUnavailable):  # rare: not paid per metric
+                notes.extend(f"{spec.name}: {note}" for note in more)
+                _log_value(target.key, spec.name, str(spec.type), value, more)
         values[target.key] = tuple(row)
         if with_requests is not None:
             pods[target.key] = with_requests
