@@ -138,6 +138,10 @@ class PodSeries(NamedTuple):
     timestamp: float
 
 
+_new_series = tuple.__new__
+"""Builds a ``PodSeries`` without the Python-level ``__new__`` a NamedTuple call runs."""
+
+
 class PodAnswer:
     """A per-pod answer indexed by its ``pod`` label, values already converted.
 
@@ -200,29 +204,45 @@ def parse_pod_answer(result: Any) -> PodAnswer:
     if len(result) == 2 and not isinstance(result[0], dict):
         return PodAnswer.of([_pair({}, result)])
     answer = PodAnswer()
-    add = answer.add
+    by_pod = answer.by_pod
+    interned: dict[str | None, str] = {}
     for item in result:
-        try:  # the shape Prometheus sends, checked in one go
+        # The plain case, read inline (this loop runs once per pod of every target): a
+        # series with string namespace/pod(/container) labels and a [ts, "v"] value in range.
+        try:
             labels, pair = item["metric"], item["value"]
-            well_formed = (type(labels) is dict and type(pair) is list and len(pair) == 2
-                           and "values" not in item)
-            timestamp = float(pair[0]) if well_formed else 0.0
-        except (TypeError, KeyError, ValueError, IndexError):
-            well_formed = False
-        if well_formed:
+            if not (type(labels) is dict and type(pair) is list and len(pair) == 2
+                    and "values" not in item):
+                raise TypeError
+            timestamp, raw = float(pair[0]), pair[1]
             get = labels.get
             pod, namespace, container = get("pod"), get("namespace"), get("container")
             # A label that is there but not a string (null, a number) is not the plain case.
-            well_formed = not (
-                (type(pod) is not str and (pod is not None or "pod" in labels))
-                or (type(namespace) is not str
-                    and (namespace is not None or "namespace" in labels))
-                or (type(container) is not str
-                    and (container is not None or "container" in labels)))
-        if well_formed:
-            add(pod, namespace, container, str(pair[1]), timestamp)
-        else:  # anything else: parse_result's error, or its reading
-            answer.add_sample(_series(item))
+            if type(pod) is not str or type(raw) is not str or not (
+                    (type(namespace) is str or (namespace is None and "namespace" not in labels))
+                    and (type(container) is str
+                         or (container is None and "container" not in labels))):
+                raise TypeError
+            value = float(raw)
+        except (TypeError, KeyError, ValueError, IndexError):
+            answer.add_sample(_series(item))  # parse_result's error, or its reading
+            continue
+        if not 0 <= value <= _MAX_ABS:  # NaN, infinities, negative, huge: the full reading
+            answer.add(pod, namespace, container, raw, timestamp)
+            continue
+        # Interned: 50,000 series repeat a few namespaces and container names.
+        ns, name = interned.get(namespace), interned.get(container)
+        if ns is None and namespace is not None:
+            ns = interned[namespace] = sys.intern(namespace)
+        if name is None and container is not None:
+            name = interned[container] = sys.intern(container)
+        answer.size += 1
+        series = _new_series(PodSeries, (ns, name, round(value * 1000), None, timestamp))
+        entries = by_pod.get(pod)
+        if entries is None:
+            by_pod[pod] = [series]
+        else:
+            entries.append(series)
     return answer
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.adapters.prometheus.parse import (
     PodAnswer,
@@ -105,6 +108,52 @@ def test_pod_answer_reads_as_parse_result_then_index(result: Any) -> None:
     assert _contents(fast) == _contents(slow)
     assert len(fast) == (len(result) if result and isinstance(result[0], dict)
                          else 1 if result else 0)
+
+
+def _mostly(draw: st.DrawFn, usual: st.SearchStrategy[Any], *odd: st.SearchStrategy[Any],
+            in_twenty: int = 14) -> Any:
+    """``usual`` ``in_twenty`` times in twenty, else one of the ``odd`` ones."""
+    pick = draw(st.integers(0, 19))
+    return draw(usual) if pick < in_twenty else draw(odd[pick % len(odd)])
+
+
+@st.composite
+def _series(draw: st.DrawFn) -> Any:
+    """Mostly well-formed series (else nearly every list fails whole), with every kind of
+    oddity mixed in: labels missing, null or not strings; values out of range or not text;
+    malformed timestamps and pairs; a key missing."""
+    names = st.sampled_from(["a", "b", "ns", "", "c"])
+    labels = {key: _mostly(draw, names, st.none(), st.integers(0, 3))
+              for key in ("pod", "namespace", "container", "job")
+              if draw(st.integers(0, 9)) < (9 if key == "pod" else 4)}
+    raw = _mostly(draw, st.sampled_from(
+        ["0.25", "1", "0", "1e3", "-1", "-0", "NaN", "+Inf", "-Inf", "1e13", "9e12", "x"]),
+        st.floats(allow_nan=True).map(repr), st.floats(allow_nan=True),
+        st.integers(-5, 5), st.booleans(), st.none())
+    stamp = _mostly(draw, st.floats(0, 2e9), st.integers(0, 5), st.just("1.5"), st.just("later"),
+                    st.none(), in_twenty=18)
+    pair = _mostly(draw, st.just([stamp, raw]), st.just((stamp, raw)), st.just([stamp]),
+                   st.just([stamp, raw, raw]), in_twenty=18)
+    item: dict[str, Any] = {"metric": labels, "value": pair}
+    if draw(st.integers(0, 60)) == 0:
+        item.pop(draw(st.sampled_from(["metric", "value"])))
+    return item
+
+
+@settings(max_examples=400)
+@given(st.lists(_series(), max_size=4))
+def test_pod_answer_fast_path_reads_as_the_slow_one(result: list[Any]) -> None:
+    """Whatever the series look like, the inline fast path indexes exactly what parsing
+    then indexing gives, or fails with the same message."""
+    assert _outcome(lambda: PodAnswer.of(parse_result(result))) == _outcome(
+        lambda: parse_pod_answer(result))
+
+
+def _outcome(read: Callable[[], PodAnswer]) -> object:
+    try:
+        return _contents(read())
+    except BadDataError as error:
+        return f"BadDataError: {error}"
 
 
 def test_pod_answer_values_and_problems() -> None:
