@@ -80,6 +80,7 @@ RatioOf = Callable[[Mapping[str, int]], float]
 def _per_pod_proposal(
     *,
     values: dict[str, int],
+    ratio: float,
     groups: PodGroups,
     current_replicas: int,
     tolerances: Tolerances,
@@ -87,7 +88,10 @@ def _per_pod_proposal(
     scale_down_fill: Callable[[str], int],
     reported: MetricCurrent,
 ) -> MetricProposal:
-    """The shared skeleton of ``GetResourceReplicas`` and ``calcPlainMetricReplicas``."""
+    """The shared skeleton of ``GetResourceReplicas`` and ``calcPlainMetricReplicas``.
+
+    ``ratio`` is ``ratio_of(values)``, which the caller has computed already.
+    """
 
     def proposal(replicas: int, ratio: float, **extra: object) -> MetricProposal:
         return MetricProposal(
@@ -101,7 +105,6 @@ def _per_pod_proposal(
             **extra,  # type: ignore[arg-type]
         )
 
-    ratio = ratio_of(values)
     scale_up_with_unready = bool(groups.unready) and ratio > 1.0
     if not scale_up_with_unready and not groups.missing:
         if tolerances.within(ratio):
@@ -193,10 +196,11 @@ def utilization_proposal(
         percent = trunc_div(usage * 100, request)  # an integer percent, as upstream
         return float(percent) / float(target_utilization), percent, trunc_div(usage, count)
 
-    _, percent, raw_average = utilization(values)
+    ratio, percent, raw_average = utilization(values)
     fallback_percent = max(100, target_utilization)
     return _per_pod_proposal(
         values=values,
+        ratio=ratio,
         groups=groups,
         current_replicas=current_replicas,
         tolerances=tolerances,
@@ -230,15 +234,17 @@ def average_value_proposal(
         # Upstream averages over every sample, including samples of pods it did not list.
         return trunc_div(sum(of.values()), len(of))
 
+    current = average(values)
     return _per_pod_proposal(
         values=values,
+        ratio=float(current) / float(target_average),
         groups=groups,
         current_replicas=current_replicas,
         tolerances=tolerances,
         ratio_of=lambda of: float(average(of)) / float(target_average),
         # On a scale-down, treat missing pods as using exactly the target.
         scale_down_fill=lambda _name: target_average,
-        reported=MetricCurrent(average_value=average(values)),
+        reported=MetricCurrent(average_value=current),
     )
 
 
