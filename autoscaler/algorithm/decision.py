@@ -84,7 +84,10 @@ class _Conditions:
         self._by_type: dict[ConditionType, Condition] = {}
 
     def set(self, type_: ConditionType, status: bool, reason: Reason, message: str) -> None:
-        self._by_type[type_] = Condition(type=type_, status=status, reason=reason, message=message)
+        self.put(Condition(type=type_, status=status, reason=reason, message=message))
+
+    def put(self, condition: Condition) -> None:
+        self._by_type[condition.type] = condition
 
     def all(self) -> tuple[Condition, ...]:
         return tuple(self._by_type.values())
@@ -124,10 +127,7 @@ def decide(
     current = scale.spec_replicas
     history = seed_history(history, current, now)
     conditions = _Conditions()
-    conditions.set(
-        ConditionType.ABLE_TO_SCALE, True, Reason.SUCCEEDED_GET_SCALE,
-        "the HPA controller was able to get the target's current scale",
-    )
+    conditions.put(_GOT_SCALE)
 
     def done(desired: int, **fields: object) -> Decision:
         return Decision(
@@ -193,14 +193,8 @@ def decide(
 
     normalized = _normalize(spec, bounds, history, current, proposal, now, settings)
     history = normalized.history
-    conditions.set(
-        ConditionType.ABLE_TO_SCALE, True, normalized.stabilization_reason,
-        _STABILIZATION_MESSAGES[normalized.stabilization_reason],
-    )
-    conditions.set(
-        ConditionType.SCALING_LIMITED, normalized.limited, normalized.limit_reason,
-        _LIMIT_MESSAGES[normalized.limit_reason],
-    )
+    conditions.put(_STABILIZATION[normalized.stabilization_reason])
+    conditions.put(_LIMIT[normalized.limited, normalized.limit_reason])
     return done(
         normalized.desired,
         proposal=proposal,
@@ -314,4 +308,20 @@ _LIMIT_MESSAGES = {
     Reason.SCALE_DOWN_LIMIT: (
         "the desired replica count is decreasing faster than the maximum scale rate"
     ),
+}
+
+# The conditions whose text is fixed, built once: a pass sets three of them per target.
+_GOT_SCALE = Condition(
+    type=ConditionType.ABLE_TO_SCALE, status=True, reason=Reason.SUCCEEDED_GET_SCALE,
+    message="the HPA controller was able to get the target's current scale",
+)
+_STABILIZATION = {
+    reason: Condition(type=ConditionType.ABLE_TO_SCALE, status=True, reason=reason,
+                      message=message)
+    for reason, message in _STABILIZATION_MESSAGES.items()
+}
+_LIMIT = {
+    (limited, reason): Condition(type=ConditionType.SCALING_LIMITED, status=limited,
+                                 reason=reason, message=message)
+    for reason, message in _LIMIT_MESSAGES.items() for limited in (False, True)
 }
