@@ -230,18 +230,19 @@ def average_value_proposal(
         ),
     )
 
-    def average(of: Mapping[str, int]) -> int:
+    def average(of: Mapping[str, int]) -> tuple[float, int]:
         # Upstream averages over every sample, including samples of pods it did not list.
-        return trunc_div(sum(of.values()), len(of))
+        value = trunc_div(sum(of.values()), len(of))
+        return float(value) / float(target_average), value
 
-    current = average(values)
+    ratio, current = average(values)
     return _per_pod_proposal(
         values=values,
-        ratio=float(current) / float(target_average),
+        ratio=ratio,
         groups=groups,
         current_replicas=current_replicas,
         tolerances=tolerances,
-        ratio_of=lambda of: float(average(of)) / float(target_average),
+        ratio_of=lambda of: average(of)[0],
         # On a scale-down, treat missing pods as using exactly the target.
         scale_down_fill=lambda _name: target_average,
         reported=MetricCurrent(average_value=current),
