@@ -18,7 +18,8 @@ API (plain context managers; wrap them in fixtures of the scope you need)::
 - ``MetricsExporter``: serves ``/metrics`` (text format 0.0.4) from series the test sets:
   ``set_gauge``, ``set_counter`` (a counter growing at ``per_second``, so ``rate()`` returns
   it), ``set_many`` (thousands of series at once), ``remove``, ``clear``. Values may be NaN or
-  +/-Inf. ``target`` is ``"127.0.0.1:<port>"`` for a scrape config.
+  +/-Inf. ``target`` is ``"127.0.0.1:<port>"`` for a scrape config. The server runs in a
+  child process, so a busy test process never makes Prometheus miss a scrape.
 - ``start_prometheus(*, scrape_targets=(), scrape_interval=1.0, data_dir=None, extra_args=(),
   binary=None)``:
   starts the binary with a temp data dir (or ``data_dir``, e.g. one filled by ``backfill``),
@@ -39,23 +40,25 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import math
 import os
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.sim.exporter_process import format_value
 
 PROMETHEUS_BIN = os.environ.get("PROMETHEUS_BIN", "/usr/bin/prometheus")
 PROMTOOL_BIN = os.environ.get("PROMTOOL_BIN", "/usr/bin/promtool")
@@ -213,7 +216,7 @@ def prometheus_vector(
     """The JSON body of a successful instant-vector ``/api/v1/query`` answer."""
     when = time.time() if at is None else at
     result = [
-        {"metric": dict(labels), "value": [when, _format_value(value)]}
+        {"metric": dict(labels), "value": [when, format_value(value)]}
         for labels, value in series
     ]
     return json.dumps(
@@ -269,100 +272,85 @@ class CountingProxy(LoopbackHTTPServer):
 # --- the test exporter -----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Series:
-    value: float
-    per_second: float | None = None
-    since: float = field(default_factory=time.time)
+class MetricsExporter:
+    """Serves ``/metrics`` with the series a test sets, from a child process; thread-safe.
 
-    def sample(self) -> str:
-        """The exposition value; a counter carries its own timestamp (ms) so ``rate()`` is exact
-        however late the scrape is served on a busy machine."""
-        if self.per_second is None:
-            return _format_value(self.value)
-        millis = int(time.time() * 1000)
-        value = self.value + self.per_second * (millis / 1000 - self.since)
-        return f"{_format_value(value)} {millis}"
-
-
-def _format_value(value: float | str) -> str:
-    if isinstance(value, str):
-        return value
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-LabelKey = tuple[tuple[str, str], ...]
-
-
-class MetricsExporter(LoopbackHTTPServer):
-    """Serves ``/metrics`` with the series a test sets; thread-safe."""
+    The server lives in its own process (``exporter_process.py``) so that a test process busy
+    holding the GIL cannot make Prometheus miss a scrape. Each edit returns once the next
+    scrape will see it.
+    """
 
     def __init__(self) -> None:
-        self._series: dict[str, dict[LabelKey, _Series]] = {}
-        super().__init__(self._serve_metrics)
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+        self.port = 0
 
     @property
     def target(self) -> str:
         """``host:port`` for a Prometheus ``static_configs`` entry."""
         return f"127.0.0.1:{self.port}"
 
+    def __enter__(self) -> MetricsExporter:
+        self._process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("exporter_process.py"))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+        )
+        self.port = int(self._answer()["port"])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.close()  # the child's cue to stop
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        process.stdout.close()
+
     def set_gauge(self, name: str, labels: Mapping[str, str], value: float) -> None:
-        with self._lock:
-            self._series.setdefault(name, {})[_key(labels)] = _Series(value)
+        self._edit({"op": "set", "name": name, "series": [[dict(labels), value, None]]})
 
     def set_counter(
         self, name: str, labels: Mapping[str, str], *, per_second: float, start: float = 0.0
     ) -> None:
         """A counter at ``start`` now, growing by ``per_second`` (so ``rate()`` gives it)."""
-        with self._lock:
-            self._series.setdefault(name, {})[_key(labels)] = _Series(start, per_second)
+        self._edit({"op": "set", "name": name, "series": [[dict(labels), start, per_second]]})
 
     def set_many(self, name: str, label_sets: Sequence[Mapping[str, str]], value: float) -> None:
-        with self._lock:
-            family = self._series.setdefault(name, {})
-            for labels in label_sets:
-                family[_key(labels)] = _Series(value)
+        series = [[dict(labels), value, None] for labels in label_sets]
+        self._edit({"op": "set", "name": name, "series": series})
 
     def remove(self, name: str, labels: Mapping[str, str] | None = None) -> None:
         """Drop one series, or the whole family when ``labels`` is None."""
-        with self._lock:
-            if labels is None:
-                self._series.pop(name, None)
-            else:
-                self._series.get(name, {}).pop(_key(labels), None)
+        self._edit({"op": "remove", "name": name,
+                    "labels": None if labels is None else dict(labels)})
 
     def clear(self) -> None:
+        self._edit({"op": "clear"})
+
+    def _edit(self, edit: dict[str, Any]) -> None:
         with self._lock:
-            self._series.clear()
+            if self._process is None or self._process.stdin is None:
+                raise RuntimeError("the exporter is not running (use it as a context manager)")
+            self._process.stdin.write(json.dumps(edit) + "\n")
+            self._process.stdin.flush()
+            answer = self._answer()
+        if not answer.get("ok"):
+            raise ValueError(f"the exporter refused {edit['op']}: {answer.get('error')}")
 
-    def render(self) -> str:
-        with self._lock:
-            lines = []
-            for name in sorted(self._series):
-                for labels, series in self._series[name].items():
-                    rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-                    lines.append(f"{name}{{{rendered}}} {series.sample()}")
-        return "\n".join(lines) + "\n"
+    def _answer(self) -> dict[str, Any]:
+        assert self._process is not None
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the exporter process exited (code {self._process.poll()})")
+        return dict(json.loads(line))
 
-    def _serve_metrics(self, request: StubRequest) -> StubResponse:
-        if request.path != "/metrics":
-            return StubResponse(status=404)
-        return StubResponse(body=self.render().encode(), content_type="text/plain; version=0.0.4")
-
-    def _record(self, request: StubRequest) -> StubResponse:
-        return self.handler(request)  # scrapes are not worth remembering
-
-
-def _key(labels: Mapping[str, str]) -> LabelKey:
-    return tuple(sorted(labels.items()))
 
 
 # --- the Prometheus process ------------------------------------------------------------------
