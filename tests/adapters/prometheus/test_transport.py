@@ -34,6 +34,9 @@ from tests.sim.prometheus import (
 FAST = RetryPolicy(attempts=3, initial_wait=0.05, max_wait=0.2, jitter=0.02)
 OBJECT = MetricSourceType.OBJECT
 ONE = StubResponse(body=prometheus_vector([({}, 1.0)]))
+LATE = 0.5
+"""Seconds a result may come after the deadline on a loaded machine: far below the 5 s a
+stalled query (or a 30 s timeout) would take, so the deadline is still what is checked."""
 
 
 def request(server: str = "default", key: str = "shop/web") -> TargetRequest:
@@ -121,7 +124,7 @@ async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
     assert isinstance(value, MetricUnavailable)
     assert "timed out after 0.30s" in value.reason
     assert server.count("/api/v1/query") == FAST.attempts
-    assert elapsed < 1.6
+    assert elapsed < 1.5 + LATE
     assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.1
     assert len(ticks) > elapsed / 0.01 * 0.5
 
@@ -135,7 +138,7 @@ async def test_deadline_beats_a_long_timeout() -> None:
         elapsed = time.monotonic() - started
         await source.close()
     assert isinstance(value, MetricUnavailable)
-    assert elapsed < 0.8
+    assert elapsed < 0.6 + LATE
 
 
 async def test_a_slow_server_does_not_hold_up_another(prometheus: PrometheusProcess) -> None:
@@ -175,7 +178,7 @@ async def test_prometheus_killed_mid_test(doomed: PrometheusProcess) -> None:
     assert isinstance(value, MetricUnavailable)
     assert "Prometheus unavailable: cannot connect to" in value.reason
     assert "ConnectionRefusedError" in value.reason
-    assert elapsed < 3.0
+    assert elapsed < 3.0 + LATE
 
 
 def test_stub_handler_sees_the_query() -> None:
