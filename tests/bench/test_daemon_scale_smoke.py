@@ -39,3 +39,17 @@ def test_smoke_run_counts(tmp_path: Path) -> None:
         assert row["pass_s"] > 0
         assert row["peak_rss_mb"] > 0
     assert "| targets | pass (s) |" in finished.stdout
+
+
+def test_across_runs_reports_the_spread_of_run_medians() -> None:
+    """--runs K: one line per N measured more than once, ratios sorted, runs within 3x."""
+    from bench.daemon_scale import across_runs
+
+    def row(n: int, pass_s: float, x_floor: float) -> dict[str, float]:
+        return {"targets": n, "pass_s": pass_s, "x_floor": x_floor}
+
+    rows = [row(1000, 0.14, 3.2), row(1000, 0.12, 2.7), row(1000, 0.13, 3.0), row(100, 0.02, 2.5)]
+    lines = across_runs(rows).splitlines()
+    assert len(lines) == 3  # head, rule, and 1,000 only: 100 was measured once
+    assert lines[2] == "| 1,000 | 3 | 0.120, 0.130, 0.140 | 2.70, 3.00, 3.20 | 3.00 | 2 of 3 |"
+    assert across_runs([row(100, 0.02, 2.5)]) == ""
