@@ -20,10 +20,11 @@ in the daemon's.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from tests.sim.exporter_process import serve_metrics
 
 CPU_CORES = 0.1
 RPS_PER_POD = 10.0
@@ -53,25 +54,11 @@ class SyntheticExporter:
             f'container="{CONTAINER}",image="{IMAGE}"}} ' for ns, pod in pods]
         self._started = time.time()
         self.series = 4 * len(pods)
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = exporter.render() if self.path == "/metrics" else b""
-                self.send_response(200 if body else 404)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server: ThreadingHTTPServer | None = None
 
     @property
     def target(self) -> str:
+        assert self._server is not None, "use SyntheticExporter as a context manager"
         return f"127.0.0.1:{self._server.server_address[1]}"
 
     def render(self) -> bytes:
@@ -80,9 +67,11 @@ class SyntheticExporter:
         return self._static + counters.encode()
 
     def __enter__(self) -> SyntheticExporter:
-        self._thread.start()
+        self._server = serve_metrics(self.render)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

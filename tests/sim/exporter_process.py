@@ -21,6 +21,7 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -93,13 +94,16 @@ class Registry:
         return ("\n".join(lines) + "\n").encode()
 
 
-def serve(registry: Registry) -> ThreadingHTTPServer:
+def serve_metrics(render: Callable[[], bytes]) -> ThreadingHTTPServer:
+    """Serve ``render()`` as ``/metrics`` on a free 127.0.0.1 port from a daemon thread (the
+    bench's synthetic exporter uses it too); ``shutdown()`` and ``server_close()`` stop it."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             found = self.path.split("?", 1)[0] == "/metrics"
-            body = registry.render() if found else b""
+            body = render() if found else b""
             self.send_response(200 if found else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -118,7 +122,7 @@ def serve(registry: Registry) -> ThreadingHTTPServer:
 
 def main() -> None:
     registry = Registry()
-    server = serve(registry)
+    server = serve_metrics(registry.render)
     print(json.dumps({"port": server.server_address[1]}), flush=True)
     for line in sys.stdin:
         try:
