@@ -83,6 +83,26 @@ class _Recompute:
     history: History
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Write:
+    desired: int
+    reason: str
+    recompute: _Recompute | None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Pending:
+    """A settled target's network work: metric-error events, then the write, then its outcome."""
+
+    observed: _Observed
+    state: TargetState
+    outcome: str
+    error: str | None
+    events: tuple[tuple[str, str], ...] = ()
+    write: _Write | None = None
+    started: float = 0.0
+
+
 PAUSED_ANNOTATION = "autoscaler.dev/paused"
 PAUSED_REPLICAS_ANNOTATION = "autoscaler.dev/paused-replicas"
 
@@ -174,8 +194,14 @@ class Reconciler:
                 targets, self._observe, until=until,
                 timed_out=lambda t: self._observe_timed_out(t, budget)) if o is not None]
             fetched = await self._fetch(observed, deadline)
-            await self._each(observed, lambda o: self._act(
-                _with_pods(o, fetched.pods.get(o.target.key)), fetched.values.get(o.target.key)))
+            # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
+            # cost ~4 ms a pass at 1,000 targets); only what must write or record an event
+            # goes on to the workers.
+            pending = [p for p in (
+                self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
+                             fetched.values.get(o.target.key))
+                for o in observed) if p is not None]
+            await self._each(pending, self._complete)
         finally:
             for target in targets:
                 self.state(target.key).in_flight = False
@@ -316,36 +342,43 @@ class Reconciler:
 
     # --- decide and act ---------------------------------------------------------------
 
-    async def _act(self, observed: _Observed, values: tuple[MetricValues, ...] | None) -> None:
+    def _settle(
+        self, observed: _Observed, values: tuple[MetricValues, ...] | None
+    ) -> _Pending | None:
+        """Decide and record one target; what is left to do over the network, if anything."""
         target = observed.target
         state = self.state(target.key)
         started = time.monotonic()
-        structlog.contextvars.bind_contextvars(target=target.key)
         try:
             if observed.pause is not None:
-                await self._paused(observed, observed.pause, state)
+                pending = self._settle_paused(observed, observed.pause, state)
             else:
-                await self._autoscale(observed, state, values)
+                pending = self._settle_autoscaled(observed, state, values)
         except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
-            log.exception("reconcile failed")
+            log.exception("reconcile failed", target=target.key)
             self.telemetry.errors.labels(reason="reconcile").inc()
             self._finish(state, target, "error", error=str(error))
-        finally:
-            structlog.contextvars.unbind_contextvars("target")
+            pending = None
+        if pending is None:
             self.telemetry.reconcile_duration.observe(time.monotonic() - started)
+            return None
+        pending.started = started
+        return pending
 
-    async def _paused(self, observed: _Observed, pause: Pause, state: TargetState) -> None:
-        target, current = observed.target, observed.scale.spec_replicas
-        hold = pause.replicas
-        if hold is not None and hold != current:
-            await self._write(observed, state, hold, f"paused at {hold} replicas ({pause.source})",
-                              recompute=None)
-        self._finish(state, target, "paused", error=None)
+    def _settle_paused(self, observed: _Observed, pause: Pause,
+                       state: TargetState) -> _Pending | None:
         state.pause = pause.source
+        hold = pause.replicas
+        if hold is None or hold == observed.scale.spec_replicas:
+            self._finish(state, observed.target, "paused", error=None)
+            return None
+        return _Pending(observed=observed, state=state, outcome="paused", error=None,
+                        write=_Write(desired=hold, reason=f"paused at {hold} replicas "
+                                     f"({pause.source})", recompute=None))
 
-    async def _autoscale(
+    def _settle_autoscaled(
         self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
-    ) -> None:
+    ) -> _Pending | None:
         target = observed.target
         if values is None:
             values = (MetricUnavailable(reason="no metrics were fetched"),) * len(
@@ -353,15 +386,40 @@ class Reconciler:
         history_before = state.history
         decision = self._decide(target, observed.scale, observed.pods, values, history_before)
         desired = self._count_invalid(target, state, decision)
-        await self._report_metric_errors(target, decision)
         self._record_decision(target, state, decision)
+        outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
+        events = _metric_error_events(decision)
+        write = None
         if desired != decision.current_replicas:
             reason = decision.rescale_reason or (
                 f"fallback after {state.consecutive_invalid} passes without valid metrics")
-            retry = _Recompute(values=values, history=history_before)
-            await self._write(observed, state, desired, reason, recompute=retry)
-        outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
-        self._finish(state, target, outcome, error=decision.error)
+            write = _Write(desired=desired, reason=reason,
+                           recompute=_Recompute(values=values, history=history_before))
+        if write is None and not events:
+            self._finish(state, target, outcome, error=decision.error)
+            return None
+        return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
+                        events=events, write=write)
+
+    async def _complete(self, pending: _Pending) -> None:
+        """The settled target's events and write, in that order, then its outcome."""
+        target, state = pending.observed.target, pending.state
+        structlog.contextvars.bind_contextvars(target=target.key)
+        try:
+            for reason, message in pending.events:
+                await self._event(target, warning=True, reason=reason, message=message)
+            if pending.write is not None:
+                write = pending.write
+                await self._write(pending.observed, state, write.desired, write.reason,
+                                  recompute=write.recompute)
+            self._finish(state, target, pending.outcome, error=pending.error)
+        except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
+            log.exception("reconcile failed")
+            self.telemetry.errors.labels(reason="reconcile").inc()
+            self._finish(state, target, "error", error=str(error))
+        finally:
+            structlog.contextvars.unbind_contextvars("target")
+            self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
 
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
@@ -410,15 +468,6 @@ class Reconciler:
             return decision.desired_replicas
         current = decision.current_replicas
         return fallback.replicas if fallback.allow_scale_down else max(fallback.replicas, current)
-
-    async def _report_metric_errors(self, target: TargetConfig, decision: Decision) -> None:
-        for outcome in decision.metrics:
-            if outcome.error is not None:
-                await self._event(target, warning=True, reason=outcome.failure_reason.value,
-                                  message=outcome.error)
-        if decision.proposal is None and decision.error:
-            await self._event(target, warning=True, reason="FailedComputeMetricsReplicas",
-                              message=decision.error)
 
     async def _write(
         self, observed: _Observed, state: TargetState, desired: int, reason: str,
@@ -559,6 +608,15 @@ def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
         return observed
     return _Observed(target=observed.target, scale=observed.scale, pods=pods,
                      pause=observed.pause)
+
+
+def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:
+    """(reason, message) of the warnings a decision's failed metrics are recorded as."""
+    events = [(outcome.failure_reason.value, outcome.error)
+              for outcome in decision.metrics if outcome.error is not None]
+    if decision.proposal is None and decision.error:
+        events.append(("FailedComputeMetricsReplicas", decision.error))
+    return tuple(events)
 
 
 def _direction(previous: int, new: int) -> str:
