@@ -33,6 +33,10 @@ class Scale(Protocol):
 
 
 class ScalePort(Protocol):
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale | None:
+        """The scale from memory (a watch cache), or ``None``: ``get_scale`` must ask."""
+        ...
+
     async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale: ...
 
     async def update_scale(
@@ -75,6 +79,10 @@ class EventPort(Protocol):
 
 
 class OwnersPort(Protocol):
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        """``owners_of`` from memory, or ``None`` when only ``owners_of`` can tell."""
+        ...
+
     async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
         """Other autoscalers (HPAs, KEDA ScaledObjects) that target the same object."""
         ...

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 import structlog
@@ -140,6 +141,14 @@ def pause_of(target: TargetConfig, annotations: Mapping[str, str]) -> Pause | No
     return None
 
 
+class _Ask(Enum):
+    ASK = "ask"
+    """The caches cannot answer for this target: read it from the API server."""
+
+
+_ASK = _Ask.ASK
+
+
 @record
 class _Observed:
     target: TargetConfig
@@ -186,13 +195,7 @@ class Reconciler:
         for target in targets:
             self.state(target.key).in_flight = True
         try:
-            # Observation may use at most half the time left, so targets whose API calls
-            # hang cannot hold back the metrics, decisions and writes of all the others.
-            budget = max(0.5, (deadline - time.monotonic()) / 2)
-            until = asyncio.get_running_loop().time() + budget
-            observed = [o for o in await self._each(
-                targets, self._observe, until=until,
-                timed_out=lambda t: self._observe_timed_out(t, budget)) if o is not None]
+            observed = await self._observe_all(targets, deadline)
             fetched = await self._fetch(observed, deadline)
             # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
             # cost ~4 ms a pass at 1,000 targets); only what must write or record an event
@@ -259,12 +262,41 @@ class Reconciler:
 
     # --- observe ----------------------------------------------------------------------
 
+    async def _observe_all(self, targets: Sequence[TargetConfig],
+                           deadline: float) -> list[_Observed]:
+        """What the caches hold is read in one plain loop; only targets they cannot answer
+        for (a kind not watched, a list to fetch) take a worker and a coroutine each."""
+        read = [self._observe_cached(target) for target in targets]
+        asking = [target for target, got in zip(targets, read, strict=True) if got is _ASK]
+        if asking:
+            # Observation may use at most half the time left, so targets whose API calls
+            # hang cannot hold back the metrics, decisions and writes of all the others.
+            budget = max(0.5, (deadline - time.monotonic()) / 2)
+            until = asyncio.get_running_loop().time() + budget
+            answered = iter(await self._each(
+                asking, self._observe, until=until,
+                timed_out=lambda t: self._observe_timed_out(t, budget)))
+            read = [next(answered) if got is _ASK else got for got in read]
+        return [got for got in read if isinstance(got, _Observed)]
+
     def _observe_timed_out(self, target: TargetConfig, budget: float) -> None:
         message = (f"reading the target did not finish within the pass's {budget:.1f}s "
                    "for observation; skipped this pass")
         log.warning("target skipped", target=target.key, reason=message)
         self.telemetry.errors.labels(reason="observe_timeout").inc()
         self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
+
+    def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
+        """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
+        namespace, ref = target.namespace, target.scale_target_ref
+        try:
+            scale = self.scales.cached_scale(namespace, ref)
+            owners = self.owners.cached_owners(namespace, ref) if scale is not None else None
+        except Exception:  # the asking path meets the same fault and reports it
+            return _ASK
+        if scale is None or owners is None:
+            return _ASK
+        return self._observed(target, scale, owners)
 
     async def _observe(self, target: TargetConfig) -> _Observed | None:
         state = self.state(target.key)
@@ -276,13 +308,20 @@ class Reconciler:
                        f"the HPA controller was unable to get the target's current scale: {error}")
             await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
             return None
-        self._check_drift(state, target, scale.spec_replicas)
         try:
-            state.blocked_by = await self.owners.owners_of(
-                target.namespace, target.scale_target_ref)
+            owners = await self.owners.owners_of(target.namespace, target.scale_target_ref)
         except Exception as error:
             # Not knowing whether another autoscaler owns the target: do not act on it.
-            state.blocked_by = (f"unknown (cannot list autoscalers: {error})",)
+            owners = (f"unknown (cannot list autoscalers: {error})",)
+        return self._observed(target, scale, owners)
+
+    def _observed(self, target: TargetConfig, scale: Scale,
+                  owners: tuple[str, ...]) -> _Observed | None:
+        """The target read: its drift noted; ``None`` if another autoscaler owns it or its
+        pods cannot be listed yet."""
+        state = self.state(target.key)
+        self._check_drift(state, target, scale.spec_replicas)
+        state.blocked_by = owners
         if state.blocked_by:
             self._blocked(state, target, scale)
             return None

@@ -38,6 +38,9 @@ class Scales:
                  stubborn: tuple[str, ...] = ()) -> None:
         self.hang, self.slow, self.stubborn = hang, slow, stubborn
 
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale | None:
+        return None  # every read goes to the (simulated) server
+
     async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
         if ref.name in self.hang:
             await asyncio.sleep(3600)
@@ -71,6 +74,9 @@ class Quiet:
     async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
                      message: str) -> None:
         return None
+
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        return ()
 
     async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
         return ()
@@ -148,3 +154,60 @@ async def test_a_read_that_swallows_its_cancellation_does_not_lift_the_deadline(
     assert states["stuck"].last_outcome == "error"
     assert "within the pass's 1.0s for observation" in (states["stuck"].last_error or "")
     assert states["web"].last_outcome == "ok"
+
+
+class CachedScales(Scales):
+    """Scales of ``cached`` targets come from memory (``replicas`` of them); the others only
+    from ``get_scale``, which records who asked."""
+
+    def __init__(self, *cached: str) -> None:
+        super().__init__()
+        self.cached, self.replicas, self.asked = cached, 2, list[str]()
+
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale | None:
+        if ref.name not in self.cached:
+            return None
+        return FixedScale(spec_replicas=self.replicas, status_replicas=self.replicas)
+
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+        self.asked.append(ref.name)
+        return await super().get_scale(namespace, ref)
+
+
+class ListedOwners(Quiet):
+    """An HPA owns ``owned``; the owner lists of ``unlisted`` must be fetched."""
+
+    def __init__(self, *, owned: str, unlisted: str) -> None:
+        self.owned, self.unlisted, self.asked = owned, unlisted, list[str]()
+
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        if ref.name == self.unlisted:
+            return None
+        return ("HorizontalPodAutoscaler legacy-hpa",) if ref.name == self.owned else ()
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        self.asked.append(ref.name)
+        return ()
+
+
+async def test_targets_the_caches_answer_for_are_read_without_asking() -> None:
+    """A target is read from memory when both its scale and its owners are there; the
+    others are asked (both reads), and the cached reads get the same checks (ownership,
+    drift) as the asked ones."""
+    scales = CachedScales("web", "api", "legacy")
+    owners = ListedOwners(owned="legacy", unlisted="api")
+    shared = Reconciler(scales=scales, pods=NoPods(), metrics=QueueDepth(), events=Quiet(),
+                        owners=owners, options=ReconcileOptions(), telemetry=DaemonMetrics())
+    fleet = targets("web", "api", "cron", "legacy")
+    states = {t.scale_target_ref.name: shared.state(t.key) for t in fleet}
+    async with asyncio.timeout(10):
+        await shared.run_pass(fleet, deadline=time.monotonic() + 5)
+        assert (scales.asked, owners.asked) == (["api", "cron"], ["api", "cron"])
+        assert {name: s.last_outcome for name, s in states.items()} == {
+            "web": "ok", "api": "ok", "cron": "ok", "legacy": "blocked"}
+        assert states["legacy"].blocked_by == ("HorizontalPodAutoscaler legacy-hpa",)
+        scales.replicas = 3  # someone else scaled the cached targets
+        await shared.run_pass(fleet, deadline=time.monotonic() + 5)
+    assert states["web"].drift == "replicas changed from 2 to 3 outside the autoscaler"
+    assert states["cron"].drift is None
+    assert scales.asked == ["api", "cron", "api", "cron"]

@@ -12,7 +12,7 @@ no ScaledObjects.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,17 +83,27 @@ class OwnerCheck:
         """The runtime's ``OwnersPort``: ``"<Kind> <name>"`` of each autoscaler on ``ref``."""
         return tuple(str(owner) for owner in await self.find(namespace, ref))
 
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        """``owners_of`` from lists still fresh in the cache; ``None`` when one must be
+        fetched (a pass reads its targets without a coroutine each when none has to be)."""
+        now = self._clock()
+        lists = []
+        for owner in OWNER_KINDS:
+            cached = self._cache.get((namespace, owner.plural))
+            if cached is None or now - cached[0] >= self._ttl:
+                return None
+            lists.append(cached[1])
+        if not any(lists):
+            return ()
+        return tuple(str(owner) for owner in _matching(ref, lists))
+
     async def find(self, namespace: str, ref: ScaleTargetRef) -> list[Owner]:
         """Every other autoscaler that targets ``ref`` in ``namespace``, sorted.
 
         List errors other than a 404 propagate: not knowing is no licence to act.
         """
-        found = []
-        for owner in OWNER_KINDS:
-            for item in await self._items(namespace, owner):
-                if targets(item, owner, ref):
-                    found.append(Owner(kind=owner.kind, name=item["metadata"]["name"]))
-        return sorted(found, key=lambda o: (o.kind, o.name))
+        lists = [await self._items(namespace, owner) for owner in OWNER_KINDS]
+        return _matching(ref, lists)
 
     async def _items(self, namespace: str, owner: OwnerKind) -> list[dict[str, Any]]:
         key = (namespace, owner.plural)
@@ -109,3 +119,11 @@ class OwnerCheck:
             items = []  # the group is not served (KEDA not installed): nobody of that kind
         self._cache[key] = (self._clock(), items)
         return items
+
+
+def _matching(ref: ScaleTargetRef, lists: Sequence[list[dict[str, Any]]]) -> list[Owner]:
+    """The owners among ``lists`` (one per ``OWNER_KINDS``) that target ``ref``, sorted."""
+    found = [Owner(kind=owner.kind, name=item["metadata"]["name"])
+             for owner, items in zip(OWNER_KINDS, lists, strict=True)
+             for item in items if targets(item, owner, ref)]
+    return sorted(found, key=lambda o: (o.kind, o.name))

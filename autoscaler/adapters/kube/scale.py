@@ -112,12 +112,19 @@ class ScaleClient:
         """The target's uid as its last /scale read reported it (events need it)."""
         return self._uids.get(_uid_key(namespace, ref))
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale:
-        """The target's Scale with its object's annotations, from the cache if it can."""
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale | None:
+        """The target's Scale from the watch cache, or ``None``: only the server can tell."""
         if self._targets is not None:
             cached = self._targets.lookup(namespace, ref)
             if cached is not None:
                 return self._remember(cached, ref)
+        return None
+
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale:
+        """The target's Scale with its object's annotations, from the cache if it can."""
+        cached = self.cached_scale(namespace, ref)
+        if cached is not None:
+            return cached
         info = await self._resolve(ref)
         what = f"get /scale of {ref.kind} {namespace}/{ref.name}"
         with api_errors(what):

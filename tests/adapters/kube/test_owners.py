@@ -70,3 +70,20 @@ async def test_list_failure_propagates(kube: KubeSession, apiserver: SimApiServe
     apiserver.fail_next(1, status=503, resource="horizontalpodautoscalers")
     with pytest.raises(TransientError, match="HTTP 503"):
         await OwnerCheck(kube.api_client).owners_of("shop", Ref())
+
+
+async def test_cached_owners_answer_from_fresh_lists_only(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """From memory exactly what owners_of would say, while both lists are fresh; None (ask)
+    before the first LIST and once the TTL is over, never a stale "no owner"."""
+    now = [0.0]
+    check = OwnerCheck(kube.api_client, ttl=30, clock=lambda: now[0])
+    apiserver.create_scaled_object("shop", "web-keda", target_name="web")
+    assert check.cached_owners("shop", Ref()) is None
+    assert await check.owners_of("shop", Ref(name="api")) == ()
+    assert check.cached_owners("shop", Ref()) == ("ScaledObject web-keda",)
+    assert check.cached_owners("shop", Ref(name="api")) == ()
+    assert check.cached_owners("blog", Ref()) is None
+    now[0] = 30.0
+    assert check.cached_owners("shop", Ref()) is None
+    assert apiserver.count(verb="list", resource="scaledobjects") == 1

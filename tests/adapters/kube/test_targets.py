@@ -97,6 +97,9 @@ async def test_steady_state_makes_no_request(kube: KubeSession, apiserver: SimAp
     assert scale_gets(apiserver) == 0
     assert apiserver.count(verb="list") == cache.counters.lists == len(KINDS)
     assert (cache.counters.hits, cache.counters.misses) == (passes * targets, 0)
+    cached = scales.cached_scale("shop", Ref(name="web-1"))  # what a pass reads first
+    assert cached is not None
+    assert cached.spec_replicas == 1
 
 
 async def test_someone_elses_scale_arrives_by_watch(kube: KubeSession, apiserver: SimApiServer,
@@ -186,6 +189,7 @@ async def test_custom_resource_is_read_from_the_server(kube: KubeSession,
         assert scale.annotations == {"autoscaler.dev/paused": "true"}
     assert apiserver.count(verb="get", resource="rollouts/scale") == 2
     assert apiserver.count(verb="get", resource="rollouts") == 2
+    assert scales.cached_scale("shop", ref) is None  # a pass must ask for it
     assert cache.namespaces == set()
     assert cache.counters.misses == 0
 
