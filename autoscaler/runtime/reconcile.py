@@ -198,7 +198,7 @@ class Reconciler:
             observed = await self._observe_all(targets, deadline)
             fetched = await self._fetch(observed, deadline)
             # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
-            # cost ~4 ms a pass at 1,000 targets); only what must write or record an event
+            # cost ~5 ms a pass at 1,000 targets); only what must write or record an event
             # goes on to the workers.
             pending = [p for p in (
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),

@@ -1,0 +1,104 @@
+"""A pass decides every target at once, then sends what some of them need, in order.
+
+In-memory doubles of the ports record every write and event in one log, so the order a
+target's network work happens in is visible."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.algorithm import ExternalMetricValues, MetricUnavailable, MetricValues, Milli
+from autoscaler.config import ScaleTargetRef
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
+from autoscaler.runtime.reconcile import PAUSED_REPLICAS_ANNOTATION, ReconcileOptions, Reconciler
+from tests.runtime.test_observe_budget import NoPods, targets
+
+
+@dataclass(frozen=True, slots=True)
+class CachedScale:
+    spec_replicas: int
+    status_replicas: int
+    selector: str = "app=x"
+    resource_version: str = "1"
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+class Cluster:
+    """Every target at 2 replicas, read from memory; writes and events go to one log."""
+
+    def __init__(self, annotations: Mapping[str, Mapping[str, str]]) -> None:
+        self.annotations = annotations
+        self.log: list[tuple[str, str]] = []
+
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> CachedScale:
+        return CachedScale(2, 2, annotations=self.annotations.get(ref.name, {}))
+
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> CachedScale:
+        raise AssertionError("every scale is cached")
+
+    async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
+                           resource_version: str) -> CachedScale:
+        await asyncio.sleep(0)  # a real write suspends
+        self.log.append((ref.name, f"write {replicas}"))
+        return CachedScale(replicas, 2)
+
+    async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
+                     message: str) -> None:
+        await asyncio.sleep(0)
+        self.log.append((ref.name, reason))
+
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        return ()
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        raise AssertionError("every owner list is cached")
+
+
+class Depths:
+    """Each target's External metric (target: 10 per replica), or why it has none."""
+
+    def __init__(self, values: Mapping[str, MetricValues]) -> None:
+        self.values = values
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        return FetchedMetrics(values={
+            w.target.key: (self.values[w.target.scale_target_ref.name],) for w in wanted},
+            pods={})
+
+
+def depth(units: int) -> ExternalMetricValues:
+    return ExternalMetricValues(values=(Milli(units * 1000),))
+
+
+async def test_writes_and_events_follow_the_decisions_in_order() -> None:
+    cluster = Cluster({"held": {PAUSED_REPLICAS_ANNOTATION: "3"}})
+    metrics = Depths({"busy": depth(60), "calm": depth(20), "held": depth(60),
+                      "blind": MetricUnavailable(reason="Prometheus unavailable: refused")})
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=metrics, events=cluster,
+                            owners=cluster, options=ReconcileOptions(concurrency=2),
+                            telemetry=DaemonMetrics())
+    fleet = targets("busy", "calm", "held", "blind")
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(fleet, deadline=time.monotonic() + 5)
+
+    def done(name: str) -> list[str]:
+        return [what for target, what in cluster.log if target == name]
+
+    assert done("busy") == ["write 4", "SuccessfulRescale"]  # 6 wanted; 2 may only double
+    assert done("held") == ["write 3", "SuccessfulRescale"]
+    assert done("blind") == ["FailedGetExternalMetric", "FailedComputeMetricsReplicas"]
+    assert done("calm") == []
+    states = {t.scale_target_ref.name: reconciler.states[t.key] for t in fleet}
+    assert {name: s.last_outcome for name, s in states.items()} == {
+        "busy": "ok", "calm": "ok", "held": "paused", "blind": "invalid_metrics"}
+    assert states["held"].pause == f"annotation {PAUSED_REPLICAS_ANNOTATION}"
+    assert (states["busy"].expected_replicas, states["held"].expected_replicas) == (4, 3)
+    assert (states["blind"].last_error or "").endswith("first error is: Prometheus unavailable: refused")
+    histogram = reconciler.telemetry.reconcile_duration.collect()[0]
+    [count] = [s.value for s in histogram.samples if s.name.endswith("_count")]
+    assert count == len(fleet)  # one duration per target, sent work or not
