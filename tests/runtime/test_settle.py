@@ -8,23 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from autoscaler.algorithm import ExternalMetricValues, MetricUnavailable, MetricValues, Milli
 from autoscaler.config import ScaleTargetRef
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import PAUSED_REPLICAS_ANNOTATION, ReconcileOptions, Reconciler
-from tests.runtime.test_observe_budget import NoPods, targets
-
-
-@dataclass(frozen=True, slots=True)
-class CachedScale:
-    spec_replicas: int
-    status_replicas: int
-    selector: str = "app=x"
-    resource_version: str = "1"
-    annotations: Mapping[str, str] = field(default_factory=dict)
+from tests.runtime.test_observe_budget import FixedScale, NoPods, targets
 
 
 class Cluster:
@@ -34,17 +24,17 @@ class Cluster:
         self.annotations = annotations
         self.log: list[tuple[str, str]] = []
 
-    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> CachedScale:
-        return CachedScale(2, 2, annotations=self.annotations.get(ref.name, {}))
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+        return FixedScale(annotations=self.annotations.get(ref.name, {}))
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> CachedScale:
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
         raise AssertionError("every scale is cached")
 
     async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
-                           resource_version: str) -> CachedScale:
+                           resource_version: str) -> FixedScale:
         await asyncio.sleep(0)  # a real write suspends
         self.log.append((ref.name, f"write {replicas}"))
-        return CachedScale(replicas, 2)
+        return FixedScale(spec_replicas=replicas)
 
     async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
                      message: str) -> None:
