@@ -81,21 +81,18 @@ class OwnerCheck:
 
     async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
         """The runtime's ``OwnersPort``: ``"<Kind> <name>"`` of each autoscaler on ``ref``."""
-        return tuple(str(owner) for owner in await self.find(namespace, ref))
+        return _names(await self.find(namespace, ref))
 
     def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
         """``owners_of`` from lists still fresh in the cache; ``None`` when one must be
         fetched (a pass reads its targets without a coroutine each when none has to be)."""
-        now = self._clock()
         lists = []
         for owner in OWNER_KINDS:
-            cached = self._cache.get((namespace, owner.plural))
-            if cached is None or now - cached[0] >= self._ttl:
+            items = self._fresh(namespace, owner)
+            if items is None:
                 return None
-            lists.append(cached[1])
-        if not any(lists):
-            return ()
-        return tuple(str(owner) for owner in _matching(ref, lists))
+            lists.append(items)
+        return _names(_matching(ref, lists))
 
     async def find(self, namespace: str, ref: ScaleTargetRef) -> list[Owner]:
         """Every other autoscaler that targets ``ref`` in ``namespace``, sorted.
@@ -106,10 +103,9 @@ class OwnerCheck:
         return _matching(ref, lists)
 
     async def _items(self, namespace: str, owner: OwnerKind) -> list[dict[str, Any]]:
-        key = (namespace, owner.plural)
-        cached = self._cache.get(key)
-        if cached is not None and self._clock() - cached[0] < self._ttl:
-            return cached[1]
+        cached = self._fresh(namespace, owner)
+        if cached is not None:
+            return cached
         try:
             with api_errors(f"list {owner.plural}.{owner.group} in namespace {namespace}"):
                 result = await self._custom.list_namespaced_custom_object(
@@ -117,8 +113,15 @@ class OwnerCheck:
             items = list(result.get("items") or [])
         except NotFoundError:
             items = []  # the group is not served (KEDA not installed): nobody of that kind
-        self._cache[key] = (self._clock(), items)
+        self._cache[(namespace, owner.plural)] = (self._clock(), items)
         return items
+
+    def _fresh(self, namespace: str, owner: OwnerKind) -> list[dict[str, Any]] | None:
+        """The namespace's list of ``owner`` if it was fetched within the TTL."""
+        cached = self._cache.get((namespace, owner.plural))
+        if cached is None or self._clock() - cached[0] >= self._ttl:
+            return None
+        return cached[1]
 
 
 def _matching(ref: ScaleTargetRef, lists: Sequence[list[dict[str, Any]]]) -> list[Owner]:
@@ -127,3 +130,7 @@ def _matching(ref: ScaleTargetRef, lists: Sequence[list[dict[str, Any]]]) -> lis
              for owner, items in zip(OWNER_KINDS, lists, strict=True)
              for item in items if targets(item, owner, ref)]
     return sorted(found, key=lambda o: (o.kind, o.name))
+
+
+def _names(owners: Sequence[Owner]) -> tuple[str, ...]:
+    return tuple(str(owner) for owner in owners)
