@@ -1,9 +1,15 @@
 """``autoscaler run``: the daemon's composition root and lifecycle.
 
-Wires config, adapters, reconciler, scheduler, leader election, state, HTTP and systemd
-notification together. SIGTERM/SIGINT stop launching passes, let in-flight writes finish,
-save the history, release the lease and exit; SIGHUP reloads the config (a broken config is
-rejected with its errors logged and the running one kept).
+Wires config, adapters, reconciler, scheduler, leader election, history, HTTP and systemd
+notification together. SIGHUP, or a change of the config file (a kubelet-mounted ConfigMap
+swaps a symlink; the file is polled), reloads the config: a broken one is rejected with its
+errors logged and the running one kept, whatever the parser raises.
+
+SIGTERM/SIGINT stop launching passes, give in-flight passes ``DRAIN_GRACE`` to finish their
+writes, save the history (marked clean), release the lease, close the connections and exit,
+each step bounded, so the process is gone within ``STOP_BOUND`` seconds whatever the backends
+do (well under the 30 s both systemd's ``TimeoutStopSec`` here and the kubelet's default grace
+period allow before SIGKILL).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,9 +37,11 @@ from autoscaler.observability.http import Probes, build_app, serve
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
+from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
-from autoscaler.state import FileStateStore, MemoryStateStore, StateStore
+from autoscaler.runtime.supervisor import Supervisor
+from autoscaler.state import FileStateStore, MemoryStateStore, StateSetAsideError, StateStore
 from autoscaler.wiring import (
     Components,
     connect,
@@ -45,9 +54,28 @@ from autoscaler.wiring import (
 
 log = structlog.get_logger("autoscaler.app")
 
-SHUTDOWN_GRACE = 20.0
-STATE_SAVE_INTERVAL = 5.0
+DRAIN_GRACE = 10.0
+"""Seconds in-flight passes get at a stop to finish their writes; then they are cancelled
+(a write cut short stays on record as an intent, resolved at the next start)."""
+SAVE_GRACE = 5.0
+RELEASE_GRACE = 2.0
+CLOSE_GRACE = 3.0
+STOP_BOUND = DRAIN_GRACE + SAVE_GRACE + RELEASE_GRACE + CLOSE_GRACE
+"""The most a stop takes, from SIGTERM to exit: 20 s."""
 HEARTBEAT_STALE = 30.0
+CONFIG_POLL_INTERVAL = 2.0
+"""Seconds between looks at the config file for a change (its path, inode, size, mtime)."""
+RESTART_ONLY = {
+    "kubernetes": "the [kubernetes] connection",
+    "prometheus_servers": "the Prometheus servers",
+    "listen_address": "daemon.listenAddress",
+    "state_file": "daemon.stateFile",
+    "leader_election": "daemon.leaderElection",
+    "concurrency": "daemon.concurrency",
+    "log_format": "daemon.logFormat",
+    "log_level": "daemon.logLevel",
+}
+"""Settings a reload cannot apply to a running daemon (name in the config -> how to say it)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,11 +117,10 @@ class Daemon:
         self.reload_requested = asyncio.Event()
         self.identity = default_identity()
         self.elector: LeaderElector | None = None
-        self.restored = asyncio.Event()
         self.synced = False
         self.heartbeat = time.monotonic()
-        self._last_save = 0.0
-        self._tasks: list[asyncio.Task[Any]] = []
+        self.supervisor = Supervisor()
+        self._reloading = asyncio.Lock()
         self.scheduler_targets: list[TargetConfig] = []
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -103,8 +130,16 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop.set)
         loop.add_signal_handler(signal.SIGHUP, self.reload_requested.set)
-        async with connect(self.config) as components:
+        connections = contextlib.AsyncExitStack()
+        components = await connections.enter_async_context(connect(self.config))
+        try:
             return await self._serve(components)
+        finally:
+            try:
+                await asyncio.wait_for(connections.aclose(), CLOSE_GRACE)
+            except TimeoutError:
+                log.warning("closing connections took too long; leaving them",
+                            grace=CLOSE_GRACE)
 
     async def _serve(self, components: Components) -> int:
         self.components = components
@@ -112,7 +147,7 @@ class Daemon:
             scales=components.scales, pods=components.pods, metrics=components.metrics,
             events=components.events, owners=components.owners,
             options=self._options(self.config), telemetry=self.telemetry)
-        self.store = self._state_store(components)
+        self.keeper = HistoryKeeper(self._state_store(components), self.reconciler.states)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
         self._install_probes()
         address = self.config.daemon.listen_address
@@ -120,32 +155,53 @@ class Daemon:
         log.info("listening", address=address)
         try:
             await self._apply_targets(self.config)
-            self._start(self._heartbeat(), self._reloads(), self.scheduler.run(self.stop),
-                        self._sync_pods(), self._leadership())
+            start = self.supervisor.start
+            start("heartbeat", self._heartbeat())
+            start("reloads", self._reloads())
+            start("config watch", self._watch_config())
+            start("passes", self.scheduler.run(self.stop))
+            start("cache sync", self._sync_pods(), finishes=True)
+            start("leadership", self._leadership(),
+                  finishes=not self.config.daemon.leader_election.enabled)
             self.notifier.ready(f"{len(self.scheduler_targets)} targets")
             await self.stop.wait()
-            log.info("stopping: finishing in-flight writes")
-            self.notifier.stopping()
-            if not await self.scheduler.drain(SHUTDOWN_GRACE):
-                log.warning("in-flight passes did not finish in time", grace=SHUTDOWN_GRACE)
-            await self._save_state(force=True)
-            if self.elector is not None:
-                await self.elector.release()
+            await self._shut_down()
         finally:
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.supervisor.cancel_all(timeout=1.0)
             await runner.cleanup()
         log.info("stopped")
         return 0
 
-    def _start(self, *coroutines: Any) -> None:
-        self._tasks += [asyncio.get_running_loop().create_task(c) for c in coroutines]
+    async def _shut_down(self) -> None:
+        """Each step bounded (see ``STOP_BOUND``): writes, history, lease."""
+        log.info("stopping: finishing in-flight writes", grace=DRAIN_GRACE)
+        self.supervisor.stopping = True
+        self.notifier.stopping()
+        if not await self.scheduler.drain(DRAIN_GRACE):
+            log.warning("in-flight passes did not finish in time: cancelling them",
+                        grace=DRAIN_GRACE)
+            await self.scheduler.cancel(timeout=1.0)
+        if self.keeper.restored.is_set() and self._may_write():
+            try:
+                await asyncio.wait_for(self.keeper.persist(clean=True), SAVE_GRACE)
+            except Exception as error:  # the last intents written stay; the next start bridges
+                log.error("could not save the history at stop", store=self.keeper.store.description,
+                          error=str(error) or type(error).__name__)
+                self.telemetry.errors.labels(reason="state_save").inc()
+        if self.elector is not None:
+            try:
+                await asyncio.wait_for(self.elector.release(), RELEASE_GRACE)
+            except TimeoutError:
+                log.warning("releasing the lease took too long; it will expire instead")
 
     def _options(self, config: Config) -> ReconcileOptions:
         return ReconcileOptions(
             algorithm=config.daemon.algorithm, dry_run=config.daemon.dry_run,
-            concurrency=config.daemon.concurrency, may_write=self._may_write)
+            concurrency=config.daemon.concurrency, may_write=self._may_write,
+            persist=self._persist)
+
+    async def _persist(self) -> None:
+        await self.keeper.persist()
 
     # --- leadership and state -----------------------------------------------------------
 
@@ -153,7 +209,7 @@ class Daemon:
         return self.elector is None or self.elector.is_leader
 
     def _may_run(self) -> bool:
-        return self._may_write() and self.restored.is_set()
+        return self._may_write() and self.keeper.restored.is_set()
 
     def _lease_names(self) -> tuple[str, str]:
         election = self.config.daemon.leader_election
@@ -179,15 +235,15 @@ class Daemon:
         election = self.config.daemon.leader_election
         if not election.enabled:
             self.telemetry.leader.set(1)
-            await self._restore_state()
-            self.scheduler.poke()
+            await self._restore()
             return
         name, namespace = self._lease_names()
         self.elector = LeaderElector(self.components.api_client, LeaseConfig(
             namespace=namespace, name=name, identity=self.identity,
             lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
             retry_period=election.retry_period))
-        self._start(self.elector.run())
+        self.supervisor.start("lease", self.elector.run())
+        restoring: asyncio.Task[Any] | None = None
         while True:
             await self.elector.changed.wait()
             self.elector.changed.clear()
@@ -195,39 +251,45 @@ class Daemon:
             self.telemetry.leader.set(1 if leading else 0)
             if leading:
                 # Take over the previous leader's windows before acting.
-                await self._restore_state()
-                self.scheduler.poke()
+                if restoring is None or restoring.done():
+                    restoring = self.supervisor.start("history restore", self._restore(),
+                                                      finishes=True)
             else:
-                self.restored.clear()
+                if restoring is not None:
+                    restoring.cancel()
+                self.keeper.invalidate()
 
-    async def _restore_state(self) -> None:
-        try:
-            saved = await self.store.load()
-        except Exception as error:  # unreadable state: start fresh, as upstream always does
-            log.error("could not load saved history; starting fresh", error=str(error))
-            saved = {}
-        keys = {t.key for t in self.scheduler_targets}
-        for key, history in saved.items():
-            if key in keys:
-                self.reconciler.state(key).history = history
-        log.info("history restored", targets=len(keys & saved.keys()))
-        self.restored.set()
+    async def _restore(self) -> None:
+        """Read the history (retrying as long as it takes), then let passes run."""
+        restored = await self.keeper.restore([t.key for t in self.scheduler_targets])
+        log.info("history restored", store=self.keeper.store.description,
+                 targets=restored.targets, removed_targets_kept=restored.retired,
+                 clean_stop=restored.clean)
+        if restored.set_aside is not None:
+            await self._report_set_aside(restored, restored.set_aside)
+        self.scheduler.poke()
 
-    async def _save_state(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not self._may_write() or (not force and now - self._last_save < STATE_SAVE_INTERVAL):
-            return
-        self._last_save = now
-        histories = {k: s.history for k, s in self.reconciler.states.items() if s.history.seeded}
-        try:
-            await self.store.save(histories)
-        except Exception as error:  # the next save will try again
-            log.warning("could not save history", error=str(error))
-            self.telemetry.errors.labels(reason="state_save").inc()
+    async def _report_set_aside(self, restored: Restored, error: StateSetAsideError) -> None:
+        """Loudly: a log line, a metric and an Event on every target whose history is gone."""
+        message = (f"the saved history could not be decoded ({error}); it was kept as "
+                   f"{error.kept_as} and the stabilization windows and scale policies of "
+                   "every target start fresh")
+        log.error("saved history set aside: starting fresh", store=self.keeper.store.description,
+                  kept_as=error.kept_as, error=str(error), targets=restored.targets)
+        self.telemetry.errors.labels(reason="state_set_aside").inc()
+        limit = asyncio.Semaphore(max(1, self.config.daemon.concurrency))
+
+        async def event(target: TargetConfig) -> None:
+            async with limit:
+                with contextlib.suppress(Exception):  # an event is never worth more
+                    await self.components.events.record(
+                        target.namespace, target.scale_target_ref, warning=True,
+                        reason="HistoryUnreadable", message=message)
+
+        await asyncio.gather(*(event(t) for t in self.scheduler_targets))
 
     async def _run_pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         await self.reconciler.run_pass(targets, deadline=deadline)
-        await self._save_state()
 
     # --- config -------------------------------------------------------------------------
 
@@ -237,8 +299,13 @@ class Daemon:
         self.scheduler_targets = targets
         removed = self.scheduler.set_targets(targets)
         for key in removed:
-            self.reconciler.states.pop(key, None)
+            state = self.reconciler.states.pop(key, None)
+            if state is not None:
+                self.keeper.retire(state)
             self.telemetry.forget(key)
+        for target in targets:
+            if target.key not in self.reconciler.states:
+                self.keeper.revive(self.reconciler.state(target.key))
         self.telemetry.targets.set(len(targets))
         await watch_namespaces(self.components, {t.namespace for t in targets})
 
@@ -246,27 +313,62 @@ class Daemon:
         while True:
             await self.reload_requested.wait()
             self.reload_requested.clear()
-            await self.reload()
+            await self.reload(trigger="SIGHUP")
 
-    async def reload(self) -> bool:
+    async def _watch_config(self) -> None:
+        """Reload when the config file changes: an in-cluster daemon's config is a mounted
+        ConfigMap that nobody sends SIGHUP for. The kubelet swaps a symlink to a new
+        directory, so the fingerprint follows the link (path, device, inode, size, mtime).
+        A file that is missing for a moment (mid-swap) is waited for, not reloaded."""
+        seen = _fingerprint(self.config_path)
+        while True:
+            await asyncio.sleep(CONFIG_POLL_INTERVAL)
+            now = _fingerprint(self.config_path)
+            if now is None or now == seen:
+                continue
+            seen = now
+            await self.reload(trigger="file changed")
+
+    async def reload(self, *, trigger: str = "SIGHUP") -> bool:
+        """All or nothing: a config that does not load, for any reason, changes nothing and
+        leaves the next reload free to work."""
+        async with self._reloading:
+            try:
+                return await self._reload(trigger)
+            except Exception as error:  # whatever the loader raises, reloading goes on
+                log.error("config reload rejected: keeping the running config",
+                          file=str(self.config_path), trigger=trigger,
+                          errors=[f"{self.config_path}: {type(error).__name__}: {error}"])
+                self.telemetry.config_reloads.labels(result="rejected").inc()
+                return False
+
+    async def _reload(self, trigger: str) -> bool:
         try:
             fresh = await asyncio.to_thread(load_config, self.config_path)
-        except (ConfigError, OSError) as error:
+        except ConfigError as error:
             log.error("config reload rejected: keeping the running config",
-                      errors=str(error).splitlines())
+                      file=str(self.config_path), trigger=trigger, errors=str(error).splitlines())
             self.telemetry.config_reloads.labels(result="rejected").inc()
             return False
         fresh = self.overrides.apply(fresh)
-        for part in ("kubernetes", "prometheus_servers"):
-            if getattr(fresh, part) != getattr(self.config, part):
-                log.warning("connection settings changed: they take effect on restart", part=part)
+        pending = _restart_only_changes(self.config, fresh)
+        daemon = dataclasses.replace(fresh.daemon, **{
+            name: getattr(self.config.daemon, name)
+            for name in RESTART_ONLY if hasattr(fresh.daemon, name)})
         self.config = dataclasses.replace(
-            fresh, kubernetes=self.config.kubernetes,
+            fresh, daemon=daemon, kubernetes=self.config.kubernetes,
             prometheus_servers=self.config.prometheus_servers, prometheus=self.config.prometheus)
         self.reconciler.options = self._options(self.config)
         await self._apply_targets(self.config)
-        self.telemetry.config_reloads.labels(result="applied").inc()
-        log.info("config reloaded", targets=len(self.scheduler_targets))
+        if pending:
+            self.telemetry.config_reloads.labels(result="restart_required").inc()
+            log.warning("config reloaded, but some changes take effect only on restart",
+                        file=str(self.config_path), trigger=trigger, restart_for=pending,
+                        targets=len(self.scheduler_targets))
+        else:
+            self.telemetry.config_reloads.labels(result="applied").inc()
+            log.info("config reloaded", file=str(self.config_path), trigger=trigger,
+                     targets=len(self.scheduler_targets))
         return True
 
     # --- probes and watchdog ------------------------------------------------------------
@@ -280,12 +382,24 @@ class Daemon:
         interval = self.notifier.watchdog_interval()
         while True:
             self.heartbeat = time.monotonic()
-            if interval is not None:
-                self.notifier.watchdog()
+            if interval is not None and not self._dead():
+                self.notifier.watchdog()  # no pings once a task died: systemd restarts us
             await asyncio.sleep(min(interval or 1.0, 1.0))
+
+    def _dead(self) -> list[str]:
+        """Background work that ended when it should not have: the daemon's own tasks and
+        the watches behind the caches."""
+        dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
+        components = getattr(self, "components", None)
+        if components is not None:
+            dead += components.pod_cache.failures() + components.target_cache.failures()
+        return dead
 
     def _install_probes(self) -> None:
         def healthy() -> tuple[bool, str]:
+            dead = self._dead()
+            if dead:
+                return False, "background task died: " + "; ".join(dead)
             stale = time.monotonic() - self.heartbeat
             return (stale < HEARTBEAT_STALE, "ok" if stale < HEARTBEAT_STALE
                     else f"event loop stalled for {stale:.0f}s")
@@ -305,6 +419,7 @@ class Daemon:
             "shard": self.overrides.shard,
             "totalShards": self.overrides.total_shards,
             "config": str(self.config_path),
+            "history": self.keeper.status(),
             "targets": {t.key: self.reconciler.state(t.key).to_json()
                         for t in self.scheduler_targets},
         }
@@ -343,6 +458,65 @@ def command(argv: Sequence[str]) -> int:
         kubeconfig=args.kubeconfig, context=args.context, state_file=args.state_file,
         dry_run=args.dry_run, listen=args.listen, shard=args.shard,
         total_shards=args.total_shards)
+    daemon = Daemon(config, config_path=args.config, overrides=overrides)
+    code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(Daemon(config, config_path=args.config, overrides=overrides).run())
-    return 0
+        code = _run_loop(daemon.run())
+    _exit_without_stuck_threads(code)
+    return code
+
+
+def _run_loop(main: Any) -> int:
+    """``asyncio.run`` without its last step, which waits for every thread of the default
+    executor with no time limit: a read stuck in a thread must not hold the exit."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return int(loop.run_until_complete(main))
+    finally:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def _exit_without_stuck_threads(code: int, grace: float = 1.0) -> None:
+    """Exit now if worker threads are still blocked (a backend that never answers): the
+    interpreter would otherwise wait for them at exit, past any stop timeout."""
+    deadline = time.monotonic() + grace
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate()
+             if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if stuck:
+        log.warning("exiting with worker threads still blocked on a backend", threads=stuck)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _fingerprint(path: Path) -> tuple[str, int, int, int, int] | None:
+    """What changes when the file (or the symlink chain to it) is replaced or rewritten."""
+    try:
+        info = path.stat()
+        return os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+    except OSError:
+        return None
+
+
+def _restart_only_changes(running: Config, fresh: Config) -> list[str]:
+    """The settings that differ between ``running`` and ``fresh`` but need a restart."""
+    changed = []
+    for name in ("kubernetes", "prometheus_servers"):
+        if getattr(running, name) != getattr(fresh, name):
+            changed.append(RESTART_ONLY[name])
+    for name, label in RESTART_ONLY.items():
+        if hasattr(running.daemon, name) and getattr(running.daemon, name) != getattr(
+                fresh.daemon, name):
+            changed.append(label)
+    return changed

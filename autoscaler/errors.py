@@ -16,6 +16,14 @@ class TransientError(AutoscalerError):
     """Worth retrying: timeouts, refused connections, 5xx, 429."""
 
 
+class ThrottledError(TransientError):
+    """The server asked us to slow down (HTTP 429), after ``retry_after`` seconds if it said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ConflictError(AutoscalerError):
     """A write lost an optimistic-concurrency race (HTTP 409): re-read and recompute."""
 

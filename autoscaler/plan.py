@@ -18,14 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from autoscaler.algorithm import ConditionType, Decision, MetricOutcome, format_milli
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
+from autoscaler.errors import AutoscalerError
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.state import FileStateStore
 from autoscaler.wiring import connect, wait_synced, watch_namespaces
+
+log = structlog.get_logger("autoscaler.plan")
 
 
 async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, TargetState]:
@@ -37,15 +42,26 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
                                      concurrency=config.daemon.concurrency,
                                      may_write=lambda: False, record_events=False),
             telemetry=DaemonMetrics())
-        if config.daemon.state_file is not None and config.daemon.state_file.exists():
-            for key, history in (await FileStateStore(config.daemon.state_file).load()).items():
-                reconciler.state(key).history = history
+        await _load_history(config, reconciler)
         namespaces = {t.namespace for t in targets}
         await watch_namespaces(components, namespaces)
         await asyncio.wait_for(wait_synced(components, namespaces), timeout=30)
         period = min((t.sync_period for t in targets), default=15.0)
         await reconciler.run_pass(targets, deadline=time.monotonic() + period)
         return {t.key: reconciler.state(t.key) for t in targets}
+
+
+async def _load_history(config: Config, reconciler: Reconciler) -> None:
+    """The daemon's saved history, if it keeps one in a file (read, never moved or written)."""
+    if config.daemon.state_file is None:
+        return
+    try:
+        snapshot = await FileStateStore(config.daemon.state_file, read_only=True).load()
+    except AutoscalerError as error:
+        log.warning("planning without the saved history", error=str(error))
+        return
+    for key, saved in (snapshot.targets if snapshot is not None else {}).items():
+        reconciler.state(key).history = saved.history
 
 
 def reason_of(state: TargetState) -> str:

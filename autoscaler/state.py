@@ -4,6 +4,24 @@ Upstream keeps recommendations and scale events in controller memory and loses t
 kube-controller-manager restarts, so the next pass may scale down early. We serialize them
 (``encode``/``decode``) and keep them in a ``StateStore``: a file under systemd, a ConfigMap
 in the cluster (``autoscaler.adapters.kube.state``).
+
+What a snapshot carries besides each target's ``History``:
+
+- ``intent``: a scale write about to be made (previous and desired count, the resourceVersion
+  it is sent with). It is made durable *before* the write, so a process killed at any moment
+  after the write leaves a record the next run resolves against the API server (the write
+  landed if the object's resourceVersion moved) before that target's next decision.
+- ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
+  snapshot marks the store unclean before it acts; restoring an unclean one means the
+  recommendations made since its last write are unknown, and the runtime bridges that gap as
+  upstream treats a fresh start (``autoscaler.algorithm.bridge_gap``).
+
+Reading is bounded: a store larger than ``MAX_STORED_BYTES`` or inflating past
+``MAX_INFLATED_BYTES`` is refused without being inflated further. ``load`` tells three
+outcomes apart: a snapshot, ``None`` (proven absent: no file, 404), or an exception:
+``StateUnavailableError`` (transient, retry; nothing may be written meanwhile) or
+``StateSetAsideError`` (undecodable; the store moved it aside, never overwriting it, and the
+caller starts fresh and says so loudly).
 """
 
 from __future__ import annotations
@@ -12,64 +30,184 @@ import asyncio
 import gzip
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Mapping
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.errors import AutoscalerError, TransientError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+MAX_STORED_BYTES = 16 * 1024 * 1024
+"""A stored (compressed) state larger than this is not read: ~10x the 10,000-target state."""
+MAX_INFLATED_BYTES = 64 * 1024 * 1024
+"""A state inflating past this is refused within it (a gzip bomb cannot take the memory)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Intent:
+    """A scale write about to be sent: durable before the PUT, resolved after it."""
+
+    previous: int
+    desired: int
+    resource_version: str
+    """The resourceVersion the PUT carries: if the object still has it, the PUT did not land."""
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SavedTarget:
+    history: History = field(default_factory=History)
+    intent: Intent | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    targets: Mapping[str, SavedTarget]
+    clean: bool = False
+    """Written at a graceful stop: nothing happened after it."""
+    saved_at: float = 0.0
+
+
+class StateFormatError(ValueError):
+    """The stored bytes are not a state this version can read."""
+
+
+class StateUnavailableError(TransientError):
+    """The store cannot be read now (I/O error, API error, timeout): try again later."""
+
+
+class StateSetAsideError(AutoscalerError):
+    """The stored state could not be decoded; it was moved aside to ``kept_as``."""
+
+    def __init__(self, message: str, *, kept_as: str) -> None:
+        super().__init__(message)
+        self.kept_as = kept_as
 
 
 class StateStore(Protocol):
-    async def load(self) -> dict[str, History]: ...
+    @property
+    def description(self) -> str:
+        """Where the state lives, for messages: ``state file /var/...``, ``ConfigMap ns/n``."""
+        ...
 
-    async def save(self, histories: Mapping[str, History]) -> None: ...
+    async def load(self) -> Snapshot | None:
+        """The saved snapshot, or ``None`` when there is provably none.
+
+        Raises ``StateUnavailableError`` (retry) or ``StateSetAsideError`` (start fresh, loudly).
+        """
+        ...
+
+    async def save(self, snapshot: Snapshot) -> None: ...
 
 
-def encode(histories: Mapping[str, History]) -> bytes:
+def encode(snapshot: Snapshot) -> bytes:
     """Compact, gzip-compressed JSON: 10,000 targets must fit a 1 MiB ConfigMap."""
     body = {
         "version": FORMAT_VERSION,
-        "targets": {key: _history_to_json(h) for key, h in sorted(histories.items())},
+        "clean": snapshot.clean,
+        "savedAt": snapshot.saved_at,
+        "targets": {key: _target_to_json(t) for key, t in sorted(snapshot.targets.items())},
     }
     return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), mtime=0)
 
 
-def decode(data: bytes) -> dict[str, History]:
-    """The inverse of ``encode``; raises ``ValueError`` on anything it does not recognise."""
-    try:
-        body = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, json.JSONDecodeError) as error:
-        raise ValueError(f"state is not gzip-compressed JSON: {error}") from error
-    if not isinstance(body, dict) or body.get("version") != FORMAT_VERSION:
-        raise ValueError(f"state has an unknown format (expected version {FORMAT_VERSION})")
+def decode(data: bytes) -> Snapshot:
+    """The inverse of ``encode`` (and of version 1's); ``StateFormatError`` on anything else."""
+    body = _json(inflate(data))
+    if not isinstance(body, dict) or body.get("version") not in READABLE_VERSIONS:
+        version = body.get("version") if isinstance(body, dict) else None
+        raise StateFormatError(f"state has an unknown format (version {version!r}; this "
+                               f"daemon reads versions {', '.join(map(str, READABLE_VERSIONS))})")
     targets = body.get("targets")
     if not isinstance(targets, dict):
-        raise ValueError("state has no 'targets' object")
-    return {str(key): _history_from_json(value) for key, value in targets.items()}
+        raise StateFormatError("state has no 'targets' object")
+    try:
+        saved_at = float(body.get("savedAt", 0.0))
+    except (TypeError, ValueError) as error:
+        raise StateFormatError(f"state has a malformed savedAt: {error}") from error
+    return Snapshot(
+        targets={str(key): _target_from_json(value) for key, value in targets.items()},
+        # Version 1 was written every few seconds while running, never at a stop.
+        clean=body.get("version") == FORMAT_VERSION and body.get("clean") is True,
+        saved_at=saved_at,
+    )
 
 
-def _history_to_json(history: History) -> dict[str, Any]:
-    return {
+def inflate(data: bytes, *, limit: int = MAX_INFLATED_BYTES) -> bytearray:
+    """Gunzip ``data``, refusing (``StateFormatError``) to produce more than ``limit`` bytes.
+
+    Inflated a mebibyte at a time into one growing buffer, so a refused bomb costs about
+    ``limit`` bytes of memory, not twice that.
+    """
+    if not data:
+        raise StateFormatError("state is empty")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip framing
+    out = bytearray()
+    pending = data
+    try:
+        while not inflater.eof:
+            out += inflater.decompress(pending, _CHUNK)
+            pending = inflater.unconsumed_tail
+            if len(out) > limit:
+                raise StateFormatError(
+                    f"state inflates past the limit of {limit // (1024 * 1024)} MiB (refused)")
+            if not pending and not inflater.eof:
+                out += inflater.flush()
+                if not inflater.eof:
+                    raise StateFormatError("state is truncated (the gzip stream does not end)")
+    except zlib.error as error:
+        raise StateFormatError(f"state is not gzip-compressed: {error}") from error
+    return out
+
+
+_CHUNK = 1024 * 1024
+
+
+def _json(text: bytes | bytearray) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise StateFormatError(f"state is not JSON: {error}") from error
+
+
+def _target_to_json(target: SavedTarget) -> dict[str, Any]:
+    history = target.history
+    body: dict[str, Any] = {
         "r": [[r.replicas, r.timestamp] for r in history.recommendations],
         "u": [[e.change, e.timestamp, e.outdated] for e in history.scale_up_events],
         "d": [[e.change, e.timestamp, e.outdated] for e in history.scale_down_events],
     }
+    intent = target.intent
+    if intent is not None:
+        body["w"] = [intent.previous, intent.desired, intent.resource_version, intent.at]
+    return body
 
 
-def _history_from_json(value: Any) -> History:
+def _target_from_json(value: Any) -> SavedTarget:
     try:
-        return History(
+        history = History(
             recommendations=tuple(
                 Recommendation(replicas=int(r), timestamp=float(t)) for r, t in value["r"]
             ),
             scale_up_events=tuple(_event(e) for e in value["u"]),
             scale_down_events=tuple(_event(e) for e in value["d"]),
         )
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"state has a malformed history: {error!r}") from error
+        intent = None
+        if value.get("w") is not None:
+            previous, desired, version, at = value["w"]
+            intent = Intent(previous=int(previous), desired=int(desired),
+                            resource_version=str(version), at=float(at))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise StateFormatError(f"state has a malformed history: {error!r}") from error
+    return SavedTarget(history=history, intent=intent)
 
 
 def _event(raw: Any) -> ScaleEvent:
@@ -77,26 +215,92 @@ def _event(raw: Any) -> ScaleEvent:
     return ScaleEvent(change=int(change), timestamp=float(timestamp), outdated=bool(outdated))
 
 
+def set_aside_name(name: str, now: float) -> str:
+    """``name`` with a UTC timestamp: where an undecodable state is kept."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dt%H%M%Sz")
+    return f"{name}.unreadable-{stamp}"
+
+
 class FileStateStore:
-    """A state file, replaced atomically (write to a temporary file, fsync, rename)."""
+    """A state file, replaced atomically and durably: write a temporary file, fsync it,
+    rename it over the old one, fsync the directory (the rename itself must survive a
+    power loss)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
+                 read_only: bool = False) -> None:
         self.path = path
+        self._clock = clock
+        self._read_only = read_only
+        """Never move the file (``plan`` reads the daemon's file): undecodable is an error."""
 
-    async def load(self) -> dict[str, History]:
-        try:
-            data = await asyncio.to_thread(self.path.read_bytes)
-        except FileNotFoundError:
-            return {}
-        return decode(data)
+    @property
+    def description(self) -> str:
+        return f"state file {self.path}"
 
-    async def save(self, histories: Mapping[str, History]) -> None:
-        data = encode(histories)
+    async def load(self) -> Snapshot | None:
+        return await asyncio.to_thread(self._load)
+
+    async def save(self, snapshot: Snapshot) -> None:
+        data = encode(snapshot)
         await asyncio.to_thread(self._write, data)
 
+    def _load(self) -> Snapshot | None:
+        try:
+            return decode(self._read())
+        except FileNotFoundError:
+            return None
+        except (_Unreadable, StateFormatError) as error:
+            self._set_aside(str(error))
+
+    def _read(self) -> bytes:
+        """The file's bytes, bounded; a non-regular or unreadable file is ``_Unreadable``."""
+        try:
+            # O_NONBLOCK: a FIFO put in its place must not block the daemon.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise
+        except (PermissionError, IsADirectoryError) as error:
+            raise _Unreadable(f"cannot read it: {error.strerror}") from None
+        except OSError as error:
+            raise StateUnavailableError(f"cannot open {self.path}: {error.strerror}") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _Unreadable("it is not a regular file")
+            if info.st_size > MAX_STORED_BYTES:
+                raise _Unreadable(f"it is {info.st_size} bytes, over the limit of "
+                                  f"{MAX_STORED_BYTES // (1024 * 1024)} MiB")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(MAX_STORED_BYTES + 1)
+            if len(data) > MAX_STORED_BYTES:  # it grew while we read it
+                raise _Unreadable(
+                    f"it is over the limit of {MAX_STORED_BYTES // (1024 * 1024)} MiB")
+            return data
+        except PermissionError as error:
+            raise _Unreadable(f"cannot read it: {error.strerror}") from None
+        except OSError as error:  # EIO and the like: maybe not for long
+            raise StateUnavailableError(f"cannot read {self.path}: {error.strerror}") from None
+        finally:
+            os.close(fd)
+
+    def _set_aside(self, problem: str) -> NoReturn:
+        if self._read_only:
+            raise StateUnavailableError(f"{self.description} cannot be decoded: {problem}")
+        kept = self.path.with_name(set_aside_name(self.path.name, self._clock()))
+        try:
+            self.path.rename(kept)
+        except OSError as error:
+            # Never overwrite what we cannot move: the caller retries and stays read-only.
+            raise StateUnavailableError(
+                f"{self.description} cannot be decoded ({problem}) and cannot be moved aside "
+                f"to {kept}: {error.strerror}") from None
+        raise StateSetAsideError(f"{self.description} cannot be decoded: {problem}",
+                            kept_as=str(kept))
+
     def _write(self, data: bytes) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -106,16 +310,27 @@ class FileStateStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+class _Unreadable(Exception):  # noqa: N818 - private signal: the file is there but unusable
+    pass
 
 
 class MemoryStateStore:
     """No persistence (``stateFile`` unset outside a cluster): upstream's behaviour."""
 
+    description = "memory (not persisted)"
+
     def __init__(self) -> None:
         self._data: bytes | None = None
 
-    async def load(self) -> dict[str, History]:
-        return decode(self._data) if self._data else {}
+    async def load(self) -> Snapshot | None:
+        return decode(self._data) if self._data else None
 
-    async def save(self, histories: Mapping[str, History]) -> None:
-        self._data = encode(histories)
+    async def save(self, snapshot: Snapshot) -> None:
+        self._data = encode(snapshot)

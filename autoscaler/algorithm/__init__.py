@@ -6,7 +6,7 @@ After a successful scale write, fold the change into the history with ``record_s
 """
 
 from autoscaler.algorithm.behavior import record_scale_event, resolve_behavior
-from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
+from autoscaler.algorithm.decision import Bounds, Condition, Decision, bridge_gap, decide
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -47,6 +47,6 @@ __all__ = [
     "MetricTargetType", "MetricUnavailable", "MetricValues", "Milli", "ObjectMetricValue", "Pod",
     "PodMetricValues", "PodPhase", "PodSample", "PolicyType", "QuantityError", "Reason",
     "Recommendation", "ScaleEvent", "ScaleState", "ScalingPolicy", "ScalingRules",
-    "SelectPolicy", "Step", "Tolerances", "decide", "format_milli", "parse_milli",
+    "SelectPolicy", "Step", "Tolerances", "bridge_gap", "decide", "format_milli", "parse_milli",
     "record_scale_event", "resolve_behavior",
 ]

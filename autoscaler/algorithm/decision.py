@@ -105,6 +105,19 @@ def seed_history(history: History, current: int, now: Seconds) -> History:
     )
 
 
+def bridge_gap(history: History, current: int, now: Seconds) -> History:
+    """A history restored after an unclean stop lacks the recommendations made since it was
+    last saved. Treat that gap as upstream treats a fresh start (``recordInitialRecommendation``):
+    the current count enters the windows now. It is conservative both ways: a scale-down
+    window's maximum is then at least the current count and a scale-up window's minimum at
+    most, so no recommendation lost in the gap can have allowed a step this one forbids."""
+    return History(
+        recommendations=(*history.recommendations, Recommendation(replicas=current, timestamp=now)),
+        scale_up_events=history.scale_up_events,
+        scale_down_events=history.scale_down_events,
+    )
+
+
 def decide(
     *,
     spec: AutoscalerSpec,

@@ -55,3 +55,9 @@ def configure_logging(*, log_format: LogFormat = "json", level: str = "info") ->
     # Chatty libraries log every request at INFO; their warnings still come through.
     for noisy in ("aiohttp.access", "urllib3.connectionpool", "kubernetes_asyncio"):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
+
+
+def debug_traceback(error: BaseException) -> BaseException | None:
+    """``exc_info`` for a log line: the traceback only when the user asked for debug logs;
+    otherwise the line's message names the error and nothing more."""
+    return error if logging.getLogger().isEnabledFor(logging.DEBUG) else None

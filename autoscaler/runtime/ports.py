@@ -37,7 +37,10 @@ class ScalePort(Protocol):
         """The scale from memory (a watch cache), or ``None``: ``get_scale`` must ask."""
         ...
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale: ...
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> Scale:
+        """The target's Scale; from memory if it can unless ``fresh`` (then from the server)."""
+        ...
 
     async def update_scale(
         self, namespace: str, ref: ScaleTargetRef, replicas: int, resource_version: str

@@ -30,11 +30,18 @@ from autoscaler.algorithm import (
     Reason,
     ScaleState,
     Step,
+    bridge_gap,
     decide,
     record_scale_event,
 )
 from autoscaler.algorithm.metric import MetricOutcome
-from autoscaler.errors import ConflictError
+from autoscaler.errors import (
+    AccessDeniedError,
+    ConflictError,
+    NotFoundError,
+    RejectedError,
+    ThrottledError,
+)
 from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
 from autoscaler.record import record
 from autoscaler.runtime.heap import collector_paused
@@ -55,6 +62,7 @@ from autoscaler.runtime.status import (
     schedule_status,
 )
 from autoscaler.schedules import bounds_at
+from autoscaler.state import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -64,6 +72,13 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 CONFLICT_RETRIES = 3
+MAX_RETRY_AFTER = 600.0
+"""A Retry-After longer than this is capped: a misconfigured proxy must not freeze a target."""
+NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, ThrottledError)
+"""Write failures that prove the PUT did not land; after any other (a timeout, a 5xx, a
+garbled answer) it may have, and the target's intent stays until a fresh read tells."""
+
+Persist = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +89,9 @@ class ReconcileOptions:
     may_write: Callable[[], bool] = lambda: True
     """Checked right before every write: false once this instance is no longer the leader."""
     record_events: bool = True
+    persist: Persist | None = None
+    """Makes every target's history and intents durable; a pass calls it once before its
+    scale writes and sends none of them if it fails (None: nothing is persisted)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +119,8 @@ class _Pending:
     error: str | None
     events: tuple[tuple[str, str], ...] = ()
     write: _Write | None = None
+    held: str | None = None
+    """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
 
 
@@ -204,6 +224,7 @@ class Reconciler:
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None]
+            await self._make_durable(pending)
             await self._each(pending, self._complete)
         finally:
             for target in targets:
@@ -289,6 +310,9 @@ class Reconciler:
     def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
         """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
         namespace, ref = target.namespace, target.scale_target_ref
+        state = self.states.get(target.key)
+        if state is not None and state.intent is not None:
+            return _ASK  # only a fresh read can tell whether that write landed
         try:
             scale = self.scales.cached_scale(namespace, ref)
             owners = self.owners.cached_owners(namespace, ref) if scale is not None else None
@@ -301,7 +325,8 @@ class Reconciler:
     async def _observe(self, target: TargetConfig) -> _Observed | None:
         state = self.state(target.key)
         try:
-            scale = await self.scales.get_scale(target.namespace, target.scale_target_ref)
+            scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
+                                                fresh=state.intent is not None)
         except Exception as error:  # any adapter fault: this target only, this pass only
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
@@ -320,6 +345,8 @@ class Reconciler:
         """The target read: its drift noted; ``None`` if another autoscaler owns it or its
         pods cannot be listed yet."""
         state = self.state(target.key)
+        if state.intent is not None:
+            self._resolve_intent(state, target, scale)
         self._check_drift(state, target, scale.spec_replicas)
         state.blocked_by = owners
         if state.blocked_by:
@@ -335,6 +362,27 @@ class Reconciler:
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
                          pause=pause_of(target, scale.annotations))
+
+    def _resolve_intent(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
+        """A write whose outcome was not known (the process died, or the request failed in
+        a way that does not prove it was not applied): it landed unless the object still
+        has the resourceVersion the write carried. A landed one is counted now, the latest
+        it can have happened, so its policy period ends no earlier than upstream's would."""
+        intent, state.intent = state.intent, None
+        assert intent is not None
+        if scale.resource_version == intent.resource_version:
+            log.info("an earlier scale write did not land", target=target.key,
+                     desired=intent.desired)
+            return
+        now = self.clock()
+        state.history = record_scale_event(
+            state.history, behavior=target.spec.behavior, previous=intent.previous,
+            new=intent.desired, now=now, settings=self.options.algorithm)
+        state.last_scale_time = now
+        state.expected_replicas = scale.spec_replicas
+        log.warning("an earlier scale write whose outcome was unknown is counted as made",
+                    target=target.key, previous=intent.previous, desired=intent.desired,
+                    replicas=scale.spec_replicas)
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas
@@ -422,6 +470,9 @@ class Reconciler:
         if values is None:
             values = (MetricUnavailable(reason="no metrics were fetched"),) * len(
                 target.spec.metrics)
+        if state.bridge_gap:
+            state.bridge_gap = False
+            state.history = bridge_gap(state.history, observed.scale.spec_replicas, self.clock())
         history_before = state.history
         decision = self._decide(target, observed.scale, observed.pods, values, history_before)
         desired = self._count_invalid(target, state, decision)
@@ -440,6 +491,38 @@ class Reconciler:
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
 
+    async def _make_durable(self, pending: Sequence[_Pending]) -> None:
+        """Put every scale write of this pass on record before any is sent: one store write
+        for all of them. If that fails none is sent (a write not on record could be
+        forgotten by a crash and a forbidden step follow); a target told to wait by the API
+        server (429) is held until then."""
+        now = self.clock()
+        for item in pending:
+            wait_until = item.state.write_not_before
+            if item.write is not None and wait_until is not None and now < wait_until:
+                item.write, item.held = None, (
+                    f"the API server asked us to wait before writing again (429 Retry-After);"
+                    f" next write in {wait_until - now:.0f}s")
+        writes = [item for item in pending if item.write is not None]
+        persist = self.options.persist
+        if not writes or persist is None or self.options.dry_run or not self.options.may_write():
+            return
+        for item in writes:
+            assert item.write is not None
+            scale = item.observed.scale
+            item.state.intent = Intent(previous=scale.spec_replicas, desired=item.write.desired,
+                                       resource_version=scale.resource_version, at=now)
+        try:
+            await persist()
+        except Exception as error:
+            log.error("cannot put this pass's scale writes on record: not sending them",
+                      error=str(error), targets=len(writes))
+            self.telemetry.errors.labels(reason="state_save").inc()
+            for item in writes:
+                item.state.intent = None
+                item.write, item.held = None, (
+                    f"the scale write was held: the history could not be saved first ({error})")
+
     async def _complete(self, pending: _Pending) -> None:
         """The settled target's events and write, in that order, then its outcome."""
         target, state = pending.observed.target, pending.state
@@ -447,6 +530,11 @@ class Reconciler:
         try:
             for reason, message in pending.events:
                 await self._event(target, warning=True, reason=reason, message=message)
+            if pending.held is not None:
+                self._fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
+                await self._event(target, warning=True, reason="FailedRescale",
+                                  message=pending.held)
+                return
             if pending.write is not None:
                 write = pending.write
                 await self._write(pending.observed, state, write.desired, write.reason,
@@ -522,11 +610,16 @@ class Reconciler:
             return
         if not self.options.may_write():
             log.info("not the leader any more: skipping the write", desired=desired)
+            state.intent = None
             return
         try:
             previous, desired = await self._write_with_conflicts(
                 observed, state, desired, recompute)
         except Exception as error:
+            if isinstance(error, NOT_SENT):
+                state.intent = None
+            if isinstance(error, ThrottledError) and error.retry_after is not None:
+                state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
             log.warning("scale write failed", desired=desired, error=str(error))
             self.telemetry.errors.labels(reason="update_scale").inc()
             self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
@@ -534,6 +627,8 @@ class Reconciler:
             await self._event(target, warning=True, reason="FailedRescale",
                               message=f"New size: {desired}; reason: {reason}; error: {error}")
             return
+        state.intent = None
+        state.write_not_before = None
         if previous == desired:
             return  # after a conflict the target already has the count we want
         self._after_write(target, state, previous=previous, new=desired)
@@ -559,7 +654,9 @@ class Reconciler:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
-                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref)
+                state.intent = None  # a 409: that write did not land
+                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
+                                                    fresh=True)
                 state.expected_replicas = scale.spec_replicas
                 if recompute is not None:
                     redo = self._decide(target, scale, observed.pods, recompute.values,
@@ -568,9 +665,23 @@ class Reconciler:
                     desired = self._apply_fallback(target, state, redo)
                 if desired == scale.spec_replicas:
                     return desired, desired
+                await self._record_retry(state, scale, desired)
                 continue
             return scale.spec_replicas, desired
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _record_retry(self, state: TargetState, scale: Scale, desired: int) -> None:
+        """The retry after a conflict is a new write: on record before it is sent."""
+        persist = self.options.persist
+        if persist is None:
+            return
+        state.intent = Intent(previous=scale.spec_replicas, desired=desired,
+                              resource_version=scale.resource_version, at=self.clock())
+        try:
+            await persist()
+        except Exception:
+            state.intent = None
+            raise
 
     def _after_write(self, target: TargetConfig, state: TargetState, *, previous: int,
                      new: int) -> None:

@@ -103,6 +103,14 @@ class Scheduler:
         _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
         return not pending
 
+    async def cancel(self, timeout: float) -> None:
+        """Cancel the passes still running (at a stop, once ``drain`` gave up on them)."""
+        tasks = [task for task in self._tasks if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
     def _sleep_time(self, now: float) -> float:
         if not self._groups or not self._may_run():
             return 1.0

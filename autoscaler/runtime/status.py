@@ -15,6 +15,7 @@ from typing import Any
 from autoscaler.algorithm import Condition, ConditionType, Decision, History
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
+from autoscaler.state import Intent
 
 
 @dataclass(slots=True, kw_only=True)
@@ -78,6 +79,14 @@ class TargetState:
     """Why the target is paused (config or annotation), if it is."""
     schedules: dict[str, Any] | None = None
     """Bounds in force from schedules, and each schedule's next activation."""
+    intent: Intent | None = None
+    """A scale write made durable before it was sent and not yet known to have landed or
+    not: resolved against a fresh read of the target before its next decision."""
+    bridge_gap: bool = False
+    """Restored from a store written before an unclean stop: the first decision bridges the
+    gap of lost recommendations (``autoscaler.algorithm.bridge_gap``)."""
+    write_not_before: float | None = None
+    """The API server asked us to wait (429 Retry-After): no scale write before then."""
 
     def to_json(self) -> dict[str, Any]:
         decision = self.last_decision

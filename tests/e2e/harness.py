@@ -150,6 +150,22 @@ class DaemonProcess:
             self.process.wait(5)
             return None
 
+    async def stop_async(self, sig: int = signal.SIGTERM, timeout: float = 25.0) -> int | None:
+        """``stop`` without blocking the event loop: the simulated API server runs on the
+        test's loop, and a daemon that talks to it while stopping (saving its history to a
+        ConfigMap, releasing its Lease) must get its answers."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        self.process.send_signal(sig)
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+            return None
+        return self.process.returncode
+
     def logs(self) -> list[dict[str, Any]]:
         entries = []
         for line in self.log_path.read_text(errors="replace").splitlines():

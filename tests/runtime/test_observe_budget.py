@@ -41,7 +41,8 @@ class Scales:
     def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale | None:
         return None  # every read goes to the (simulated) server
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> FixedScale:
         if ref.name in self.hang:
             await asyncio.sleep(3600)
         if ref.name in self.slow:
@@ -169,7 +170,8 @@ class CachedScales(Scales):
             return None
         return FixedScale(spec_replicas=self.replicas, status_replicas=self.replicas)
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> FixedScale:
         self.asked.append(ref.name)
         return await super().get_scale(namespace, ref)
 

@@ -27,7 +27,8 @@ class Cluster:
     def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
         return FixedScale(annotations=self.annotations.get(ref.name, {}))
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> FixedScale:
         raise AssertionError("every scale is cached")
 
     async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,

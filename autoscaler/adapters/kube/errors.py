@@ -8,6 +8,7 @@ retry and reporting by kind (``autoscaler.errors``), and every message names the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,6 +21,7 @@ from autoscaler.errors import (
     ConflictError,
     NotFoundError,
     RejectedError,
+    ThrottledError,
     TransientError,
 )
 
@@ -39,6 +41,16 @@ def status_message(error: ApiException) -> str:
     return str(error.reason or "no reason given")
 
 
+def retry_after(error: ApiException) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (the API server's form)."""
+    headers = getattr(error, "headers", None) or {}
+    try:
+        value = float(headers.get("Retry-After", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 and not math.isnan(value) else None
+
+
 def translate(error: ApiException, what: str) -> AutoscalerError:
     """Map an HTTP error status onto our taxonomy, keeping the server's message."""
     code = int(error.status or 0)
@@ -49,7 +61,9 @@ def translate(error: ApiException, what: str) -> AutoscalerError:
         return NotFoundError(detail)
     if code == 409:
         return ConflictError(detail)
-    if code in {0, 429} or code >= 500:
+    if code == 429:
+        return ThrottledError(detail, retry_after=retry_after(error))
+    if code == 0 or code >= 500:
         return TransientError(detail)
     return RejectedError(detail)
 

@@ -133,6 +133,16 @@ class Informer:
     def seconds_since_contact(self) -> float:
         return float("inf") if not self._contact else time.monotonic() - self._contact
 
+    def failure(self) -> str | None:
+        """Why the informer's task ended, if it ended without being stopped (a bug: its
+        loop catches every error)."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        error = task.exception()
+        return (f"watch {self.resource}/{self.namespace}: "
+                f"{type(error).__name__ if error else 'returned'}: {error or ''}")
+
     async def _run(self) -> None:
         while True:
             try:
@@ -430,6 +440,12 @@ class Informers:
         """The stalest informer's time since the server last answered it."""
         return max(informer.seconds_since_contact() for informer in self.group(namespace))
 
+    def failures(self) -> list[str]:
+        """Informers whose task ended without being stopped (see ``Informer.failure``)."""
+        informers = {id(i): i for group in self._groups.values() for i in group}
+        return [why for informer in informers.values()
+                if (why := informer.failure()) is not None]
+
     def _informer(self, kind: WatchedKind, namespace: str) -> Informer:
         return Informer(resource=kind.resource, namespace=namespace,
                         list_call=kind.namespaced, sink=kind.sink_for(namespace),
@@ -485,6 +501,10 @@ class WatchCache:
     def seconds_since_contact(self, namespace: str) -> float:
         """How stale the namespace's objects may be: time since the server last answered."""
         return self._informers.seconds_since_contact(namespace)
+
+    def failures(self) -> list[str]:
+        """Watches that died (they must not: ``/healthz`` reports them)."""
+        return self._informers.failures()
 
     async def close(self) -> None:
         """Cancel every watch and wait for them to finish."""

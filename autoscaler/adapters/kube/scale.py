@@ -120,9 +120,11 @@ class ScaleClient:
                 return self._remember(cached, ref)
         return None
 
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef) -> Scale:
-        """The target's Scale with its object's annotations, from the cache if it can."""
-        cached = self.cached_scale(namespace, ref)
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> Scale:
+        """The target's Scale with its object's annotations, from the cache if it can and
+        ``fresh`` is not asked for (after a conflict, or to learn whether a write landed)."""
+        cached = None if fresh else self.cached_scale(namespace, ref)
         if cached is not None:
             return cached
         info = await self._resolve(ref)

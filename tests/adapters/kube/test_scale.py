@@ -8,7 +8,14 @@ import pytest
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.scale import Scale, ScaleClient, scale_with_retry
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.errors import AccessDeniedError, BadDataError, ConflictError, NotFoundError
+from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.errors import (
+    AccessDeniedError,
+    BadDataError,
+    ConflictError,
+    NotFoundError,
+    ThrottledError,
+)
 from tests.adapters.kube.conftest import Ref
 from tests.sim.kube import SimApiServer
 
@@ -174,3 +181,32 @@ def test_scale_from_garbage_object() -> None:
     with pytest.raises(BadDataError, match="not a valid object"):
         scale_from_object({"metadata": {"namespace": "shop", "name": "web"},
                            "spec": {"replicas": "many"}}, kind="Deployment")
+
+
+async def test_throttled_write_says_how_long_to_wait(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """A 429 on PUT /scale is a ThrottledError carrying the server's Retry-After."""
+    apiserver.create_workload("Deployment", "shop", "web", replicas=2)
+    client = scales(kube)
+    scale = await client.get_scale("shop", Ref())
+    apiserver.fail_next(1, status=429, retry_after=7, verb="update",
+                        resource="deployments/scale")
+    with pytest.raises(ThrottledError, match="HTTP 429") as caught:
+        await client.update_scale("shop", Ref(), 3, scale.resource_version)
+    assert caught.value.retry_after == 7.0
+    assert spec_replicas(apiserver, Ref(), "shop") == 2
+
+
+async def test_a_fresh_read_bypasses_the_watch_cache(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """``fresh=True`` asks the server even when the cache could answer (settling whether an
+    earlier write landed, re-reading after a conflict)."""
+    apiserver.create_workload("Deployment", "shop", "web", replicas=2)
+    async with TargetCache(kube.api_client, watch_timeout=5) as cache:
+        await cache.set_namespaces(["shop"])
+        await cache.wait_synced("shop")
+        client = ScaleClient(kube.api_client, Discovery(kube.api_client), targets=cache)
+        await client.get_scale("shop", Ref())
+        assert apiserver.count(verb="get", resource="deployments/scale") == 0
+        await client.get_scale("shop", Ref(), fresh=True)
+        assert apiserver.count(verb="get", resource="deployments/scale") == 1

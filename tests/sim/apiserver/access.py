@@ -49,6 +49,8 @@ class RequestRecord:
 class FaultRule:
     remaining: int
     status: int | None = None
+    retry_after: int | None = None
+    """With status 429: the Retry-After the answer carries (default 1)."""
     delay: float = 0.0
     path_prefix: str | None = None
     verb: str | None = None

@@ -18,6 +18,8 @@ class ApiError(Exception):
                  details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.retry_after: int | None = None
+        """Seconds a 429 asks the client to wait (the Retry-After header)."""
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -121,8 +123,10 @@ def expired(requested: int, oldest: int) -> ApiError:
     return ApiError(410, "Expired", f"too old resource version: {requested} ({oldest})")
 
 
-def injected(code: int) -> ApiError:
+def injected(code: int, *, retry_after: int | None = None) -> ApiError:
     reasons = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
                504: "Timeout", 409: "Conflict", 404: "NotFound", 403: "Forbidden",
                401: "Unauthorized", 400: "BadRequest"}
-    return ApiError(code, reasons.get(code, "Unknown"), f"injected failure (HTTP {code})")
+    error = ApiError(code, reasons.get(code, "Unknown"), f"injected failure (HTTP {code})")
+    error.retry_after = retry_after
+    return error

@@ -94,7 +94,7 @@ def json_response(body: Any, status: int = 200, content_type: str = JSON) -> web
 def error_response(error: ApiError) -> web.Response:
     response = json_response(error.status(), error.code)
     if error.code == 429:
-        response.headers["Retry-After"] = "1"
+        response.headers["Retry-After"] = str(error.retry_after or 1)
     return response
 
 
@@ -187,7 +187,7 @@ class Router:
                 if rule.delay:
                     await asyncio.sleep(rule.delay)
                 if rule.status is not None:
-                    raise injected(rule.status)
+                    raise injected(rule.status, retry_after=rule.retry_after)
                 return
 
     def _after(self, path: str, info: RequestInfo | None) -> None:

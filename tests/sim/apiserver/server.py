@@ -155,10 +155,12 @@ class SimApiServer:
         self.tokens[token or self.token].denied.clear()
 
     def fail_next(self, n: int = 1, *, status: int = 500, path_prefix: str | None = None,
-                  verb: str | None = None, resource: str | None = None) -> FaultRule:
-        """The next ``n`` matching requests answer ``status`` with a Status body."""
+                  verb: str | None = None, resource: str | None = None,
+                  retry_after: int | None = None) -> FaultRule:
+        """The next ``n`` matching requests answer ``status`` with a Status body (a 429 with
+        ``Retry-After: retry_after``, 1 by default)."""
         rule = FaultRule(remaining=n, status=status, path_prefix=path_prefix, verb=verb,
-                         resource=resource)
+                         resource=resource, retry_after=retry_after)
         self.faults.append(rule)
         return rule
 
@@ -287,6 +289,11 @@ class SimApiServer:
         rt = self.resource(api_version, kind)
         return self.rest.patch(rt, namespace, name, content_type="application/merge-patch+json",
                                body=merge)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> None:
+        """Delete an object as a client would (watchers see a DELETED event)."""
+        self.rest.delete(self.resource(api_version, kind), namespace, name, {}, None)
 
     def touch(self, api_version: str, kind: str, namespace: str | None,
               name: str) -> dict[str, Any]:

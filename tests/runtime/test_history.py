@@ -1,0 +1,170 @@
+"""The history keeper: read until read, never write before, mark a clean store in use, keep a
+removed target's history for as long as it can matter."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+from tenacity import wait_none
+
+from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.runtime.history import RETAIN_REMOVED, HistoryKeeper
+from autoscaler.runtime.status import TargetState
+from autoscaler.state import (
+    Intent,
+    SavedTarget,
+    Snapshot,
+    StateSetAsideError,
+    StateUnavailableError,
+)
+
+WEB, API = "shop/Deployment/web", "shop/Deployment/api"
+HISTORY = History(recommendations=(Recommendation(replicas=4, timestamp=900.0),),
+                  scale_down_events=(ScaleEvent(change=1, timestamp=950.0),))
+
+
+@dataclass
+class Store:
+    """A store double: answers reads from ``reads`` in turn (an exception is raised), keeps
+    every snapshot saved."""
+
+    reads: list[Snapshot | Exception | None] = field(default_factory=list)
+    saved: list[Snapshot] = field(default_factory=list)
+    description: str = "test store"
+
+    async def load(self) -> Snapshot | None:
+        answer = self.reads.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def save(self, snapshot: Snapshot) -> None:
+        self.saved.append(snapshot)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def keeper(store: Store, states: dict[str, TargetState] | None = None,
+           clock: Clock | None = None) -> HistoryKeeper:
+    return HistoryKeeper(store, {} if states is None else states, clock=clock or Clock(),
+                         retry_wait=wait_none())
+
+
+def snapshot(*, clean: bool, **targets: SavedTarget) -> Snapshot:
+    return Snapshot(targets={key.replace("_", "/"): t for key, t in targets.items()},
+                    clean=clean, saved_at=990.0)
+
+
+async def test_a_failed_read_is_retried_and_nothing_is_written_meanwhile() -> None:
+    """Two failures, then the snapshot: the keeper applies it; before that it refuses to
+    write (a write then would overwrite the history it has not read)."""
+    store = Store(reads=[StateUnavailableError("HTTP 500"), StateUnavailableError("timeout"),
+                         Snapshot(targets={WEB: SavedTarget(history=HISTORY)})])
+    states: dict[str, TargetState] = {}
+    history = keeper(store, states)
+    with pytest.raises(StateUnavailableError, match="not been read"):
+        await history.persist()
+    restored = await history.restore([WEB])
+    assert restored.targets == 1
+    assert states[WEB].history == HISTORY
+    assert history.read_failures == 2
+    assert store.saved == []  # an unclean snapshot needs no in-use mark
+
+
+async def test_restore_waits_as_long_as_the_store_fails() -> None:
+    """A store that keeps failing keeps ``restored`` unset; cancelling gives up cleanly."""
+
+    class Down(Store):
+        async def load(self) -> Snapshot | None:
+            await asyncio.sleep(0)
+            raise StateUnavailableError("HTTP 503")
+
+    history = keeper(Down())
+    task = asyncio.create_task(history.restore([WEB]))
+    await asyncio.sleep(0.05)
+    assert not history.restored.is_set()
+    assert history.read_failures > 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_clean_snapshot_is_marked_in_use_and_trusted() -> None:
+    """After a graceful stop nothing is missing: no gap to bridge; the store is marked
+    unclean at once, so a crash later cannot pass for that clean stop."""
+    store = Store(reads=[snapshot(clean=True, shop_Deployment_web=SavedTarget(history=HISTORY))])
+    states: dict[str, TargetState] = {}
+    await keeper(store, states).restore([WEB])
+    assert [s.clean for s in store.saved] == [False]
+    assert store.saved[0].targets[WEB].history == HISTORY
+    assert states[WEB].bridge_gap is False
+
+
+async def test_an_unclean_snapshot_bridges_the_gap_and_keeps_intents() -> None:
+    """After a crash: the gap is bridged at the first decision; a pending intent is kept
+    for the fresh read that settles it."""
+    intent = Intent(previous=2, desired=4, resource_version="7", at=995.0)
+    store = Store(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
+        history=HISTORY, intent=intent))])
+    states: dict[str, TargetState] = {}
+    await keeper(store, states).restore([WEB])
+    assert states[WEB].bridge_gap is True
+    assert states[WEB].intent == intent
+
+
+async def test_an_undecodable_store_is_reported_and_targets_start_fresh() -> None:
+    """Set aside by the store: restore says so (the daemon reports it loudly) and every
+    target starts as upstream's would."""
+    store = Store(reads=[StateSetAsideError("bad gzip", kept_as="state.unreadable-x")])
+    states = {WEB: TargetState(key=WEB, history=HISTORY)}
+    restored = await keeper(store, states).restore([WEB])
+    assert restored.set_aside is not None
+    assert restored.set_aside.kept_as == "state.unreadable-x"
+    assert states[WEB].history == History()
+
+
+async def test_a_removed_target_keeps_its_history_until_it_cannot_matter() -> None:
+    """Removed by a reload: saved on, given back when it returns; pruned once its newest
+    entry is older than upstream's longest window."""
+    store, clock = Store(reads=[None]), Clock()
+    states = {WEB: TargetState(key=WEB)}
+    history = keeper(store, states, clock)
+    await history.restore([WEB])
+    states[WEB].history = HISTORY
+    history.retire(states.pop(WEB))
+    await history.persist()
+    assert store.saved[-1].targets[WEB].history == HISTORY
+    returning = TargetState(key=WEB)
+    history.revive(returning)
+    assert returning.history == HISTORY
+
+    history.retire(returning)
+    clock.now = 950.0 + RETAIN_REMOVED - 1  # the newest entry (950) can still matter
+    await history.persist()
+    assert WEB in store.saved[-1].targets
+    clock.now = 950.0 + RETAIN_REMOVED + 1
+    await history.persist()
+    assert WEB not in store.saved[-1].targets
+
+
+async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
+    """Restarting without a target keeps its history in the store for when it comes back."""
+    store = Store(reads=[snapshot(clean=False, shop_Deployment_api=SavedTarget(history=HISTORY))])
+    states: dict[str, TargetState] = {}
+    history = keeper(store, states)
+    restored = await history.restore([WEB])
+    assert restored.retired == 1
+    await history.persist()
+    assert store.saved[-1].targets[API].history == HISTORY
+    back = TargetState(key=API)
+    history.revive(back)
+    assert back.history == HISTORY
+    assert back.bridge_gap is True
