@@ -392,7 +392,8 @@ class Daemon:
         dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
         components = getattr(self, "components", None)
         if components is not None:
-            dead += components.pod_cache.failures() + components.target_cache.failures()
+            dead += [*components.pod_cache.failures(), *components.target_cache.failures(),
+                     *components.owners.failures()]
         return dead
 
     def _install_probes(self) -> None:

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.labels import parse_selector
-from autoscaler.adapters.kube.owners import OwnerCheck
+from autoscaler.adapters.kube.owners import OwnerCache
 from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
@@ -75,7 +75,7 @@ class Components:
     pods: PodSelectorCache
     pod_cache: PodCache
     events: EventRecorder
-    owners: OwnerCheck
+    owners: OwnerCache
     metrics: PrometheusMetrics
 
 
@@ -91,6 +91,7 @@ async def connect(config: Config, *, record_events: bool = True) -> AsyncIterato
         target_cache = TargetCache(client, scope=scope)
         scales = ScaleClient(client, discovery, targets=target_cache)
         pod_cache = PodCache(client, scope=scope)
+        owners = OwnerCache(client, scope=scope)
         source = PrometheusSource(
             config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)))
         try:
@@ -98,19 +99,22 @@ async def connect(config: Config, *, record_events: bool = True) -> AsyncIterato
                 yield Components(
                     api_client=client, scales=scales, target_cache=target_cache,
                     pods=PodSelectorCache(pod_cache),
-                    pod_cache=pod_cache, events=events, owners=OwnerCheck(client),
+                    pod_cache=pod_cache, events=events, owners=owners,
                     metrics=PrometheusMetrics(source),
                 )
         finally:
             await pod_cache.close()
             await target_cache.close()
+            await owners.close()
             await source.close()
 
 
 async def watch_namespaces(components: Components, namespaces: set[str]) -> None:
-    """Watch pods and workloads in exactly these namespaces (those with targets)."""
+    """Watch pods, workloads and other autoscalers in exactly these namespaces (those with
+    targets)."""
     await components.pod_cache.set_namespaces(namespaces)
     await components.target_cache.set_namespaces(namespaces)
+    await components.owners.set_namespaces(namespaces)
 
 
 async def wait_synced(components: Components, namespaces: set[str]) -> None:

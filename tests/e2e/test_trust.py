@@ -228,6 +228,31 @@ def kubelet_write(mount: Path, version: str, text: str) -> None:
     staged.replace(mount / "..data")
 
 
+async def test_an_hpa_created_while_running_stops_the_daemon_at_the_next_pass(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """Two controllers on one target fight: an HPA that appears is respected by the next
+    pass (1 s sync period), and the target is scaled again the pass after it is deleted."""
+    rig.load.demand = 400
+    with daemon(config(rig, tmp_path), tmp_path) as proc:
+        await eventually(lambda: replicas(rig) == 4, timeout=40, what="4 replicas")
+        await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=10,
+                         what="a calm pass")
+        created = time.monotonic()
+        rig.api.create_hpa("default", "web-hpa", target_name="web")
+        await eventually(lambda: proc.target().get("lastOutcome") == "blocked", timeout=3,
+                         interval=0.05, what="the target left alone")
+        print(f"HPA created -> daemon stands back: {time.monotonic() - created:.2f} s")
+        rig.load.demand = 800
+        await hold(lambda: replicas(rig) == 4, until=time.monotonic() + 3,
+                   what="a write while the HPA owns the target")
+        deleted = time.monotonic()
+        rig.api.delete("autoscaling/v2", "HorizontalPodAutoscaler", "default", "web-hpa")
+        await eventually(lambda: replicas(rig) > 4, timeout=5, interval=0.05,
+                         what="scaling again after the HPA is gone")
+        print(f"HPA deleted -> daemon scales again: {time.monotonic() - deleted:.2f} s")
+
+
 async def test_a_429_with_retry_after_is_honoured(rig: Rig, tmp_path: Path) -> None:
     """PUT /scale answered 429 with Retry-After: 5: no other PUT for that target before 5 s
     have passed (passes run every second meanwhile), then the write goes through."""

@@ -27,7 +27,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.errors import TransientError
+from autoscaler.errors import NotFoundError, TransientError
 
 log = structlog.get_logger("autoscaler.kube.watch")
 
@@ -97,8 +97,12 @@ class Informer:
     """One kind in one namespace, kept current in a ``Sink`` by a background task."""
 
     def __init__(self, *, resource: str, namespace: str, list_call: ListCall, sink: Sink,
-                 counters: WatchCounters, options: WatchOptions) -> None:
+                 counters: WatchCounters, options: WatchOptions,
+                 absent_recheck: float | None = None) -> None:
         self.resource, self.namespace = resource, namespace
+        self._absent_recheck = absent_recheck
+        """For an optional kind (a CRD that may not be installed): a 404 means none of them,
+        and the kind is looked for again after this many seconds."""
         self._list_call, self._sink = list_call, sink
         self._counters, self._options = counters, options
         self.synced = asyncio.Event()
@@ -150,6 +154,12 @@ class Informer:
                     await self._list()
                 await self._watch()
                 self._touch()
+            except NotFoundError as error:
+                if self._absent_recheck is None:
+                    self._counters.errors += 1
+                    await self._back_off("list/watch failed; retrying", error)
+                    continue
+                await self._absent()
             except _Expired:
                 self._counters.relists += 1
                 log.info("watch expired; relisting", resource=self.resource,
@@ -172,6 +182,19 @@ class Informer:
 
     def _touch(self) -> None:
         self._failures, self._contact = 0, time.monotonic()
+
+    async def _absent(self) -> None:
+        """The kind is not served: there are none of it until it is, which is checked again
+        after ``absent_recheck`` seconds."""
+        assert self._absent_recheck is not None
+        if not self.synced.is_set():
+            log.info("kind not served: none of it", resource=self.resource,
+                     recheck_in=self._absent_recheck)
+        self._sink.replace([])
+        self.resource_version = None
+        self._touch()
+        self.synced.set()
+        await asyncio.sleep(self._absent_recheck)
 
     async def _list(self) -> None:
         kept: list[Any] = []
@@ -272,6 +295,8 @@ class WatchedKind:
     """``list_<plural>_for_all_namespaces(**query)``."""
     sink_for: Callable[[str], Sink]
     """Makes (and the cache keeps) the sink of one namespace."""
+    absent_recheck: float | None = None
+    """Set for a kind that may not be served (a CRD): see ``Informer``."""
 
 
 class _NamespaceDemux:
@@ -379,7 +404,8 @@ class Informers:
             self._cluster = [
                 Informer(resource=kind.resource, namespace=CLUSTER,
                          list_call=_all_namespaces(kind.cluster), sink=demux,
-                         counters=self._counters, options=self._options)
+                         counters=self._counters, options=self._options,
+                         absent_recheck=kind.absent_recheck)
                 for kind, demux in zip(self._kinds, self._demuxes, strict=True)]
         for namespace in new:
             self._groups[namespace] = self._cluster
@@ -449,7 +475,8 @@ class Informers:
     def _informer(self, kind: WatchedKind, namespace: str) -> Informer:
         return Informer(resource=kind.resource, namespace=namespace,
                         list_call=kind.namespaced, sink=kind.sink_for(namespace),
-                        counters=self._counters, options=self._options)
+                        counters=self._counters, options=self._options,
+                        absent_recheck=kind.absent_recheck)
 
 
 class WatchCache:

@@ -1,12 +1,16 @@
 """Never fight another controller: find HPAs and KEDA ScaledObjects that scale our target.
 
 Two autoscalers writing one ``/scale`` flap it between their answers. Before acting on a
-target, the daemon asks ``OwnerCheck.owners_of``: every autoscaling/v2
-HorizontalPodAutoscaler and keda.sh/v1alpha1 ScaledObject in the namespace whose
-``scaleTargetRef`` names the same object (same API group and kind and name; the version may
-differ, it is the same object). Lists are cached per namespace for ``ttl`` seconds, so a
-pass does not LIST them for every target. A 404 on KEDA's group means KEDA is not installed:
-no ScaledObjects.
+target, the daemon asks whether any autoscaling/v2 HorizontalPodAutoscaler or keda.sh/v1alpha1
+ScaledObject in the namespace has a ``scaleTargetRef`` naming the same object (same API group
+and kind and name; the version may differ, it is the same object).
+
+The daemon asks ``OwnerCache``: both kinds are watched (list, then watch, as the pod and
+target caches are), so an HPA created while the daemon runs is seen by the next pass, one
+deleted frees the target on the next pass, and a steady-state pass makes no request. A 404 on
+KEDA's group means KEDA is not installed: no ScaledObjects (looked for again every minute).
+Until a namespace's watches have listed once, or when they have not heard from the server
+for too long, the answer comes from a fresh LIST (``OwnerCheck``, which ``plan`` uses too).
 """
 
 from __future__ import annotations
@@ -16,9 +20,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, AutoscalingV2Api, CustomObjectsApi
 
 from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.informer import (
+    Backoff,
+    Informers,
+    ListCall,
+    RawObject,
+    WatchCache,
+    WatchCounters,
+    WatchedKind,
+    WatchOptions,
+    WatchScope,
+)
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 
@@ -134,3 +149,106 @@ def _matching(ref: ScaleTargetRef, lists: Sequence[list[dict[str, Any]]]) -> lis
 
 def _names(owners: Sequence[Owner]) -> tuple[str, ...]:
     return tuple(str(owner) for owner in owners)
+
+
+ABSENT_RECHECK = 60.0
+"""Seconds between looks for a kind that is not served (KEDA installed later)."""
+
+
+class _OwnerSink:
+    """One kind in one namespace: name -> what ``targets`` reads of the object."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def convert(self, obj: RawObject) -> dict[str, Any] | None:
+        metadata, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        name = metadata.get("name")
+        if not isinstance(name, str) or not isinstance(spec, dict):
+            return None
+        return {"metadata": {"name": name}, "spec": {"scaleTargetRef": spec.get("scaleTargetRef")}}
+
+    def replace(self, converted: list[dict[str, Any]]) -> None:
+        self.items = {item["metadata"]["name"]: item for item in converted}
+
+    def upsert(self, obj: RawObject) -> None:
+        item = self.convert(obj)
+        if item is not None:
+            self.items[item["metadata"]["name"]] = item
+
+    def delete(self, obj: RawObject) -> None:
+        self.items.pop(str((obj.get("metadata") or {}).get("name", "")), None)
+
+
+class OwnerCache(WatchCache):
+    """The runtime's ``OwnersPort`` over watches of HPAs and ScaledObjects."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        scope: WatchScope = "cluster",
+        watch_timeout: int = 300,
+        backoff: Backoff | None = None,
+        absent_recheck: float = ABSENT_RECHECK,
+    ) -> None:
+        autoscaling, custom = AutoscalingV2Api(api_client), CustomObjectsApi(api_client)
+        self._sinks: dict[tuple[str, str], _OwnerSink] = {}
+        self._fallback = OwnerCheck(api_client, ttl=0.0)
+        self._max_staleness = watch_timeout + 60.0
+        self.counters = WatchCounters()
+        kinds = [
+            WatchedKind(resource=HPA.plural,
+                        namespaced=autoscaling.list_namespaced_horizontal_pod_autoscaler,
+                        cluster=autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces,
+                        sink_for=self._sink_maker(HPA)),
+            WatchedKind(resource=SCALED_OBJECT.plural,
+                        namespaced=_namespaced_custom(custom, SCALED_OBJECT),
+                        cluster=_cluster_custom(custom, SCALED_OBJECT),
+                        sink_for=self._sink_maker(SCALED_OBJECT),
+                        absent_recheck=absent_recheck),
+        ]
+        self._informers = Informers(
+            kinds, owner="the owner cache", scope=scope, counters=self.counters,
+            options=WatchOptions(watch_timeout=watch_timeout, backoff=backoff or Backoff()))
+
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        """The owners from the watches, or ``None`` while they cannot tell (not listed yet,
+        or silent for too long): then ``owners_of`` asks the server."""
+        self.add_namespace(namespace)
+        if not self._informers.is_synced(namespace) or \
+                self._informers.seconds_since_contact(namespace) > self._max_staleness:
+            return None
+        lists = [list(self._sinks[(namespace, owner.plural)].items.values())
+                 for owner in OWNER_KINDS]
+        return _names(_matching(ref, lists))
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        cached = self.cached_owners(namespace, ref)
+        if cached is not None:
+            return cached
+        return await self._fallback.owners_of(namespace, ref)
+
+    def _forget(self, namespace: str) -> None:
+        for owner in OWNER_KINDS:
+            self._sinks.pop((namespace, owner.plural), None)
+
+    def _sink_maker(self, owner: OwnerKind) -> Callable[[str], _OwnerSink]:
+        def sink_for(namespace: str) -> _OwnerSink:
+            sink = self._sinks[(namespace, owner.plural)] = _OwnerSink()
+            return sink
+        return sink_for
+
+
+def _namespaced_custom(api: CustomObjectsApi, owner: OwnerKind) -> ListCall:
+    def list_namespaced(namespace: str, **query: Any) -> Any:
+        return api.list_namespaced_custom_object(owner.group, owner.version, namespace,
+                                                 owner.plural, **query)
+    return list_namespaced
+
+
+def _cluster_custom(api: CustomObjectsApi, owner: OwnerKind) -> ListCall:
+    def list_all(**query: Any) -> Any:
+        return api.list_custom_object_for_all_namespaces(owner.group, owner.version,
+                                                          owner.plural, **query)
+    return list_all

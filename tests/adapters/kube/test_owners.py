@@ -2,10 +2,12 @@
 
 import pytest
 
-from autoscaler.adapters.kube.owners import OwnerCheck
+from autoscaler.adapters.kube.informer import WatchScope
+from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.errors import TransientError
 from tests.adapters.kube.conftest import Ref
+from tests.adapters.kube.waiting import eventually
 from tests.sim.kube import SimApiServer
 
 
@@ -87,3 +89,54 @@ async def test_cached_owners_answer_from_fresh_lists_only(
     now[0] = 30.0
     assert check.cached_owners("shop", Ref()) is None
     assert apiserver.count(verb="list", resource="scaledobjects") == 1
+
+
+@pytest.mark.parametrize("scope", ["cluster", "namespaces"])
+async def test_the_cache_sees_an_autoscaler_come_and_go(
+        kube: KubeSession, apiserver: SimApiServer, scope: WatchScope) -> None:
+    """Watched, not polled: an HPA created after the lists is in the next answer, one
+    deleted is gone from it, and answering makes no request."""
+    async with OwnerCache(kube.api_client, scope=scope, watch_timeout=5) as cache:
+        await cache.set_namespaces(["shop"])
+        await eventually(lambda: cache.cached_owners("shop", Ref()) is not None)
+        assert cache.cached_owners("shop", Ref()) == ()
+        def asked() -> int:
+            return apiserver.count(verb="list") + apiserver.count(verb="get")
+
+        requests = asked()
+        apiserver.create_hpa("shop", "web-hpa", target_name="web")
+        await eventually(lambda: cache.cached_owners("shop", Ref()) != ())
+        assert cache.cached_owners("shop", Ref()) == ("HorizontalPodAutoscaler web-hpa",)
+        apiserver.create_scaled_object("shop", "web-keda", target_name="web")
+        await eventually(lambda: len(cache.cached_owners("shop", Ref()) or ()) == 2)
+        apiserver.delete("autoscaling/v2", "HorizontalPodAutoscaler", "shop", "web-hpa")
+        await eventually(lambda: cache.cached_owners("shop", Ref()) == (
+            "ScaledObject web-keda",))
+        assert await cache.owners_of("shop", Ref(name="api")) == ()
+        assert asked() == requests  # watched, not asked
+
+
+async def test_the_cache_without_keda_answers_and_looks_again_later(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """KEDA not installed: synced with no ScaledObjects, not failing and not asking every
+    pass; looked for again after the recheck period."""
+    apiserver.registry.remove("keda.sh", "v1alpha1", "scaledobjects")
+    apiserver.create_hpa("shop", "web-hpa", target_name="web")
+    async with OwnerCache(kube.api_client, watch_timeout=5, absent_recheck=0.3) as cache:
+        await cache.set_namespaces(["shop"])
+        await eventually(lambda: cache.cached_owners("shop", Ref()) is not None)
+        assert cache.cached_owners("shop", Ref()) == ("HorizontalPodAutoscaler web-hpa",)
+        assert cache.failures() == []
+        looks = apiserver.count(verb="list", resource="scaledobjects")
+        await eventually(lambda: apiserver.count(
+            verb="list", resource="scaledobjects") > looks, timeout=3)
+
+
+async def test_the_cache_asks_the_server_until_it_has_listed(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """Before the first LIST completes the answer is a fresh LIST, never a guess."""
+    apiserver.create_hpa("shop", "web-hpa", target_name="web")
+    apiserver.delay_next(2, seconds=1.0, verb="list")
+    async with OwnerCache(kube.api_client, watch_timeout=5) as cache:
+        assert cache.cached_owners("shop", Ref()) is None
+        assert await cache.owners_of("shop", Ref()) == ("HorizontalPodAutoscaler web-hpa",)

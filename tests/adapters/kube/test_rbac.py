@@ -12,7 +12,7 @@ import contextlib
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
-from autoscaler.adapters.kube.owners import OwnerCheck
+from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
 from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient, scale_with_retry
 from autoscaler.adapters.kube.session import KubeSession
@@ -32,9 +32,11 @@ async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
     scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
     async with EventRecorder(kube.api_client, uid_of=scales.uid_of) as events, \
             PodCache(kube.api_client, watch_timeout=5) as pods, \
-            TargetCache(kube.api_client, watch_timeout=5) as targets:
+            TargetCache(kube.api_client, watch_timeout=5) as targets, \
+            OwnerCache(kube.api_client, watch_timeout=5) as owners:
         pods.add_namespace("shop")
         await targets.set_namespaces(["shop"])
+        await owners.set_namespaces(["shop"])
         for kind in WORKLOADS:
             apiserver.create_workload(kind, "shop", "web")
             await OwnerCheck(kube.api_client).owners_of("shop", Ref(kind=kind))
@@ -45,6 +47,7 @@ async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
         async with asyncio.timeout(5):
             await pods.wait_synced("shop")
             await targets.wait_synced("shop")
+            await owners.wait_synced("shop")
 
 
 async def exercise_leader_and_state(kube: KubeSession) -> None:
