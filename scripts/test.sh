@@ -13,10 +13,10 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 command -v prometheus >/dev/null || { echo "FATAL: prometheus binary missing after install" >&2; exit 1; }
-if ! command -v systemd-analyze >/dev/null || ! command -v openssl >/dev/null; then
-  echo "== installing systemd-analyze and openssl (unit checks, the simulated API server's TLS)"
+if ! command -v systemd-analyze >/dev/null || ! command -v systemd-nspawn >/dev/null || ! command -v openssl >/dev/null; then
+  echo "== installing systemd-analyze, systemd-nspawn and openssl (unit checks, the README's install in a booted machine, the simulated API server's TLS)"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends systemd openssl >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends systemd systemd-container openssl >/dev/null
 fi
 # The simulated API server's fidelity is checked with the real kubectl, which the machine image
 # ships (Debian's kubernetes-client is 1.20, too old for aggregated discovery).

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 UNIT = Path(__file__).parents[2] / "systemd" / "autoscaler.service"
+SYSUSERS = UNIT.with_suffix(".sysusers")
 ANALYZE = shutil.which("systemd-analyze")
 pytestmark = pytest.mark.skipif(  # loud: the reason is printed with -ra, and CI installs it
     ANALYZE is None, reason="systemd-analyze is not installed (Debian package 'systemd')")
@@ -39,9 +40,30 @@ def test_hardening_exposure_stays_low() -> None:
 
 
 def test_notify_watchdog_and_restart() -> None:
-    """Type=notify with a watchdog, restarted on failure, reload by SIGHUP, dynamic user."""
+    """Type=notify with a watchdog, restarted on failure, reload by SIGHUP, its own account."""
     text = UNIT.read_text()
-    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "DynamicUser=yes",
-                 "ExecReload=/bin/kill -HUP $MAINPID", "ProtectSystem=strict",
-                 "NoNewPrivileges=yes", "PrivateTmp=yes"):
+    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "User=autoscaler",
+                 "Group=autoscaler", "ExecReload=/bin/kill -HUP $MAINPID",
+                 "ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes"):
         assert line in text
+
+
+def test_files_are_read_in_place() -> None:
+    """No credential copies (a snapshot taken at start would defeat reload and rotation), and
+    no dynamic account (no file could be given to its group)."""
+    settings = [line.split("=", 1)[0] for line in UNIT.read_text().splitlines()]
+    assert "LoadCredential" not in settings
+    assert "DynamicUser" not in settings
+
+
+def test_sysusers_creates_the_account(tmp_path: Path) -> None:
+    """systemd-sysusers makes the unit's user and group from the shipped file."""
+    sysusers = shutil.which("systemd-sysusers")
+    assert sysusers is not None
+    (tmp_path / "etc").mkdir()
+    lines = [line for line in SYSUSERS.read_text().splitlines() if not line.startswith("#")]
+    subprocess.run([sysusers, f"--root={tmp_path}", "--inline", *lines], check=True,
+                   capture_output=True, timeout=60)
+    passwd = (tmp_path / "etc" / "passwd").read_text()
+    assert re.search(r"^autoscaler:x:\d+:\d+:.*:/var/lib/autoscaler:", passwd, re.M), passwd
+    assert (tmp_path / "etc" / "group").read_text().startswith("autoscaler:x:")

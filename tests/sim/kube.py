@@ -29,6 +29,8 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
                    action=lambda: api.touch("apps/v1", "Deployment", ns, "web"))  # PUT is a 409
     api.deny("update", "deployments/scale")   # 403 for the default token
     api.add_token("other", user="someone")    # a second identity; api.write_kubeconfig(...)
+    api.revoke_token(api.token)               # 401 from now on (a rotated-away token)
+    api.write_kubeconfig(path, token_file="token")  # or insecure=True (no CA, skip verify)
     api.expire_watches(gone=False)            # end open watch streams now
     api.compact()                             # old resourceVersions -> watch ERROR 410
     api.send_bookmarks()                      # BOOKMARK to watches with allowWatchBookmarks

@@ -5,6 +5,11 @@ one) from a kubeconfig (path, context) or the in-cluster service account, never 
 kubernetes-asyncio's global default configuration. The library has no request timeout by
 default, so a hung API server would block a pass forever: the session's client applies
 ``settings.request_timeout`` to every call that does not pass its own ``_request_timeout``.
+
+A token kept in a file (a kubeconfig user's ``tokenFile``, the in-cluster service-account
+token) is followed as it rotates (``token_file.py``): every request carries the file's current
+token, and a 401 makes the client read the file again and retry that request once with the new
+token. Watches need nothing more: each (re)connection is a request of this client.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import structlog
 import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_kube_config
 from kubernetes_asyncio.config.incluster_config import (
     SERVICE_CERT_FILENAME,
@@ -25,22 +32,52 @@ from kubernetes_asyncio.config.incluster_config import (
     SERVICE_TOKEN_FILENAME,
     InClusterConfigLoader,
 )
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
+from autoscaler.adapters.kube.token_file import TokenFile, bearer
 from autoscaler.config import KubernetesSettings
 from autoscaler.errors import InvalidConfigError
 
+log = structlog.get_logger("autoscaler.kube.session")
 
-class TimeoutApiClient(ApiClient):
-    """An ``ApiClient`` whose calls default to a request timeout instead of none."""
 
-    def __init__(self, configuration: Configuration, *, request_timeout: float) -> None:
+class SessionApiClient(ApiClient):
+    """An ``ApiClient`` whose calls default to a request timeout instead of none, and retry
+    once with a re-read token when the server answers 401 to a token kept in a file."""
+
+    def __init__(self, configuration: Configuration, *, request_timeout: float,
+                 token: TokenFile | None = None) -> None:
         super().__init__(configuration)
         self.request_timeout = request_timeout
+        self.token = token
 
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = self.request_timeout
-        return super().request(method, url, *args, **kwargs)
+        try:
+            response = await super().request(method, url, *args, **kwargs)
+        except ApiException as error:
+            if error.status != 401 or not self._renew_token(kwargs):
+                raise
+        else:
+            # _preload_content=False (lists, watches) hands back the raw response unchecked.
+            if getattr(response, "status", None) != 401 or not self._renew_token(kwargs):
+                return response
+            response.release()
+        return await super().request(method, url, *args, **kwargs)
+
+    def _renew_token(self, kwargs: dict[str, Any]) -> bool:
+        """After a 401: read the token file again (client-go drops its cached token on a 401)
+        and say whether a retry would carry another token than the one refused. A 401 that a
+        retry cannot mend (the file still holds the refused token) is left to the caller."""
+        if self.token is None:
+            return False
+        headers = kwargs.setdefault("headers", {})
+        fresh = bearer(self.token.reread())
+        if headers.get("authorization") == fresh:
+            return False
+        headers["authorization"] = fresh
+        return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +98,21 @@ def wants_in_cluster(
     return bool(environ.get(SERVICE_HOST_ENV_NAME)) and files.token.is_file()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connection:
+    """What a session is built from: the client configuration, and the file its token is
+    kept in when it is kept in one."""
+
+    configuration: Configuration
+    token: TokenFile | None = None
+
+
 async def build_configuration(
     settings: KubernetesSettings,
     *,
     environ: Mapping[str, str] | None = None,
     files: InClusterFiles | None = None,
-) -> Configuration:
+) -> Connection:
     """A fresh ``Configuration`` from the in-cluster account or a kubeconfig."""
     environ = os.environ if environ is None else environ
     files = files or InClusterFiles()
@@ -74,34 +120,62 @@ async def build_configuration(
     configuration = Configuration()
     try:
         if in_cluster:
-            # The library's loader re-reads the token file every minute: rotated tokens work.
+            # The token is followed by our TokenFile, not the library's minute-long refresh.
             InClusterConfigLoader(
                 token_filename=str(files.token), cert_filename=str(files.ca),
-                try_refresh_token=True, environ=dict(environ),
+                try_refresh_token=False, environ=dict(environ),
             ).load_and_set(configuration)
+            token_path: Path | None = files.token
         else:
             path = str(settings.kubeconfig) if settings.kubeconfig else None
             # persist_config=False: refreshing a token must never rewrite the user's file.
-            await load_kube_config(
+            loader = await load_kube_config(
                 config_file=path, context=settings.context,
                 client_configuration=configuration, persist_config=False,
             )
+            token_path = kubeconfig_token_file(loader)
+            warn_if_insecure(configuration, settings)
+        token = TokenFile(token_path) if token_path else None
     except (ConfigException, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as error:
         source = "in-cluster service account" if in_cluster else (
             f"kubeconfig {settings.kubeconfig or '(default)'}"
             + (f" context {settings.context!r}" if settings.context else ""))
         raise InvalidConfigError(f"kubernetes: cannot load the {source}: {error}") from error
+    if token is not None:
+        token.apply(configuration)
+        configuration.refresh_api_key_hook = token.apply
     # Every open watch holds one HTTP/1.1 connection for its life (one per kind per watched
     # namespace). The library's pool of 100 would let watches starve every request once
     # more are open; requests are bounded by the daemon's concurrency, not by the pool.
     configuration.connection_pool_maxsize = None  # type: ignore[assignment]  # documented: no limit
-    return configuration
+    return Connection(configuration=configuration, token=token)
+
+
+def kubeconfig_token_file(loader: KubeConfigLoader) -> Path | None:
+    """The ``tokenFile`` of the kubeconfig's current user, resolved as the library resolves
+    it (relative to the kubeconfig naming it), when the user authenticates by token.
+
+    As client-go, the file wins over a ``token`` also given (the library would take the
+    ``token`` and never look at the file). An exec plugin or auth provider brings its own."""
+    user = loader._user  # the user the library chose (context, merged KUBECONFIG): no copy
+    if not user or "tokenFile" not in user or "exec" in user or loader.provider:
+        return None
+    return Path(loader._get_base_path(user.path)) / str(user["tokenFile"])
+
+
+def warn_if_insecure(configuration: Configuration, settings: KubernetesSettings) -> None:
+    """insecure-skip-tls-verify sends the token to whoever answers: say so, once, at start."""
+    if not configuration.verify_ssl:
+        log.warning("kubernetes: insecure-skip-tls-verify is set in the kubeconfig: the API "
+                    "server's certificate is not checked",
+                    kubeconfig=str(settings.kubeconfig or "(default)"),
+                    server=configuration.host)
 
 
 class KubeSession:
     """Owns the one ``ApiClient`` every Kubernetes adapter of the daemon shares."""
 
-    def __init__(self, api_client: TimeoutApiClient) -> None:
+    def __init__(self, api_client: SessionApiClient) -> None:
         self.api_client = api_client
 
     @property
@@ -117,8 +191,9 @@ class KubeSession:
         environ: Mapping[str, str] | None = None,
         files: InClusterFiles | None = None,
     ) -> AsyncIterator[KubeSession]:
-        configuration = await build_configuration(settings, environ=environ, files=files)
-        client = TimeoutApiClient(configuration, request_timeout=settings.request_timeout)
+        connection = await build_configuration(settings, environ=environ, files=files)
+        client = SessionApiClient(connection.configuration, token=connection.token,
+                                  request_timeout=settings.request_timeout)
         try:
             yield cls(client)
         finally:

@@ -2,9 +2,12 @@
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import structlog
 from kubernetes_asyncio.client import Configuration
 
 from autoscaler.adapters.kube.discovery import Discovery
@@ -13,6 +16,7 @@ from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession, wants_in_cluster
 from autoscaler.errors import AccessDeniedError, InvalidConfigError, TransientError
 from tests.adapters.kube.conftest import Ref, Settings, assert_rbac_covers
+from tests.adapters.kube.waiting import eventually
 from tests.sim.apiserver.tls import server_tls
 from tests.sim.kube import SimApiServer
 
@@ -139,3 +143,117 @@ async def test_many_open_watches_never_starve_requests(apiserver: SimApiServer) 
             await asyncio.gather(*(pods.wait_synced(ns) for ns in namespaces))
         scales = ScaleClient(session.api_client, Discovery(session.api_client))
         assert (await scales.get_scale("team-000", Ref())).spec_replicas == 1
+
+
+@asynccontextmanager
+async def token_file_session(api: SimApiServer, tmp_path: Path,
+                             source: str) -> AsyncIterator[tuple[KubeSession, Path]]:
+    """A session whose token lives in a file: a kubeconfig's ``tokenFile`` (named relative to
+    the kubeconfig, as kubectl resolves it) or the in-cluster service-account token."""
+    token = tmp_path / "token"
+    token.write_text(api.token + "\n")  # as `echo $TOKEN > token` writes it; client-go trims
+    if source == "kubeconfig":
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", token_file="token")
+        async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
+            yield session, token
+        return
+    (tmp_path / "ca.crt").write_bytes(server_tls().ca_pem())
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               "KUBERNETES_SERVICE_PORT": str(api.port)}
+    files = InClusterFiles(token=token, ca=tmp_path / "ca.crt")
+    async with KubeSession.connect(Settings(in_cluster=True), environ=environ,
+                                   files=files) as session:
+        yield session, token
+
+
+def rotate(api: SimApiServer, token_file: Path, new: str) -> None:
+    """The file is replaced atomically (as kubelet swaps a projected volume) with a token of a
+    new identity, and the old token is revoked at once: its next use is a 401."""
+    api.add_token(new, user="rotated")
+    staged = token_file.with_name("token.new")
+    staged.write_text(new)
+    staged.replace(token_file)
+    api.revoke_token(api.token)
+
+
+TOKEN_SOURCES = pytest.mark.parametrize("source", ["kubeconfig", "in-cluster"],
+                                        ids=["kubeconfig-tokenFile", "in-cluster"])
+
+
+@TOKEN_SOURCES
+async def test_rotated_token_file_is_used_at_once(apiserver: SimApiServer, tmp_path: Path,
+                                                  source: str) -> None:
+    """After the token file is rewritten and the old token revoked, the next request succeeds
+    with the new token: its 401 makes the session re-read the file and retry once."""
+    async with token_file_session(apiserver, tmp_path, source) as (session, token):
+        assert await can_discover(session)
+        rotate(apiserver, token, "rotated-token")
+        seen = len(apiserver.log.records)
+        started = time.monotonic()
+        assert await can_discover(session)
+        elapsed = time.monotonic() - started
+        assert await can_discover(session)
+    after = apiserver.log.records[seen:]
+    assert [r.status for r in after][:2] == [401, 200]
+    assert all(r.user == "rotated" for r in after if r.status == 200)
+    assert [r.status for r in after].count(401) == 1
+    assert elapsed < 1.0
+    print(f"rotation to first success ({source}): {elapsed * 1000:.1f} ms")
+
+
+@TOKEN_SOURCES
+async def test_watch_reconnects_with_rotated_token(apiserver: SimApiServer, tmp_path: Path,
+                                                   source: str) -> None:
+    """A watch reopened after the rotation carries the new token: the cache keeps following."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    async with token_file_session(apiserver, tmp_path, source) as (session, token), \
+            PodCache(session.api_client, watch_timeout=30) as pods:
+        pods.add_namespace("default")
+        async with asyncio.timeout(5):
+            await pods.wait_synced("default")
+        rotate(apiserver, token, "rotated-token")
+        apiserver.expire_watches()
+        apiserver.set_replicas("Deployment", "default", "web", 3)
+        apiserver.settle()
+        await eventually(lambda: len(pods.pods_for("default", "app=web")) == 3)
+    watches = [r for r in apiserver.log.records if r.verb == "watch"]
+    assert watches[-1].status == 200
+    assert watches[-1].user == "rotated"
+
+
+async def test_insecure_kubeconfig_warns_once(apiserver: SimApiServer, tmp_path: Path) -> None:
+    """insecure-skip-tls-verify connects, and says so in one structured warning at start."""
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig", insecure=True)
+    with structlog.testing.capture_logs() as logs:
+        async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
+            assert await can_discover(session)
+            assert await can_discover(session)
+    warnings = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert "insecure-skip-tls-verify" in warnings[0]["event"]
+    assert warnings[0]["kubeconfig"] == str(kubeconfig)
+    assert warnings[0]["server"] == apiserver.url
+
+
+async def test_refused_token_file_is_retried_only_when_it_changed(apiserver: SimApiServer,
+                                                                   tmp_path: Path) -> None:
+    """A 401 while the file still holds the refused token is an AccessDeniedError after one
+    request: the retry is for a rotated token, not a loop."""
+    async with token_file_session(apiserver, tmp_path, "kubeconfig") as (session, _):
+        apiserver.revoke_token(apiserver.token)
+        with pytest.raises(AccessDeniedError, match="HTTP 401"):
+            await can_discover(session)
+    assert [r.status for r in apiserver.log.records] == [401]
+
+
+async def test_token_file_wins_over_token(apiserver: SimApiServer, tmp_path: Path) -> None:
+    """A kubeconfig user with both a token and a tokenFile authenticates with the file, as
+    kubectl does."""
+    apiserver.add_token("from-file", user="file-user")
+    (tmp_path / "token").write_text("from-file")
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig", token_file="token")
+    kubeconfig.write_text(kubeconfig.read_text().replace(
+        "tokenFile: token", f"tokenFile: token\n    token: {apiserver.token}"))
+    async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
+        assert await can_discover(session)
+    assert {r.user for r in apiserver.log.records} == {"file-user"}

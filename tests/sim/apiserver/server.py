@@ -141,10 +141,16 @@ class SimApiServer:
         return self.tokens[token]
 
     def write_kubeconfig(self, path: Path, *, token: str | None = None,
-                         namespace: str = "default") -> Path:
-        """Another kubeconfig for this server, e.g. with a second or an unknown token."""
+                         namespace: str = "default", token_file: str | None = None,
+                         insecure: bool = False) -> Path:
+        """Another kubeconfig for this server, e.g. with a second or an unknown token, a
+        ``tokenFile`` instead of a token, or ``insecure-skip-tls-verify`` instead of the CA."""
         return write_kubeconfig(path, url=self.url, token=token or self.token,
-                                namespace=namespace)
+                                namespace=namespace, token_file=token_file, insecure=insecure)
+
+    def revoke_token(self, token: str) -> None:
+        """The token stops authenticating: every request carrying it gets 401."""
+        del self.tokens[token]
 
     def deny(self, verb: str, resource: str, *, namespace: str | None = None,
              token: str | None = None) -> None:
