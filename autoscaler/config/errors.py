@@ -44,6 +44,17 @@ class ConfigError(InvalidConfigError):
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
+_QUOTED_CHARACTERS = 80
+
+
+def quote(text: str) -> str:
+    """``text`` in double quotes with escapes, cut short so a one-line error stays short."""
+    if len(text) > _QUOTED_CHARACTERS:
+        return f"{json.dumps(text[:_QUOTED_CHARACTERS], ensure_ascii=False)}... " \
+               f"({len(text)} characters)"
+    return json.dumps(text, ensure_ascii=False)
+
+
 def format_loc(loc: Loc) -> str:
     """``("autoscaler", 2, "behavior")`` -> ``"autoscaler[2].behavior"``.
 
