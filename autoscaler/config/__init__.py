@@ -18,8 +18,9 @@ Modules: ``model`` (the validated dataclasses), ``schema`` (the file's shape, py
 nothing outside this package sees pydantic), ``fields`` (field types), ``settings`` and
 ``targets`` (cross-field rules, conversion to ``model``), ``loader`` (the pipeline),
 ``errors`` (issues), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as
-messages), ``query`` (templates), ``durations``; the subcommands ``check`` (with ``probe``
-for ``--prometheus``) and ``importer`` (with ``hpa`` and ``toml_out``).
+messages), ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking
+the files it names); the subcommands ``check`` (with ``probe`` for ``--prometheus``) and
+``importer`` (with ``hpa`` and ``toml_out``).
 """
 
 from autoscaler.config.durations import format_duration, parse_duration

@@ -1,7 +1,9 @@
-"""``autoscaler check CONFIG [--prometheus]``: validate a config and summarize its targets.
+"""``autoscaler check CONFIG [--prometheus | --syntax-only]``: validate a config, summarize it.
 
 Exit codes: 0 valid (and, with ``--prometheus``, every query answered well), 1 invalid
 config or a failing query, 2 usage error. Problems go to stderr, the summary to stdout.
+``--syntax-only`` skips the files the config names (``caFile``, ``stateFile``, ...), as
+``promtool check config --syntax-only`` does, to check a config away from its host.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ def command(argv: Sequence[str]) -> int:
     if isinstance(args, int):
         return args
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, check_files=not args.syntax_only)
     except ConfigError as error:
         print(error, file=sys.stderr)
-        print(f"{args.config}: invalid ({len(error.issues)} problem"
-              f"{'s' if len(error.issues) != 1 else ''})", file=sys.stderr)
+        count = len(error.issues)
+        print(f"{args.config}: invalid ({count}{'' if error.complete else ' or more'} problem"
+              f"{'s' if count != 1 else ''})", file=sys.stderr)
         return 1
     print(summary(config))
     if not args.prometheus:
@@ -49,8 +52,11 @@ def _parser() -> ArgParser:
     parser = ArgParser(prog="autoscaler check",
                      description="Validate a config file and print a summary of its targets.")
     parser.add_argument("config", help="the TOML config file")
-    parser.add_argument("--prometheus", action="store_true",
-                        help="also run every query once against its Prometheus server")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--prometheus", action="store_true",
+                      help="also run every query once against its Prometheus server")
+    mode.add_argument("--syntax-only", action="store_true",
+                      help="do not check the files the config names (caFile, stateFile, ...)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds per query (default: the server's timeout)")
     return parser

@@ -7,9 +7,10 @@ rejected here, so callers only check their own upper and lower bounds.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+
+from autoscaler.config.errors import quote
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
@@ -43,7 +44,7 @@ def _parse_text(text: str) -> float:
 
 
 def _show(value: object) -> str:
-    return json.dumps(value) if isinstance(value, str) else repr(value)
+    return quote(value) if isinstance(value, str) else repr(value)
 
 
 def format_duration(seconds: float) -> str:

@@ -33,15 +33,39 @@ class ConfigIssue:
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
-class ConfigError(InvalidConfigError):
-    """The configuration is invalid; ``issues`` lists every problem found, in file order."""
+MAX_ISSUES = 100
+"""Checking stops after this many problems (as clang's -ferror-limit), so a file that is
+broken everywhere still gets a short answer in bounded time."""
 
-    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
+
+class ConfigError(InvalidConfigError):
+    """The configuration is invalid; ``issues`` lists the problems found, in file order.
+
+    ``complete`` is false when checking stopped at ``MAX_ISSUES``: there may be more.
+    """
+
+    def __init__(self, issues: Sequence[ConfigIssue], *, complete: bool = True) -> None:
         self.issues: tuple[ConfigIssue, ...] = tuple(issues)
-        super().__init__("\n".join(str(issue) for issue in self.issues))
+        self.complete = complete
+        lines = [str(issue) for issue in self.issues]
+        if not complete and self.issues:
+            lines.append(f"{self.issues[0].file}: stopped after {len(self.issues)} problems; "
+                         "fix these and check again")
+        super().__init__("\n".join(lines))
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+_QUOTED_CHARACTERS = 80
+
+
+def quote(text: str) -> str:
+    """``text`` in double quotes with escapes, cut short so a one-line error stays short."""
+    if len(text) > _QUOTED_CHARACTERS:
+        return f"{json.dumps(text[:_QUOTED_CHARACTERS], ensure_ascii=False)}... " \
+               f"({len(text)} characters)"
+    return json.dumps(text, ensure_ascii=False)
 
 
 def format_loc(loc: Loc) -> str:
@@ -85,15 +109,24 @@ class Problem:
 
 
 class Problems:
-    """Collects problems while checking, so every problem is reported at once."""
+    """Collects problems while checking, so every problem is reported at once, once each."""
 
     def __init__(self) -> None:
         self.items: list[Problem] = []
+        self._seen: set[Problem] = set()  # a list scan made 5,000 broken targets take minutes
 
     def add(self, loc: Loc, message: str) -> None:
         problem = Problem(loc=loc, message=message)
-        if problem not in self.items:
+        if problem not in self._seen:
+            self._seen.add(problem)
             self.items.append(problem)
+
+    def take_from(self, start: int) -> list[Problem]:
+        """Remove and return the problems added since there were ``start`` of them."""
+        taken = self.items[start:]
+        del self.items[start:]
+        self._seen.difference_update(taken)
+        return taken
 
     def __bool__(self) -> bool:
         return bool(self.items)

@@ -5,11 +5,17 @@ problems. A target is its ``[[autoscaler]]`` table merged over ``[defaults]`` (t
 key by key, arrays such as ``metrics`` are replaced whole); a problem in a value that came
 from ``[defaults]`` is reported once, at its ``defaults.`` path. Nothing is returned unless
 the whole file is valid, so a daemon reloading a broken file keeps its old config.
+
+``ConfigError`` is the only exception that leaves ``load_config`` and ``parse_config``, so a
+reload can rely on it: a file nested too deep for the parser, a number too long to convert
+and even a bug of ours become one issue instead of a traceback. ``load_config`` reads the
+file safely (``files.py``) and, unless told not to, checks the files it names.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -19,6 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from autoscaler.config.errors import (
+    MAX_ISSUES,
     ConfigError,
     ConfigIssue,
     Loc,
@@ -28,6 +35,7 @@ from autoscaler.config.errors import (
 )
 from autoscaler.config.errors import did_you_mean as _hint
 from autoscaler.config.fields import show
+from autoscaler.config.files import UnusableFileError, named_file_problems, read_config_file
 from autoscaler.config.locate import LineFinder
 from autoscaler.config.model import DEFAULT_SERVER, Config, TargetConfig
 from autoscaler.config.schema import DaemonModel, KubernetesModel, PrometheusModel, TargetModel
@@ -41,34 +49,65 @@ SECTIONS = ("daemon", "prometheus", "kubernetes", "defaults", "autoscaler")
 _TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)$")
 
 
-def load_config(path: str | Path) -> Config:
-    """Load and check the file at ``path``; raises ``ConfigError`` listing every problem."""
+def load_config(path: str | Path, *, check_files: bool = True) -> Config:
+    """Load and check the file at ``path``; raises ``ConfigError`` listing every problem.
+
+    ``check_files``: also check the files the config names (``caFile``, ``stateFile``, ...)
+    on this machine; ``check --syntax-only`` turns it off.
+    """
     file = Path(path)
     try:
-        data = file.read_bytes()
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise ConfigError([ConfigIssue(file=str(file), line=None, path="",
-                                       message=f"cannot read the config: {reason}")]) from None
-    return _load(data, source=str(file), path=file)
+        data = read_config_file(file)
+    except UnusableFileError as problem:
+        raise ConfigError([_file_issue(str(file), f"cannot read the config: {problem}")]) from None
+    return _load(data, source=str(file), path=file, check_files=check_files)
 
 
-def parse_config(data: bytes | str, *, source: str = "<string>") -> Config:
+def parse_config(
+    data: bytes | str, *, source: str = "<string>", check_files: bool = False
+) -> Config:
     """Check a config given as text; ``source`` names it in messages."""
-    return _load(data, source=source, path=None)
+    return _load(data, source=source, path=None, check_files=check_files)
 
 
-def _load(data: bytes | str, *, source: str, path: Path | None) -> Config:
-    text = _decode(data, source)
+def _load(data: bytes | str, *, source: str, path: Path | None, check_files: bool) -> Config:
+    try:
+        return _load_text(_decode(data, source), source=source, path=path,
+                          check_files=check_files)
+    except ConfigError:
+        raise
+    except RecursionError:
+        message = "invalid TOML: arrays or tables nested too deeply"
+    except MemoryError:
+        message = "not enough memory to check the config"
+    except Exception as error:  # a bug of ours: still one line, and the reload survives it
+        message = f"internal error while checking the config: {type(error).__name__}: {error}"
+        raise ConfigError([_file_issue(source, message)]) from error
+    raise ConfigError([_file_issue(source, message)]) from None
+
+
+def _load_text(text: str, *, source: str, path: Path | None, check_files: bool) -> Config:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError([_syntax_issue(error, source)]) from None
+    except ValueError as error:  # int() refuses a literal longer than its limit
+        limit = sys.get_int_max_str_digits()
+        message = f"an integer has more than {limit} digits" if "digits" in str(error) else error
+        raise ConfigError([_file_issue(source, f"invalid TOML: {message}")]) from None
     problems = Problems()
     config = _build(document, problems, path)
+    if check_files:
+        for problem in named_file_problems(document):
+            problems.add(problem.loc, problem.message)
     if problems or config is None:
-        raise ConfigError(_issues(problems, text, source))
+        issues = _issues(problems, text, source, document)
+        raise ConfigError(issues[:MAX_ISSUES], complete=len(issues) <= MAX_ISSUES)
     return config
+
+
+def _file_issue(source: str, message: str) -> ConfigIssue:
+    return ConfigIssue(file=source, line=None, path="", message=message)
 
 
 def _decode(data: bytes | str, source: str) -> str:
@@ -77,8 +116,12 @@ def _decode(data: bytes | str, source: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError([ConfigIssue(file=source, line=None, path="",
-                                       message=f"not UTF-8 text: {error}")]) from None
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - data.rfind(b"\n", 0, error.start)
+        raise ConfigError([ConfigIssue(
+            file=source, line=line, path="",
+            message=f"not UTF-8 text: byte {data[error.start]:#04x} at column {column}",
+        )]) from None
 
 
 def _syntax_issue(error: tomllib.TOMLDecodeError, source: str) -> ConfigIssue:
@@ -88,8 +131,10 @@ def _syntax_issue(error: tomllib.TOMLDecodeError, source: str) -> ConfigIssue:
     return ConfigIssue(file=source, line=line, path="", message=f"invalid TOML: {message}")
 
 
-def _issues(problems: Problems, text: str, source: str) -> list[ConfigIssue]:
-    finder = LineFinder(text)
+def _issues(
+    problems: Problems, text: str, source: str, document: dict[str, Any]
+) -> list[ConfigIssue]:
+    finder = LineFinder(text, parsed=document)
     issues = [
         ConfigIssue(file=source, line=finder.line_of(p.loc), path=format_loc(p.loc),
                     message=p.message)
@@ -142,6 +187,8 @@ def _targets(
     found: list[TargetConfig] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_targets):
+        if len(problems.items) >= MAX_ISSUES:
+            break  # enough to act on: the rest of a file broken everywhere costs only time
         loc = ("autoscaler", index)
         if not isinstance(raw, dict):
             problems.add(loc, f"must be a table, got {show(raw)}")
@@ -181,14 +228,13 @@ def _blame_defaults(
     once at the line that has it (cross-field problems such as bounds stay per target).
     """
     moved = []
-    for problem in problems.items[start:]:
+    for problem in problems.take_from(start):
         inner = problem.loc[len(loc):]
         own = problem.loc[:len(loc)] == loc and inner[:1] in {("metrics",), ("behavior",)}
         if own and not _has(raw, inner) and _has(defaults, inner):
             moved.append(Problem(loc=("defaults", *inner), message=problem.message))
         else:
             moved.append(problem)
-    del problems.items[start:]
     for problem in moved:
         problems.add(problem.loc, problem.message)
 

@@ -27,9 +27,12 @@ _TARGET_HEADER = re.compile(r"\s*\[\[\s*autoscaler\s*\]\]\s*(#.*)?$")
 class LineFinder:
     """Locates paths in one file's text; remembers the prefixes it parsed."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, parsed: dict[str, Any] | None = None) -> None:
+        """``parsed``: the whole text's parse, when the caller has it (saves parsing it again)."""
         self._lines = text.splitlines(keepends=True)
         self._parsed: dict[int, dict[str, Any] | None] = {}
+        if parsed is not None:
+            self._parsed[len(self._lines)] = parsed
         self._blocks: dict[int, LineFinder] = {}
         self._starts = [i for i, line in enumerate(self._lines) if _TARGET_HEADER.match(line)]
 

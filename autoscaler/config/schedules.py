@@ -5,7 +5,8 @@ Each schedule is a cron expression with a ``duration``, a daily window (``start`
 as local ISO date-times); a ``timezone`` (IANA name, default UTC); and ``minReplicas``,
 ``maxReplicas`` or both, with ``immediate`` to jump to a new floor instead of going through
 the behavior policies. Problems are reported with their field paths; a floor above a ceiling
-is an error wherever the file alone can tell.
+is an error wherever the file alone can tell, and so is a cron expression that never fires
+(``0 0 30 2 *``): it must fire within ``CRON_HORIZON_YEARS`` of the time the file is loaded.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from autoscaler.config.errors import Loc, Problems, did_you_mean
 from autoscaler.config.fields import show
@@ -26,6 +27,12 @@ from autoscaler.schedules import (
     Schedule,
     Window,
 )
+
+CRON_HORIZON_YEARS = 5
+"""A cron expression must fire within this many years (February 29 fires every four)."""
+
+_CRON_FIELDS = 6
+"""Minute to day of week, plus croniter's seconds; a seventh field would be a year."""
 
 
 def convert_schedules(
@@ -42,7 +49,7 @@ def convert_schedules(
             problems.add((*where, "name"), f"duplicate schedule name {show(name)}")
         names.add(name)
         zone = _zone(model.timezone or "UTC", (*where, "timezone"), problems)
-        window = _window(model, where, problems)
+        window = _window(model, where, problems, zone)
         _check_bounds(model, where, problems, min_replicas, max_replicas)
         if len(problems.items) == before and window is not None and zone is not None:
             schedules.append(Schedule(
@@ -61,9 +68,11 @@ def _zone(name: str, where: Loc, problems: Problems) -> str | None:
     return name
 
 
-def _window(model: ScheduleModel, where: Loc, problems: Problems) -> Window | None:
+def _window(
+    model: ScheduleModel, where: Loc, problems: Problems, zone: str | None
+) -> Window | None:
     if model.cron is not None:
-        return _cron_window(model, model.cron, where, problems)
+        return _cron_window(model, model.cron, where, problems, zone)
     if model.start is None or model.end is None:
         problems.add(where, "needs either cron and duration, or start and end")
         return None
@@ -73,7 +82,7 @@ def _window(model: ScheduleModel, where: Loc, problems: Problems) -> Window | No
 
 
 def _cron_window(
-    model: ScheduleModel, cron: str, where: Loc, problems: Problems
+    model: ScheduleModel, cron: str, where: Loc, problems: Problems, zone: str | None
 ) -> Window | None:
     for key, value in (("start", model.start), ("end", model.end), ("days", model.days)):
         if value is not None:
@@ -81,10 +90,30 @@ def _cron_window(
     if not croniter.is_valid(cron):
         problems.add((*where, "cron"), f"not a valid cron expression: {show(cron)}")
         return None
+    if len(cron.split()) > _CRON_FIELDS:
+        # A year field fires in one year only, and before it there is no last firing
+        # to measure the window from: a one-off window is start and end.
+        problems.add((*where, "cron"), f"a year field is not supported: {show(cron)} (for a "
+                     "one-off window use start and end)")
+        return None
+    if zone is not None and not _fires(cron, zone):
+        problems.add((*where, "cron"), f"never fires: {show(cron)} matches no time in the "
+                     f"next {CRON_HORIZON_YEARS} years (in {zone})")
+        return None
     if model.duration is None:
         problems.add((*where, "duration"), "required with cron (how long each run lasts)")
         return None
     return CronWindow(cron=cron, duration=timedelta(seconds=model.duration))
+
+
+def _fires(cron: str, zone: str) -> bool:
+    """Whether ``cron`` fires within the horizon from now in ``zone``."""
+    try:
+        croniter(cron, datetime.now(ZoneInfo(zone)),
+                 max_years_between_matches=CRON_HORIZON_YEARS).get_next(datetime)
+    except CroniterError:
+        return False
+    return True
 
 
 def _span_window(

@@ -19,12 +19,16 @@ from autoscaler.config.fields import (
     ApiVersion,
     DnsLabel,
     Duration,
+    HeaderName,
+    HeaderValue,
     HostPort,
     Kind,
     NonEmpty,
     ObjectName,
     PositiveDuration,
     PositiveQuantity,
+    QueryParamName,
+    QueryParamValue,
     QueryTemplate,
     ServerName,
     Tolerance,
@@ -33,7 +37,27 @@ from autoscaler.config.fields import (
     at_least,
     between,
     fail,
+    int32,
+    longest,
+    shortest,
+    whole_seconds,
 )
+
+HOUR, DAY = 3600.0, 86400.0
+
+# Durations are bounded where a value would not work: a pass more often than once a second
+# never lets a metric window fill, and nothing the daemon waits for is worth more than an
+# hour (upstream's longest window, stabilizationWindowSeconds, is 3600). The upper bounds
+# also keep every duration inside what timers and datetimes can hold.
+SyncPeriod = Annotated[Duration, shortest(1), longest(HOUR)]
+UpToAnHour = Annotated[Duration, longest(HOUR)]
+PositiveUpToAnHour = Annotated[PositiveDuration, longest(HOUR)]
+Window = Annotated[Duration, shortest(1), longest(DAY)]
+"""A query's averaging window: ``rate()`` needs two samples, so at least a second."""
+LeaseDuration = Annotated[Duration, shortest(1), longest(HOUR), whole_seconds]
+"""The Lease stores it as whole ``leaseDurationSeconds``."""
+ScheduleDuration = Annotated[PositiveDuration, longest(366 * DAY)]
+Replicas = Annotated[int, at_least(0), int32]
 
 
 class Model(BaseModel):
@@ -52,17 +76,17 @@ class LeaderElectionModel(Model):
     enabled: bool | None = None
     lease_name: ObjectName | None = None
     lease_namespace: DnsLabel | None = None
-    lease_duration: PositiveDuration | None = None
-    renew_deadline: PositiveDuration | None = None
-    retry_period: PositiveDuration | None = None
+    lease_duration: LeaseDuration | None = None
+    renew_deadline: PositiveUpToAnHour | None = None
+    retry_period: PositiveUpToAnHour | None = None
 
 
 class DaemonModel(Model):
-    sync_period: PositiveDuration | None = None
+    sync_period: SyncPeriod | None = None
     tolerance: Tolerance | None = None
-    cpu_initialization_period: Duration | None = None
-    initial_readiness_delay: Duration | None = None
-    downscale_stabilization: Duration | None = None
+    cpu_initialization_period: UpToAnHour | None = None
+    initial_readiness_delay: UpToAnHour | None = None
+    downscale_stabilization: UpToAnHour | None = None
     concurrency: Annotated[int, at_least(1)] | None = None
     listen_address: HostPort | None = None
     dry_run: bool | None = None
@@ -81,11 +105,11 @@ class ServerModel(Model):
     url: Url | None = None
     bearer_token_file: NonEmpty | None = None
     basic_auth: BasicAuthModel | None = None
-    headers: dict[str, str] | None = None
+    headers: dict[HeaderName, HeaderValue] | None = None
     ca_file: NonEmpty | None = None
     insecure_skip_verify: bool | None = None
-    timeout: PositiveDuration | None = None
-    query_params: dict[str, str] | None = None
+    timeout: PositiveUpToAnHour | None = None
+    query_params: dict[QueryParamName, QueryParamValue] | None = None
 
 
 class PrometheusModel(ServerModel):
@@ -96,7 +120,7 @@ class KubernetesModel(Model):
     in_cluster: bool | None = None
     kubeconfig: NonEmpty | None = None
     context: NonEmpty | None = None
-    request_timeout: PositiveDuration | None = None
+    request_timeout: PositiveUpToAnHour | None = None
     watch_scope: Literal["cluster", "namespaces"] | None = None
 
 
@@ -109,7 +133,7 @@ RequestsFrom = Literal["pods", "kube-state-metrics"]
 
 class MetricTargetModel(Model):
     type: TargetType
-    average_utilization: Annotated[int, above(0)] | None = None
+    average_utilization: Annotated[int, above(0), int32] | None = None
     average_value: PositiveQuantity | None = None
     value: PositiveQuantity | None = None
 
@@ -128,7 +152,7 @@ class ObjectReferenceModel(Model):
 
 class _QueryModel(Model):
     query: QueryTemplate | None = None
-    window: PositiveDuration | None = None
+    window: Window | None = None
 
 
 class ResourceSourceModel(_QueryModel):
@@ -191,7 +215,7 @@ class MetricModel(Model):
 
 class PolicyModel(Model):
     type: Literal["Pods", "Percent"]
-    value: Annotated[int, above(0)]
+    value: Annotated[int, above(0), int32]
     period_seconds: Annotated[int, between(1, 1800)]
 
 
@@ -223,8 +247,8 @@ class ScaleTargetRefModel(Model):
 
 
 class FallbackModel(Model):
-    failure_threshold: Annotated[int, at_least(1)]
-    replicas: Annotated[int, at_least(0)]
+    failure_threshold: Annotated[int, at_least(1), int32]
+    replicas: Replicas
     allow_scale_down: bool | None = None
 
 
@@ -234,12 +258,12 @@ class ScheduleModel(Model):
     name: NonEmpty | None = None
     timezone: NonEmpty | None = None
     cron: NonEmpty | None = None
-    duration: PositiveDuration | None = None
+    duration: ScheduleDuration | None = None
     start: NonEmpty | None = None
     end: NonEmpty | None = None
     days: list[NonEmpty] | None = None
-    min_replicas: Annotated[int, at_least(0)] | None = None
-    max_replicas: Annotated[int, at_least(1)] | None = None
+    min_replicas: Replicas | None = None
+    max_replicas: Annotated[int, at_least(1), int32] | None = None
     immediate: bool | None = None
 
 
@@ -248,14 +272,14 @@ class TargetModel(Model):
 
     namespace: DnsLabel | None = None
     scale_target_ref: ScaleTargetRefModel | None = None
-    min_replicas: Annotated[int, at_least(0)] | None = None
-    max_replicas: Annotated[int, at_least(1)] | None = None
+    min_replicas: Replicas | None = None
+    max_replicas: Annotated[int, at_least(1), int32] | None = None
     metrics: list[MetricModel] | None = None
     behavior: BehaviorModel | None = None
     prometheus: ServerName | None = None
-    sync_period: PositiveDuration | None = None
+    sync_period: SyncPeriod | None = None
     paused: bool | None = None
-    paused_replicas: Annotated[int, at_least(0)] | None = None
+    paused_replicas: Replicas | None = None
     fallback: FallbackModel | None = None
     schedules: list[ScheduleModel] | None = None
 

@@ -55,7 +55,7 @@ CASES = [
      'must be positive, got "-1"'),
     ("bad-duration", '[daemon]\nsyncPeriod = "15 seconds"\n', 2, "daemon.syncPeriod",
      'must be a duration such as "30s"'),
-    ("zero-duration", "[daemon]\nsyncPeriod = 0\n", 2, "daemon.syncPeriod",
+    ("zero-duration", "[prometheus]\ntimeout = 0\n", 2, "prometheus.timeout",
      "must be greater than 0, got 0"),
     ("utilization-on-pods", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\npods.metric.name ="
      " \"rps\"\npods.target = { type = \"Utilization\", averageUtilization = 50 }\npods.query = "
@@ -140,6 +140,126 @@ CASES = [
      'unknown key; did you mean "minReplicas"?'),
     ("defaults-bad-value", '[defaults]\nminReplicas = -1\n\n' + TARGET, 2, "defaults.minReplicas",
      "must be at least 0, got -1"),
+    *[(f"int32-{name}", TARGET + text, 5, path, "must be at most 2147483647 (upstream's int32), "
+       "got 2147483648") for name, text, path in [
+        ("min", "minReplicas = 2147483648\n", "autoscaler[0].minReplicas"),
+        ("paused", "pausedReplicas = 2147483648\n", "autoscaler[0].pausedReplicas"),
+        ("fallback", "fallback = { failureThreshold = 1, replicas = 2147483648 }\n",
+         "autoscaler[0].fallback.replicas"),
+        ("failure-threshold", "fallback = { failureThreshold = 2147483648, replicas = 1 }\n",
+         "autoscaler[0].fallback.failureThreshold"),
+        ("schedule-min", 'schedules = [{ start = "08:00", end = "20:00", minReplicas = '
+         "2147483648 }]\n", "autoscaler[0].schedules[0].minReplicas"),
+        ("schedule-max", 'schedules = [{ start = "08:00", end = "20:00", maxReplicas = '
+         "2147483648 }]\n", "autoscaler[0].schedules[0].maxReplicas"),
+        ("utilization", 'metrics = [{ type = "Resource", resource = { name = "cpu", target = { '
+         'type = "Utilization", averageUtilization = 2147483648 } } }]\n',
+         "autoscaler[0].metrics[0].resource.target.averageUtilization"),
+        ("policy-value", 'behavior.scaleUp.policies = [{ type = "Pods", value = 2147483648, '
+         "periodSeconds = 15 }]\n", "autoscaler[0].behavior.scaleUp.policies[0].value"),
+    ]],
+    ("int32-max", TARGET.replace("maxReplicas = 10", "maxReplicas = 100000000000000000000"), 4,
+     "autoscaler[0].maxReplicas", "must be at most 2147483647 (upstream's int32), got 1000000"),
+    *[(f"quantity-{name}", TARGET + 'metrics = [{ type = "Resource", resource = { name = '
+       f'"memory", target = {{ type = "AverageValue", averageValue = {value} }} }} }}]\n', 5,
+       "autoscaler[0].metrics[0].resource.target.averageValue", message)
+      for name, value, message in [
+        ("1e400", '"1e400"', 'must be at most 9223372036854775807m (about 9.2P: upstream\'s '
+         'int64 milli-units), got "1e400"'),
+        ("over-int64-milli", '"9300P"', 'must be at most 9223372036854775807m'),
+        ("float-1e300", "1e300", "must be at most 9223372036854775807m"),
+        ("tiny-exponent", '"1e-400"', 'must have an exponent of at least -30, got "1e-400"'),
+        ("huge-exponent", '"1e999999999"', 'must be at most 9223372036854775807m'),
+        ("inf", "inf", "must be a quantity such as"),
+        ("nan", "nan", "must be a quantity such as"),
+        ("5000-digits", '"' + "9" * 5000 + '"', 'must be a quantity such as "500m", "1.5Gi", '
+         '"10k" or 2, got "99999'),
+      ]],
+    ("tolerance-1e400", TARGET + 'behavior.scaleUp.tolerance = "1e400"\n', 5,
+     "autoscaler[0].behavior.scaleUp.tolerance",
+     "must be at most 9223372036854775 (upstream's int64 milli-units)"),
+    ("daemon-tolerance-inf", "[daemon]\ntolerance = inf\n", 2, "daemon.tolerance",
+     "must be a number such as 0.1"),
+    *[(f"duration-{name}", text, line, path, message) for name, text, line, path, message in [
+        ("sync-1ms", '[daemon]\nsyncPeriod = "1ms"\n', 2, "daemon.syncPeriod",
+         "must be at least 1s, got 0.001s"),
+        ("sync-0", "[daemon]\nsyncPeriod = 0\n", 2, "daemon.syncPeriod",
+         "must be at least 1s, got 0s"),
+        ("sync-2h", '[daemon]\nsyncPeriod = "2h"\n', 2, "daemon.syncPeriod",
+         "must be at most 1h, got 2h"),
+        ("sync-1e30", "[daemon]\nsyncPeriod = 1e30\n", 2, "daemon.syncPeriod",
+         "must be at most 1h, got "),
+        ("target-sync", TARGET + 'syncPeriod = "500ms"\n', 5, "autoscaler[0].syncPeriod",
+         "must be at least 1s, got 0.5s"),
+        ("cpu-initialization", '[daemon]\ncpuInitializationPeriod = "2h"\n', 2,
+         "daemon.cpuInitializationPeriod", "must be at most 1h, got 2h"),
+        ("readiness-delay", '[daemon]\ninitialReadinessDelay = "1d"\n', 2,
+         "daemon.initialReadinessDelay", "must be at most 1h, got 24h"),
+        ("downscale-stabilization", '[daemon]\ndownscaleStabilization = "99999999999h"\n', 2,
+         "daemon.downscaleStabilization", "must be at most 1h, got 99999999999h"),
+        ("lease-subsecond", '[daemon.leaderElection]\nleaseDuration = "500ms"\n'
+         'renewDeadline = "300ms"\nretryPeriod = "100ms"\n', 2,
+         "daemon.leaderElection.leaseDuration", "must be at least 1s, got 0.5s"),
+        ("lease-fraction", '[daemon.leaderElection]\nleaseDuration = "15.5s"\n', 2,
+         "daemon.leaderElection.leaseDuration", "must be a whole number of seconds, got 15.5s"),
+        ("lease-2h", '[daemon.leaderElection]\nleaseDuration = "2h"\n', 2,
+         "daemon.leaderElection.leaseDuration", "must be at most 1h, got 2h"),
+        ("retry-period", '[daemon.leaderElection]\nretryPeriod = "2h"\n', 2,
+         "daemon.leaderElection.retryPeriod", "must be at most 1h, got 2h"),
+        ("request-timeout", '[kubernetes]\nrequestTimeout = "2h"\n', 2,
+         "kubernetes.requestTimeout", "must be at most 1h, got 2h"),
+        ("prometheus-timeout", '[prometheus.servers.t]\nurl = "http://t"\ntimeout = "1d"\n', 3,
+         "prometheus.servers.t.timeout", "must be at most 1h, got 24h"),
+        ("window-short", TARGET + 'metrics = [{ type = "Resource", resource = { name = "cpu", '
+         'window = "500ms", target = { type = "Utilization", averageUtilization = 50 } } }]\n', 5,
+         "autoscaler[0].metrics[0].resource.window", "must be at least 1s, got 0.5s"),
+        ("window-long", TARGET + 'metrics = [{ type = "Pods", pods = { metric = { name = "r" }, '
+         'window = "2d", query = "sum(r)", target = { type = "AverageValue", averageValue = 1 } '
+         "} }]\n", 5, "autoscaler[0].metrics[0].pods.window", "must be at most 24h, got 48h"),
+        ("schedule", TARGET + 'schedules = [{ cron = "0 2 * * *", duration = "400d", '
+         "minReplicas = 2 }]\n", 5, "autoscaler[0].schedules[0].duration",
+         "must be at most 8784h, got 9600h"),
+        ("schedule-overflow", TARGET + 'schedules = [{ cron = "0 2 * * *", duration = '
+         '"99999999999h", minReplicas = 2 }]\n', 5, "autoscaler[0].schedules[0].duration",
+         "must be at most 8784h"),
+    ]],
+    *[(f"listen-port-{port}", f'[daemon]\nlistenAddress = "{host}:{port}"\n', 2,
+       "daemon.listenAddress", "must have a port from 1 to 65535")
+      for host, port in [("127.0.0.1", 0), ("127.0.0.1", 65536), ("[::1]", 99999)]],
+    *[(f"header-{name}", f"[prometheus]\nheaders = {{ {key} = {value} }}\n", 2,
+       f"prometheus.headers.{path}", message) for name, key, value, path, message in [
+        ("value-crlf", "X-Org", '"a\\r\\nX-Evil: 1"', "X-Org", "must be printable ASCII "
+         "without control characters (CR, LF, ...) or leading or trailing space, got "
+         '"a\\r\\nX-Evil: 1"'),
+        ("value-lf", "X-Org", '"a\\nb"', "X-Org", "without control characters"),
+        ("value-nul", "X-Org", '"a\\u0000b"', "X-Org", "without control characters"),
+        ("value-leading-space", "X-Org", '" a"', "X-Org", "leading or trailing space"),
+        ("value-non-ascii", "X-Org", '"caf\u00e9"', "X-Org", "printable ASCII"),
+        ("name-space", '"X Org"', '"a"', '"X Org"', "must be an HTTP header name"),
+        ("name-colon", '"X-Org:"', '"a"', '"X-Org:"', "must be an HTTP header name"),
+        ("name-crlf", '"X\\r\\nY"', '"a"', '"X\\r\\nY"', "must be an HTTP header name"),
+        ("name-empty", '""', '"a"', '""', "must be an HTTP header name"),
+    ]],
+    ("header-in-server", '[prometheus.servers.t]\nurl = "http://t"\nheaders = { A = "\\n" }\n',
+     3, "prometheus.servers.t.headers.A", "without control characters"),
+    *[(f"query-param-{name}", f"[prometheus]\nqueryParams = {{ {key} = {value} }}\n", 2,
+       f"prometheus.queryParams.{path}", message) for name, key, value, path, message in [
+        ("value-lf", "dedup", '"true\\n"', "dedup", "must be text without control characters"),
+        ("value-cr", "dedup", '"\\rtrue"', "dedup", "must be text without control characters"),
+        ("name-tab", '"a\\tb"', '"1"', '"a\\tb"', "must be non-empty text without control"),
+        ("name-empty", '""', '"1"', '""', "must be non-empty text without control characters"),
+    ]],
+    *[(f"cron-{name}", TARGET + f'schedules = [{{ cron = "{cron}", duration = "1h", '
+       "minReplicas = 2 }]\n", 5, "autoscaler[0].schedules[0].cron", message)
+      for name, cron, message in [
+        ("february-30", "0 0 30 2 *", 'never fires: "0 0 30 2 *" matches no time in the next 5 '
+         "years (in UTC)"),
+        ("april-31", "0 0 31 4,6 *", "never fires"),
+        ("year-field", "0 0 1 1 * 0 2099", "a year field is not supported"),
+    ]],
+    ("cron-never-in-zone", TARGET + 'schedules = [{ cron = "0 0 30 2 *", duration = "1h", '
+     'timezone = "Asia/Seoul", minReplicas = 2 }]\n', 5, "autoscaler[0].schedules[0].cron",
+     "(in Asia/Seoul)"),
     ("defaults-scale-target-ref", '[defaults]\nscaleTargetRef = { apiVersion = "apps/v1", kind = '
      '"Deployment", name = "x" }\n\n' + TARGET, 2, "defaults.scaleTargetRef",
      "set scaleTargetRef in each target"),

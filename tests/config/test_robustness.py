@@ -53,7 +53,7 @@ def test_mutated_example_never_crashes(data: st.DataObject) -> None:
     assert all(i.line is None or 1 <= i.line <= text.count("\n") + 1 for i in issues)
 
 
-def _issues(text: str) -> tuple[ConfigIssue, ...]:
+def _issues(text: str | bytes) -> tuple[ConfigIssue, ...]:
     """The issues of ``text``; none when it loads (and then it must be a Config)."""
     try:
         result = parse_config(text)
@@ -62,3 +62,11 @@ def _issues(text: str) -> tuple[ConfigIssue, ...]:
         return error.issues
     assert isinstance(result, Config)
     return ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
+                 st.integers(1, 3000).map(lambda depth: b"a = " + b"[" * depth)))
+def test_any_bytes_end_in_a_config_or_a_config_error(data: bytes) -> None:
+    """Garbage, text and deep nests alike: parse_config raises ConfigError and nothing else."""
+    _issues(data)
