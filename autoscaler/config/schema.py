@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.config.fields import (
     ApiVersion,
+    ByteSize,
     DnsLabel,
     Duration,
     HostPort,
@@ -86,6 +87,10 @@ class ServerModel(Model):
     insecure_skip_verify: bool | None = None
     timeout: PositiveDuration | None = None
     query_params: dict[str, str] | None = None
+    max_response_bytes: Annotated[ByteSize, at_least(1024)] | None = None
+    max_series: Annotated[int, at_least(1)] | None = None
+    max_sample_age: PositiveDuration | None = None
+    follow_redirects: Literal["same-origin", "never", "any"] | None = None
 
 
 class PrometheusModel(ServerModel):
