@@ -83,7 +83,7 @@ def query(session: requests.Session, endpoint: str, *, params: Mapping[str, str]
             raise _too_slow(exchange) from None
         raise _translate(error, exchange) from None
     finally:
-        watch.done = True
+        watch.finish()
         _current.watch = None
     if watch.expired:  # a body cut short ends like a complete one when it has no length
         raise _too_slow(exchange)
@@ -338,9 +338,15 @@ class _Watch:
 
     def expire(self) -> None:
         with self._lock:
+            if self.done:  # its connection may be back in the pool, serving another query
+                return
             self.expired = True
             for sock in self._sockets:
                 _shut(sock)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.done = True
 
 
 class _Watchdog:
