@@ -135,6 +135,20 @@ def _positive_quantity(value: object) -> object:
     return value
 
 
+def _byte_size(value: object) -> int:
+    """Bytes as an integer or a quantity string ("16Mi", "500k"), as a memory limit is written."""
+    problem = f"must be a size in bytes such as 16777216 or \"16Mi\", got {show(value)}"
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise fail(problem)
+    try:
+        parsed = parse_quantity(value)
+    except QuantityError:
+        raise fail(problem) from None
+    if parsed.denominator != 1 or parsed < 1:
+        raise fail(problem)
+    return int(parsed)
+
+
 def _tolerance(value: object) -> float:
     """A number or a quantity string ("0.05", "50m"), as upstream's Quantity-typed field."""
     parsed = _quantity(value, "must be a number such as 0.1 or \"50m\"",
@@ -159,6 +173,7 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 Duration = Annotated[float, BeforeValidator(_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(_duration), above(0)]
 PositiveQuantity = Annotated[str | int | float, BeforeValidator(_positive_quantity)]
+ByteSize = Annotated[int, BeforeValidator(_byte_size)]
 Tolerance = Annotated[float, BeforeValidator(_tolerance)]
 QueryTemplate = Annotated[str, AfterValidator(_template)]
 NonEmpty = Annotated[str, _check(lambda v: bool(v.strip()), "must not be empty")]

@@ -18,6 +18,7 @@ from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
 from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
+FollowRedirects = Literal["same-origin", "never", "any"]
 LogFormat = Literal["json", "console"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -65,6 +66,16 @@ class PrometheusServer:
     timeout: float = 10.0
     query_params: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Extra URL parameters on every query (``dedup=true`` for Thanos, ...)."""
+    max_response_bytes: int = 16 * 2**20
+    """The most bytes one answer may take, on the wire and decompressed. A 10,000-target
+    answer (50,000 series) is ~6 MB (``bench/prometheus_answers.py``); decoded, an answer
+    takes ~8 times its size, so 16 MiB keeps one within the daemon's 512Mi limit."""
+    max_series: int = 100_000
+    """The most series one answer may hold, counted before it is decoded (~1 KB each)."""
+    max_sample_age: float = 300.0
+    """Older samples are missing, not values: Prometheus' own lookback delta (5m)."""
+    follow_redirects: FollowRedirects = "same-origin"
+    """Which redirects to follow; credentials and headers never go to another origin."""
 
     def __repr__(self) -> str:
         # A URL may carry user:password@ and a header may carry a token: never print them.

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.config.fields import (
     ApiVersion,
+    ByteSize,
     DnsLabel,
     Duration,
     HeaderName,
@@ -110,6 +111,10 @@ class ServerModel(Model):
     insecure_skip_verify: bool | None = None
     timeout: PositiveUpToAnHour | None = None
     query_params: dict[QueryParamName, QueryParamValue] | None = None
+    max_response_bytes: Annotated[ByteSize, at_least(1024)] | None = None
+    max_series: Annotated[int, at_least(1), int32] | None = None
+    max_sample_age: PositiveUpToAnHour | None = None
+    follow_redirects: Literal["same-origin", "never", "any"] | None = None
 
 
 class PrometheusModel(ServerModel):

@@ -113,6 +113,8 @@ def _server(
         ca_file=_path(m.ca_file), insecure_skip_verify=m.insecure_skip_verify,
         timeout=m.timeout,
         query_params=MappingProxyType(dict(m.query_params)) if m.query_params else None,
+        max_response_bytes=m.max_response_bytes, max_series=m.max_series,
+        max_sample_age=m.max_sample_age, follow_redirects=m.follow_redirects,
     ))
 
 

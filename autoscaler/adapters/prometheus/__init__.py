@@ -2,7 +2,8 @@
 
 ``PrometheusSource.fetch`` is the whole public surface the daemon uses: give it one
 ``TargetRequest`` per target and a deadline, get a ``FetchResult``. Modules: ``client``
-(thread pool, retries, auth), ``queries`` (PromQL text), ``batch`` (dedup and split),
+(thread pool, retries, auth), ``transport`` (one query's HTTP, bounded in bytes, series,
+time and redirects), ``queries`` (PromQL text), ``batch`` (dedup and split),
 ``parse`` (shapes and values), ``kube_requests`` (requests from kube-state-metrics),
 ``source`` (the pass).
 """

@@ -1,29 +1,29 @@
 """Instant queries against several Prometheus servers, off the event loop, within a deadline.
 
-prometheus-api-client is synchronous (requests), so every query runs in one bounded
-``ThreadPoolExecutor`` with one ``PrometheusConnect`` per (worker thread, server): requests'
-sessions are not documented as thread-safe. The client's own retries are off
-(``Retry(total=0)``); tenacity retries transient faults with exponential backoff and explicit
-jitter, and stops before the pass's deadline. Library exceptions become ``TransientError``
-(timeouts, refused connections, 5xx, 429), ``AccessDeniedError`` (401/403, a certificate that
-does not verify), ``BadQueryError``
-(other 4xx: PromQL errors) or ``BadDataError`` (an answer that is not Prometheus JSON).
+The HTTP of a query is ``transport``'s (bounded bytes, series, time and redirects); this
+module runs it in one bounded ``ThreadPoolExecutor`` with one requests session per (worker
+thread, server): requests' sessions are not documented as thread-safe. tenacity retries
+transient faults with exponential backoff and explicit jitter, and stops before the pass's
+deadline. Failures arrive as ``TransientError`` (timeouts, refused connections, 5xx, 429, an
+answer too slow), ``AccessDeniedError`` (401/403, a certificate that does not verify),
+``BadQueryError`` (other 4xx: PromQL errors) or ``BadDataError`` (an answer that is not
+Prometheus JSON, or over a limit, or a redirect not followed).
 
 Credentials are read from files on each query and re-read when the file changes (stat: mtime,
 size, inode), so rotated tokens work without a restart. They never appear in a repr, a log
-line or an error message; URLs are logged without userinfo.
+line or an error message; URLs are logged without userinfo. A server with
+``insecureSkipVerify`` is named in one warning when the client starts (urllib3's warning per
+request is silenced).
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import json
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +32,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import structlog
-from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -43,15 +41,14 @@ from tenacity import (
     wait_exponential_jitter,
 )
 from tenacity.stop import stop_base
-from urllib3.util.retry import Retry
+from urllib3.exceptions import InsecureRequestWarning
 
+from autoscaler.adapters.prometheus import transport
 from autoscaler.adapters.prometheus.model import ServerSettings
-from autoscaler.errors import AccessDeniedError, BadDataError, BadQueryError, TransientError
+from autoscaler.errors import TransientError
 
 log = structlog.get_logger(__name__)
 
-_STATUS = re.compile(r"HTTP Status Code (\d{3})")
-_BODY = re.compile(r"\((b'.*'|b\".*\")\)\s*$", re.DOTALL)
 _MIN_ATTEMPT = 0.05
 """Seconds an attempt needs at least; no retry starts closer than this to the deadline."""
 
@@ -136,14 +133,18 @@ class _Server:
             return None
         return (user, self.password.read() if self.password else "")
 
-    def connect(self) -> PrometheusConnect:
-        session = requests.Session()
+    def connect(self) -> requests.Session:
         if self.settings.insecure_skip_verify:
-            session.verify = False
-        elif self.settings.ca_file is not None:
-            session.verify = str(self.settings.ca_file)
-        # Our retries are tenacity's, bounded by the deadline; the client's would block 6-10 s.
-        return PrometheusConnect(url=self.url, retry=Retry(total=0), session=session)
+            return transport.session(verify=False)
+        ca_file = self.settings.ca_file
+        return transport.session(verify=True if ca_file is None else str(ca_file))
+
+    def exchange(self, timeout: float) -> transport.Exchange:
+        s = self.settings
+        return transport.Exchange(
+            server=s.name, url=self.safe_url, timeout=timeout,
+            max_response_bytes=s.max_response_bytes, max_series=s.max_series,
+            follow_redirects=s.follow_redirects)
 
     def __repr__(self) -> str:
         return f"_Server(name={self.settings.name!r}, url={self.safe_url!r})"
@@ -160,8 +161,9 @@ class PrometheusClient:
         self._retry = retry or RetryPolicy()
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="prometheus")
         self._local = threading.local()
-        self._opened: list[PrometheusConnect] = []
+        self._opened: list[requests.Session] = []
         self._opened_lock = threading.Lock()
+        _warn_unverified(self._servers.values())
 
     def __repr__(self) -> str:
         return f"PrometheusClient(servers={sorted(self._servers)!r})"
@@ -210,19 +212,14 @@ class PrometheusClient:
              parse: Callable[[Any], Any] | None = None) -> Any:
         """Worker-thread side of one attempt: build auth, query, classify failures, parse."""
         target = self._servers[server]
-        conn = self._connection(target)
-        conn.headers = target.headers()
-        conn.auth = target.auth()
-        params = {**target.settings.query_params, "time": f"{at:.3f}"}
-        try:
-            raw = conn.custom_query(promql, params=params, timeout=timeout)
-        except (PrometheusApiClientException, requests.RequestException, ValueError,
-                KeyError, TypeError) as error:
-            raise _translate(error, target.safe_url, timeout) from None
+        params = {"query": promql, **target.settings.query_params, "time": f"{at:.3f}"}
+        raw = transport.query(
+            self._connection(target), f"{target.url}/api/v1/query", params=params,
+            headers=target.headers(), auth=target.auth(), exchange=target.exchange(timeout))
         return raw if parse is None else parse(raw)
 
-    def _connection(self, server: _Server) -> PrometheusConnect:
-        conns: dict[str, PrometheusConnect] = self._local.__dict__.setdefault("conns", {})
+    def _connection(self, server: _Server) -> requests.Session:
+        conns: dict[str, requests.Session] = self._local.__dict__.setdefault("conns", {})
         name = server.settings.name
         if name not in conns:
             conns[name] = server.connect()
@@ -239,58 +236,13 @@ class PrometheusClient:
             self._opened.clear()
 
 
-def _translate(error: Exception, url: str, timeout: float) -> Exception:
-    """Our taxonomy for what prometheus-api-client and requests raise (order matters)."""
-    if isinstance(error, PrometheusApiClientException):
-        return _classify_status(str(error))
-    plain_value_error = isinstance(error, ValueError) and not isinstance(
-        error, requests.RequestException)
-    if plain_value_error or isinstance(error, requests.JSONDecodeError | KeyError | TypeError):
-        return BadDataError(f"{url} answered with something that is not Prometheus query JSON")
-    if isinstance(error, requests.exceptions.SSLError):
-        # Not worth retrying within a pass: a certificate does not become valid in seconds.
-        return AccessDeniedError(f"TLS verification of {url} failed (check ca_file)")
-    cause = _root_cause(error)
-    # With Retry(total=0), urllib3 wraps a read timeout in MaxRetryError -> ConnectionError.
-    if isinstance(error, requests.Timeout) or cause.startswith(("TimeoutError", "ReadTimeout")):
-        return TransientError(f"{url} timed out after {timeout:.2f}s")
-    if isinstance(error, requests.ConnectionError):
-        return TransientError(f"cannot connect to {url}: {cause}")
-    return TransientError(f"request to {url} failed: {type(error).__name__}")
-
-
-def _classify_status(message: str) -> Exception:
-    match = _STATUS.search(message)
-    status = int(match.group(1)) if match else 0
-    detail = _error_detail(message)
-    text = f"HTTP {status}" + (f": {detail[:300]}" if detail else "")
-    if status in (401, 403):
-        return AccessDeniedError(f"{text} (check the credentials)")
-    if status == 429 or status >= 500 or status == 0:
-        return TransientError(text)
-    return BadQueryError(text)
-
-
-def _error_detail(message: str) -> str:
-    """Prometheus's ``error`` field from the client's ``HTTP Status Code N (b'...')`` text."""
-    match = _BODY.search(message)
-    if not match:
-        return ""
-    try:
-        body = ast.literal_eval(match.group(1))
-        return str(json.loads(body)["error"])
-    except (ValueError, SyntaxError, TypeError, KeyError):
-        return ""  # not Prometheus's JSON (a proxy's HTML page): the status says enough
-
-
-def _root_cause(error: BaseException) -> str:
-    """The innermost cause's class name ("ConnectionRefusedError"): short, and secret-free."""
-    seen = error
-    while seen.__cause__ is not None or seen.__context__ is not None:
-        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
-    if isinstance(seen, OSError) and seen.strerror:
-        return f"{type(seen).__name__}: {seen.strerror}"
-    return type(seen).__name__
+def _warn_unverified(servers: Iterable[_Server]) -> None:
+    unverified = [server for server in servers if server.settings.insecure_skip_verify]
+    for server in unverified:
+        log.warning("TLS certificate of Prometheus server not verified (insecureSkipVerify)",
+                    server=server.settings.name, url=server.safe_url)
+    if unverified:  # said once above; urllib3 would repeat it on stderr for every request
+        warnings.filterwarnings("ignore", category=InsecureRequestWarning)
 
 
 def _log_retry(state: RetryCallState) -> None:

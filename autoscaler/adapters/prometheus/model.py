@@ -17,6 +17,7 @@ from autoscaler.algorithm import MetricSpec, MetricValues, Pod
 from autoscaler.record import record
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
+FollowRedirects = Literal["same-origin", "never", "any"]
 
 
 class ServerSettings(Protocol):
@@ -42,6 +43,14 @@ class ServerSettings(Protocol):
     def timeout(self) -> float: ...
     @property
     def query_params(self) -> Mapping[str, str]: ...
+    @property
+    def max_response_bytes(self) -> int: ...
+    @property
+    def max_series(self) -> int: ...
+    @property
+    def max_sample_age(self) -> float: ...
+    @property
+    def follow_redirects(self) -> FollowRedirects: ...
 
 
 class QuerySettings(Protocol):

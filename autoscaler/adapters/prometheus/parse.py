@@ -4,7 +4,10 @@ The client drops ``resultType``: an instant vector arrives as a list of
 ``{"metric": {...}, "value": [ts, "v"]}`` dicts, a scalar (or string) as ``[ts, "v"]``, a range
 vector as dicts with ``"values"``. Values are strings and may be ``"NaN"``, ``"+Inf"`` or
 ``"-Inf"``. Everything that is not a usable number becomes a ``BadDataError`` naming the
-problem; nothing here ever turns garbage into zero.
+problem; nothing here ever turns garbage into zero. Nor into a current value: with a
+``Freshness``, a sample stamped more than ``max_age`` before the instant asked for, more than
+``FUTURE_SKEW`` after it, or at no finite time, is missing (its pod is left out; an Object or
+External metric is bad data).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from autoscaler.algorithm import Milli, PodSample
@@ -24,6 +28,40 @@ _MAX_ABS = 9e12
 
 _KEYED = ("namespace", "pod", "container")
 
+FUTURE_SKEW = 60.0
+"""Seconds a sample may be stamped after the instant asked for: clocks of the daemon's node
+and of a Prometheus (or a Thanos/Mimir behind it) may drift apart by that much."""
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """The sample timestamps a pass accepts: from ``at - max_age`` to ``at + FUTURE_SKEW``."""
+
+    at: float
+    """The instant the pass asked for (Unix seconds)."""
+    max_age: float
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.at - self.max_age, self.at + FUTURE_SKEW
+
+    def problem(self, timestamp: float) -> str | None:
+        """Why a sample stamped ``timestamp`` is not a current value, or ``None``."""
+        earliest, latest = self.bounds
+        if earliest <= timestamp <= latest:
+            return None
+        if not math.isfinite(timestamp):
+            return f"sample timestamp is {_SPECIAL[str(timestamp)]}"
+        if timestamp < earliest:
+            return (f"sample is {self.at - timestamp:.0f}s old, older than maxSampleAge "
+                    f"({self.max_age:g}s)")
+        return (f"sample is stamped {timestamp - self.at:.0f}s in the future, more than the "
+                f"{FUTURE_SKEW:g}s of clock skew allowed")
+
+
+_ANY_TIME = (-math.inf, math.inf)
+_SPECIAL = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}
+
 
 class Sample:
     """One series of an instant-query answer; ``raw`` is the value as Prometheus sent it.
@@ -34,9 +72,10 @@ class Sample:
     50,000 series costs ~20 MB less than with a dict per series.
     """
 
-    __slots__ = ("_other", "container", "namespace", "pod", "raw", "timestamp")
+    __slots__ = ("_other", "container", "namespace", "pod", "raw", "stale", "timestamp")
 
-    def __init__(self, *, labels: Mapping[str, str], raw: str, timestamp: float) -> None:
+    def __init__(self, *, labels: Mapping[str, str], raw: str, timestamp: float,
+                 stale: str | None = None) -> None:
         get = labels.get
         namespace, pod, container = get("namespace"), get("pod"), get("container")
         self.namespace = None if namespace is None else sys.intern(namespace)
@@ -47,6 +86,8 @@ class Sample:
             sorted((k, v) for k, v in labels.items() if k not in _KEYED))
         self.raw = raw
         self.timestamp = timestamp
+        self.stale = stale
+        """Why the sample is not a current value (``Freshness.problem``), or ``None``."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -65,16 +106,18 @@ class Sample:
         return f"Sample(labels={self.labels!r}, raw={self.raw!r}, timestamp={self.timestamp!r})"
 
 
-def parse_result(result: Any) -> list[Sample]:
-    """Turn the client's ``data.result`` into samples; raise ``BadDataError`` on any other shape."""
+def parse_result(result: Any, fresh: Freshness | None = None) -> list[Sample]:
+    """Turn the client's ``data.result`` into samples; raise ``BadDataError`` on any other shape.
+
+    With ``fresh``, each sample's ``stale`` says why it is too old or too new to use."""
     if not isinstance(result, list):
         raise BadDataError(f"unexpected answer of type {type(result).__name__}")
     if len(result) == 2 and not isinstance(result[0], dict):
-        return [_pair({}, result)]  # a scalar or string result: [ts, "v"]
-    return [_series(item) for item in result]
+        return [_pair({}, result, fresh)]  # a scalar or string result: [ts, "v"]
+    return [_series(item, fresh) for item in result]
 
 
-def _series(item: Any) -> Sample:
+def _series(item: Any, fresh: Freshness | None = None) -> Sample:
     if not isinstance(item, dict):
         raise BadDataError(f"unexpected series of type {type(item).__name__}")
     if "values" in item:
@@ -84,17 +127,18 @@ def _series(item: Any) -> Sample:
         raise BadDataError("series without 'metric' labels or 'value'")
     if not all(type(v) is str for v in labels.values()):  # JSON keys are always str
         labels = {k: str(v) for k, v in labels.items()}
-    return _pair(labels, item["value"])
+    return _pair(labels, item["value"], fresh)
 
 
-def _pair(labels: Mapping[str, str], pair: Any) -> Sample:
+def _pair(labels: Mapping[str, str], pair: Any, fresh: Freshness | None) -> Sample:
     if not (isinstance(pair, list | tuple) and len(pair) == 2):
         raise BadDataError(f"malformed sample value {str(pair)[:80]!r}")
     try:
         timestamp = float(pair[0])
     except (TypeError, ValueError) as error:
         raise BadDataError(f"malformed sample timestamp {str(pair[0])[:40]!r}") from error
-    return Sample(labels=labels, raw=str(pair[1]), timestamp=timestamp)
+    stale = None if fresh is None else fresh.problem(timestamp)
+    return Sample(labels=labels, raw=str(pair[1]), timestamp=timestamp, stale=stale)
 
 
 def to_milli(raw: str) -> Milli:
@@ -161,7 +205,7 @@ class PodAnswer:
         return self.size
 
     def add(self, pod: str | None, namespace: str | None, container: str | None, raw: str,
-            timestamp: float) -> None:
+            timestamp: float, *, stale: str | None = None) -> None:
         self.size += 1
         if pod is None:
             self.unlabelled += 1
@@ -170,6 +214,8 @@ class PodAnswer:
         namespace = None if namespace is None else sys.intern(namespace)
         container = None if container is None else sys.intern(container)
         try:
+            if stale is not None:  # a pod with only a stale sample is missing, as upstream's
+                raise BadDataError(stale)
             series = PodSeries(namespace, container, to_milli(raw), None, timestamp)
         except BadDataError as error:
             series = PodSeries(namespace, container, None, str(error), timestamp)
@@ -186,7 +232,8 @@ class PodAnswer:
                                "aggregate with sum by (pod)")
 
     def add_sample(self, sample: Sample) -> None:
-        self.add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp)
+        self.add(sample.pod, sample.namespace, sample.container, sample.raw, sample.timestamp,
+                 stale=sample.stale)
 
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> PodAnswer:
@@ -197,12 +244,13 @@ class PodAnswer:
         return answer
 
 
-def parse_pod_answer(result: Any) -> PodAnswer:
+def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
     """``parse_result``'s checks and messages, straight into a ``PodAnswer``."""
     if not isinstance(result, list):
         raise BadDataError(f"unexpected answer of type {type(result).__name__}")
     if len(result) == 2 and not isinstance(result[0], dict):
-        return PodAnswer.of([_pair({}, result)])
+        return PodAnswer.of([_pair({}, result, fresh)])
+    earliest, latest = _ANY_TIME if fresh is None else fresh.bounds
     answer = PodAnswer()
     by_pod = answer.by_pod
     interned: dict[str | None, str] = {}
@@ -225,10 +273,12 @@ def parse_pod_answer(result: Any) -> PodAnswer:
                 raise TypeError
             value = float(raw)
         except (TypeError, KeyError, ValueError, IndexError):
-            answer.add_sample(_series(item))  # parse_result's error, or its reading
+            answer.add_sample(_series(item, fresh))  # parse_result's error, or its reading
             continue
-        if not 0 <= value <= _MAX_ABS:  # NaN, infinities, negative, huge: the full reading
-            answer.add(pod, namespace, container, raw, timestamp)
+        if not (0 <= value <= _MAX_ABS and earliest <= timestamp <= latest):
+            # NaN, infinities, negative, huge, stale: the full reading
+            stale = None if fresh is None else fresh.problem(timestamp)
+            answer.add(pod, namespace, container, raw, timestamp, stale=stale)
             continue
         # Interned: 50,000 series repeat a few namespaces and container names.
         ns, name = interned.get(namespace), interned.get(container)
@@ -307,6 +357,8 @@ def single_value(samples: Sequence[Sample]) -> Milli:
         raise BadDataError("empty result: the query matched no series")
     if len(samples) > 1:
         raise BadDataError(f"{len(samples)} series where exactly one is expected")
+    if samples[0].stale is not None:
+        raise BadDataError(samples[0].stale)
     return to_milli(samples[0].raw)
 
 
@@ -317,6 +369,8 @@ def all_values(samples: Sequence[Sample]) -> tuple[Milli, ...]:
     values = []
     for sample in samples:
         try:
+            if sample.stale is not None:
+                raise BadDataError(sample.stale)
             values.append(to_milli(sample.raw))
         except BadDataError as error:
             raise BadDataError(f"series {_describe(sample.labels)}: {error}") from None

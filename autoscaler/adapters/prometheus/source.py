@@ -3,15 +3,17 @@
 One ``fetch`` plans every target's metrics, runs each distinct (server, query) once and
 concurrently, evaluated at one instant (so all targets see the same snapshot), and splits the
 answers per target. It never raises: an unknown server, a query error, a timeout, an
-unreachable server, a wrong shape, a bad value or a series explosion becomes a
-``MetricUnavailable`` with the reason, for that target's metric only, and is logged with the
-target and metric bound.
+unreachable server, a wrong shape, a bad value, a series explosion, an answer over its
+server's limits (``maxResponseBytes``, ``maxSeries``, ``timeout``) or a stale sample becomes
+a ``MetricUnavailable`` with the reason (a stale sample of one pod: that pod is missing), for
+that target's metric only, and is logged with the target and metric bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
@@ -23,6 +25,7 @@ from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
 from autoscaler.adapters.prometheus.kube_requests import fold_requests
 from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import (
+    Freshness,
     check_series_count,
     parse_pod_answer,
     parse_result,
@@ -42,15 +45,16 @@ class PrometheusSource:
         servers: Mapping[str, ServerSettings],
         *,
         max_workers: int = 4,
-        max_series: int = 5000,
+        max_series_per_metric: int = 5000,
         retry_attempts: int = 3,
         retry: RetryPolicy | None = None,
         clock: Callable[[], float] = time.time,
         series_in_flight: int = 60_000,
     ) -> None:
-        """``max_workers`` bounds concurrent queries (all servers); ``max_series`` is the
-        number of series one (target, metric) may bring before the answer counts as an
-        explosion (a query shared by N of them may return N times as many);
+        """``max_workers`` bounds concurrent queries (all servers);
+        ``max_series_per_metric`` is the number of series one (target, metric) may bring
+        before the answer counts as an explosion (a query shared by N of them may return N
+        times as many; each server's ``max_series`` bounds any one answer, whoever shares it);
         ``retry_attempts`` counts attempts per query, ``retry`` overrides it with a whole
         policy (tests: short waits); ``clock`` gives the Unix time each pass evaluates at;
         ``series_in_flight`` bounds the series of the answers being fetched and decoded at
@@ -59,12 +63,14 @@ class PrometheusSource:
         peak memory at 10,000 targets."""
         policy = retry or RetryPolicy(attempts=retry_attempts)
         self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
-        self._max_series = max_series
+        self._servers = servers
+        self._max_series = max_series_per_metric
         self._series_in_flight = series_in_flight
         self._clock = clock
 
     def __repr__(self) -> str:
-        return f"PrometheusSource({self._client!r}, max_series={self._max_series})"
+        return (f"PrometheusSource({self._client!r}, "
+                f"max_series_per_metric={self._max_series})")
 
     async def fetch(self, requests: Sequence[TargetRequest], *, deadline: float) -> FetchResult:
         """Values for every target, aligned with its metrics; ``deadline`` is monotonic time."""
@@ -79,6 +85,7 @@ class PrometheusSource:
                                queries_issued=0)
 
     async def close(self) -> None:
+        """Returns at once: queries still running are cut off by their own timeout."""
         self._client.close()
 
     async def _run_all(self, plan: Plan, deadline: float) -> Answers:
@@ -88,11 +95,14 @@ class PrometheusSource:
         expected = plan.expected_series()
         per_pod = plan.per_pod()
         budget = _SeriesBudget(self._series_in_flight)
+        fresh = {name: Freshness(at, server.max_sample_age)
+                 for name, server in self._servers.items()}
         tasks = {
             asyncio.ensure_future(self._run(key, at, deadline,
                                             max_series=self._max_series * sharers,
                                             budget=budget, expected=expected[key],
-                                            per_pod=key in per_pod)): key
+                                            per_pod=key in per_pod,
+                                            fresh=fresh[key.server])): key
             for key, sharers in plan.sharers().items()
         }
         if not tasks:
@@ -110,14 +120,14 @@ class PrometheusSource:
 
     async def _run(
         self, key: QueryKey, at: float, deadline: float, *, max_series: int,
-        budget: _SeriesBudget, expected: int, per_pod: bool,
+        budget: _SeriesBudget, expected: int, per_pod: bool, fresh: Freshness,
     ) -> Answer | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
+        parse = functools.partial(parse_pod_answer if per_pod else parse_result, fresh=fresh)
         try:
             async with budget.hold(expected):
                 answer: Answer = await self._client.query(
-                    key.server, key.promql, at=at, deadline=deadline,
-                    parse=parse_pod_answer if per_pod else parse_result)
+                    key.server, key.promql, at=at, deadline=deadline, parse=parse)
             check_series_count(answer, max_series)
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)

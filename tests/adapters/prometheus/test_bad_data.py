@@ -26,7 +26,7 @@ def proxy(prometheus: PrometheusProcess) -> Iterator[CountingProxy]:
 
 @pytest.fixture
 async def source(proxy: CountingProxy) -> AsyncIterator[PrometheusSource]:
-    src = PrometheusSource({"default": prom_server(url=proxy.url)}, max_series=1000)
+    src = PrometheusSource({"default": prom_server(url=proxy.url)}, max_series_per_metric=1000)
     yield src
     await src.close()
 
@@ -120,7 +120,7 @@ async def test_several_series_for_one_pod(source: PrometheusSource) -> None:
 
 @TYPES
 async def test_series_explosion(source: PrometheusSource, kind: MetricSourceType) -> None:
-    """More series than max_series is bad data, whatever the metric type."""
+    """More series than max_series_per_metric is bad data, whatever the metric type."""
     text = reason(await fetch_one(source, kind, "exploding"))
     assert f"series explosion: {EXPLOSION} series, more than the limit of 1000" in text
 

@@ -112,7 +112,8 @@ async def test_basic_auth_password_from_file(tmp_path: Path) -> None:
 
 async def test_headers_and_query_params_reach_the_server() -> None:
     """Custom headers and extra parameters (Thanos dedup, a tenant) go with every query."""
-    with LoopbackHTTPServer(lambda _: ONE) as server:
+    answer = StubResponse(body=prometheus_vector([({}, 1.0)], at=1700000000.25))
+    with LoopbackHTTPServer(lambda _: answer) as server:
         source = PrometheusSource({"default": prom_server(
             url=server.url, headers={"X-Scope-OrgID": "tenant-a"},
             query_params={"dedup": "true", "partial_response": "false"})},
@@ -125,7 +126,6 @@ async def test_headers_and_query_params_reach_the_server() -> None:
                            "partial_response": ["false"], "time": ["1700000000.250"]}
 
 
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 @pytest.mark.parametrize(("use_ca", "skip_verify", "ok"), [
     (True, False, True), (False, False, False), (False, True, True)],
     ids=["ca-file", "verify-by-default", "insecure-skip-verify"])

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.adapters.prometheus.parse import (
+    Freshness,
     PodAnswer,
     Sample,
     all_values,
@@ -241,3 +242,38 @@ def test_series_explosion() -> None:
     check_series_count([s("1")] * 3, 3)
     with pytest.raises(BadDataError, match="series explosion: 4 series"):
         check_series_count([s("1")] * 4, 3)
+
+
+AT = 1_800_000_000.0
+FRESH = Freshness(AT, 300.0)
+
+
+@pytest.mark.parametrize(("stamped", "problem"), [
+    (AT, None), (AT - 300, None), (AT + 60, None),
+    (AT - 301, "sample is 301s old, older than maxSampleAge (300s)"),
+    (AT + 61, "sample is stamped 61s in the future, more than the 60s of clock skew allowed"),
+    (float("nan"), "sample timestamp is NaN"), (float("inf"), "sample timestamp is +Inf"),
+], ids=["now", "max-age", "max-skew", "too-old", "too-new", "nan", "inf"])
+def test_freshness(stamped: float, problem: str | None) -> None:
+    """A sample is current from maxSampleAge before the instant asked for to 60 s after it."""
+    assert FRESH.problem(stamped) == problem
+
+
+@pytest.mark.parametrize("parse", [
+    lambda r: PodAnswer.of(parse_result(r, FRESH)), lambda r: parse_pod_answer(r, FRESH)],
+    ids=["via-samples", "direct"])
+def test_a_stale_pod_is_dropped_with_its_reason(parse: Callable[[Any], PodAnswer]) -> None:
+    """A stale sample leaves its pod out (missing) and says why; fresh pods stay."""
+    answer = parse([{"metric": {"pod": "a"}, "value": [AT, "1"]},
+                    {"metric": {"pod": "b"}, "value": [AT - 3600, "1"]}])
+    found, notes = pod_samples(answer, namespace="ns", pods={"a", "b"}, window=60)
+    assert set(found) == {"a"}
+    assert notes == ["pod b: sample is 3600s old, older than maxSampleAge (300s)"]
+
+
+@pytest.mark.parametrize("read", [single_value, all_values], ids=["object", "external"])
+def test_a_stale_single_value_is_bad_data(read: Callable[[list[Sample]], Any]) -> None:
+    """An Object or External value with a stale sample is bad data, not a value."""
+    samples = parse_result([{"metric": {}, "value": [AT + 3600, "1"]}], FRESH)
+    with pytest.raises(BadDataError, match="3600s in the future"):
+        read(samples)

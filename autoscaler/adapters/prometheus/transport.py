@@ -1,0 +1,465 @@
+"""One instant query over HTTP, bounded in bytes, series, time and reach, whatever the server does.
+
+prometheus-api-client reads an answer whole (``response.json()``) and lets requests follow
+any redirect with the caller's headers, so the query call is ours, over a requests
+``Session`` (connection pool, TLS, proxies from the environment). What it guarantees:
+
+- bytes: a ``Content-Length`` over ``max_response_bytes`` is refused before the body is
+  read; then the body is read in chunks, counting the bytes on the wire and, for gzip or
+  deflate, the bytes inflated (zlib with ``max_length``: a gzip bomb never inflates past
+  the limit). Other content codings are refused (we ask for gzip only).
+- series: the answer's JSON arrays and objects are counted before it is decoded (three per
+  series: the series, its labels, its value), so neither ``max_series`` series nor a flood
+  of empty ``[]`` is ever built; decoding takes ~8 times the answer's bytes.
+- time: a watchdog shuts the exchange's sockets down at ``timeout``, so a server dripping its
+  TLS handshake, headers or body a byte at a time (each byte restarting requests' per-read
+  timeout) cannot hold a worker thread past it.
+- reach: redirects are followed per ``follow_redirects`` (``same-origin`` by default);
+  credentials and custom headers are only ever sent to the server's own origin.
+
+Every failure is one of the daemon's errors (``autoscaler.errors``), with a message that
+names the server and never a secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from autoscaler.adapters.prometheus.model import FollowRedirects
+from autoscaler.errors import AccessDeniedError, BadDataError, BadQueryError, TransientError
+
+MAX_REDIRECTS = 5
+_CHUNK = 1 << 16
+_ERROR_BODY = 1 << 16
+"""Bytes of an error answer read for its message; the rest is not worth waiting for."""
+_ENVELOPE = 3
+"""The JSON containers of an answer that are not series: the answer, ``data``, ``result``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange:
+    """Who is asked and how far the answer may go."""
+
+    server: str
+    """The server's name in the config, for messages."""
+    url: str
+    """Its base URL, without userinfo (``redact_url``): for messages."""
+    timeout: float
+    max_response_bytes: int
+    max_series: int
+    follow_redirects: FollowRedirects
+
+
+def query(session: requests.Session, endpoint: str, *, params: Mapping[str, str],
+          headers: Mapping[str, str], auth: tuple[str, str] | None,
+          exchange: Exchange) -> Any:
+    """``data.result`` of an instant query at ``endpoint``, or one of our errors."""
+    watch = _Watch()
+    _current.watch = watch
+    _watchdog.watch(watch, time.monotonic() + exchange.timeout)
+    try:
+        body = _exchange(session, endpoint, params=params, headers=headers, auth=auth,
+                         exchange=exchange)
+    except (requests.RequestException, urllib3.exceptions.HTTPError) as error:
+        # (urllib3's own errors: from reading the raw body, which requests does not wrap)
+        if watch.expired:
+            raise _too_slow(exchange) from None
+        raise _translate(error, exchange) from None
+    finally:
+        watch.finish()
+        _current.watch = None
+    if watch.expired:  # a body cut short ends like a complete one when it has no length
+        raise _too_slow(exchange)
+    return _decode(body, exchange)
+
+
+def _too_slow(exchange: Exchange) -> TransientError:
+    """A read timeout or the exchange's deadline: either way the answer was not there in time."""
+    return TransientError(f"{exchange.url} timed out after {exchange.timeout:.2f}s "
+                          "(answer too slow)")
+
+
+def _exchange(session: requests.Session, endpoint: str, *, params: Mapping[str, str],
+              headers: Mapping[str, str], auth: tuple[str, str] | None,
+              exchange: Exchange) -> bytearray:
+    response = follow(session, endpoint, params=params, headers=headers, auth=auth,
+                      exchange=exchange)
+    with response:
+        if response.status_code != 200:
+            raise _status_error(response.status_code, _read_error(response))
+        return read_body(response, exchange)
+
+
+# --- redirects -------------------------------------------------------------------------------
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port made explicit."""
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+def follow(session: requests.Session, endpoint: str, *, params: Mapping[str, str],
+           headers: Mapping[str, str], auth: tuple[str, str] | None,
+           exchange: Exchange) -> requests.Response:
+    """The first answer that is not a redirect, following redirects as the policy allows.
+
+    ``headers`` and ``auth`` go only to ``endpoint``'s origin: a hop to another origin is
+    made with our protocol headers alone, and only when ``follow_redirects = "any"``.
+    """
+    home, url = origin(endpoint), endpoint
+    for _ in range(MAX_REDIRECTS + 1):
+        own = origin(url) == home
+        response = session.get(
+            url, params=params if url == endpoint else None,
+            headers={**_PROTOCOL_HEADERS, **headers} if own else _PROTOCOL_HEADERS,
+            auth=auth if own else None, timeout=exchange.timeout, stream=True,
+            allow_redirects=False,
+            # Explicit: else $REQUESTS_CA_BUNDLE would replace the session's caFile.
+            verify=session.verify)
+        if not response.is_redirect:
+            return response
+        response.close()
+        url = _next_hop(url, response.headers["Location"], home, exchange)
+    raise BadDataError(f"{exchange.url} redirected more than {MAX_REDIRECTS} times")
+
+
+_PROTOCOL_HEADERS = {"Accept": "application/json", "Accept-Encoding": "gzip"}
+
+
+def _next_hop(url: str, location: str, home: tuple[str, str, int | None],
+              exchange: Exchange) -> str:
+    target = urljoin(url, location)
+    shown = _without_userinfo(target)
+    policy = exchange.follow_redirects
+    if urlsplit(target).scheme not in ("http", "https"):
+        raise BadDataError(f"{exchange.url} redirected to {shown[:200]}: not http(s)")
+    if policy == "never" or (policy == "same-origin" and origin(target) != home):
+        raise BadDataError(
+            f"{exchange.url} redirected to {shown[:200]}; not followed (followRedirects = "
+            f'"{policy}" for Prometheus server {exchange.server!r})')
+    return target
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = parts.hostname or ""
+    return parts._replace(netloc=f"{netloc}:{parts.port}" if parts.port else netloc).geturl()
+
+
+# --- the body, bounded -----------------------------------------------------------------------
+
+
+def read_body(response: requests.Response, exchange: Exchange) -> bytearray:
+    """The whole body, decompressed; ``BadDataError`` once it passes ``max_response_bytes``."""
+    limit = exchange.max_response_bytes
+    length = response.headers.get("Content-Length", "").strip()
+    if length.isdigit() and int(length) > limit:
+        raise _too_large(exchange, f"Content-Length {int(length):,}")
+    coding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if coding not in ("identity", "gzip", "x-gzip", "deflate"):
+        raise BadDataError(f"{exchange.url} answered with Content-Encoding {coding[:40]!r}; "
+                           "only gzip was asked for")
+    wire = _wire_chunks(response)
+    body = bytearray()
+    if coding == "identity":
+        for chunk in wire:
+            body += chunk
+            if len(body) > limit:
+                raise _too_large(exchange, f"more than {limit:,} bytes arrived")
+        return body
+    return _inflate(wire, limit, exchange, coding)
+
+
+def _wire_chunks(response: requests.Response) -> Iterator[bytes]:
+    # Raw bytes as they arrived (transfer coding undone, content coding kept): inflating is
+    # ours, so that it can stop at the limit.
+    yield from response.raw.stream(_CHUNK, decode_content=False)
+
+
+def _inflate(wire: Iterator[bytes], limit: int, exchange: Exchange, coding: str) -> bytearray:
+    body = bytearray()
+    received = 0
+    inflater = zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or a zlib header
+    try:
+        for chunk in wire:
+            received += len(chunk)
+            if received > limit:
+                raise _too_large(exchange, f"more than {limit:,} {coding} bytes arrived")
+            pending = chunk
+            while pending:
+                body += inflater.decompress(pending, limit - len(body) + 1)
+                if len(body) > limit:
+                    raise _too_large(exchange, f"more than {limit:,} bytes once inflated "
+                                     f"from {received:,} {coding} bytes")
+                pending = inflater.unconsumed_tail
+                if inflater.eof and inflater.unused_data:  # another gzip member follows
+                    pending = inflater.unused_data
+                    inflater = zlib.decompressobj(wbits=47)
+    except zlib.error:
+        raise BadDataError(f"{exchange.url} sent a broken {coding} body") from None
+    if not inflater.eof:
+        raise BadDataError(f"{exchange.url} sent a truncated {coding} body")
+    return body
+
+
+def _too_large(exchange: Exchange, detail: str) -> BadDataError:
+    return BadDataError(
+        f"answer larger than maxResponseBytes = {exchange.max_response_bytes:,} of Prometheus "
+        f"server {exchange.server!r} ({detail})")
+
+
+def _read_error(response: requests.Response) -> bytes:
+    body = bytearray()
+    for chunk in response.iter_content(4096):
+        body += chunk
+        if len(body) >= _ERROR_BODY:
+            break
+    return bytes(body[:_ERROR_BODY])
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+def count_series(body: bytes | bytearray) -> int:
+    """Series in an answer, counted on its bytes: three JSON containers each beyond the
+    envelope's. Brackets inside strings count too, so this errs towards too many."""
+    return max(0, (body.count(b"{") + body.count(b"[") - _ENVELOPE) // 3)
+
+
+def _decode(body: bytearray, exchange: Exchange) -> Any:
+    # Three containers take at least six bytes: a smaller body cannot be over the limit, and
+    # is not worth counting (0.7 ms a 5,000-series answer).
+    short = len(body) < 6 * exchange.max_series + 2 * _ENVELOPE
+    series = 0 if short else count_series(body)
+    if series > exchange.max_series:
+        raise BadDataError(
+            f"answer holds {series:,} series, more than maxSeries = {exchange.max_series:,} "
+            f"of Prometheus server {exchange.server!r}")
+    try:
+        text = body.decode()
+        del body[:]  # its bytes are not needed once it is text: halve the peak
+        document = json.loads(text)
+        if document["status"] != "success":
+            raise TypeError
+        return document["data"]["result"]
+    except (ValueError, KeyError, TypeError):
+        raise BadDataError(f"{exchange.url} answered with something that is not Prometheus "
+                           "query JSON") from None
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def _status_error(status: int, body: bytes) -> Exception:
+    detail = _error_detail(body)
+    text = f"HTTP {status}" + (f": {detail[:300]}" if detail else "")
+    if status in (401, 403):
+        return AccessDeniedError(f"{text} (check the credentials)")
+    if status == 429 or status >= 500:
+        return TransientError(text)
+    return BadQueryError(text)
+
+
+def _error_detail(body: bytes) -> str:
+    """Prometheus's ``error`` field; "" for anything else (a proxy's HTML page)."""
+    try:
+        return str(json.loads(body)["error"])
+    except (ValueError, TypeError, KeyError):
+        return ""
+
+
+def _translate(error: requests.RequestException | urllib3.exceptions.HTTPError,
+               exchange: Exchange) -> Exception:
+    """Our taxonomy for what requests and urllib3 raise (order matters)."""
+    url = exchange.url
+    if isinstance(error, requests.exceptions.SSLError | urllib3.exceptions.SSLError):
+        # Not worth retrying within a pass: a certificate does not become valid in seconds.
+        return AccessDeniedError(f"TLS verification of {url} failed (check caFile)")
+    cause = _root_cause(error)
+    if isinstance(error, requests.Timeout | urllib3.exceptions.TimeoutError) or cause.startswith(
+            ("TimeoutError", "ReadTimeout")):
+        return _too_slow(exchange)
+    if isinstance(error, requests.ConnectionError):
+        return TransientError(f"cannot connect to {url}: {cause}")
+    if isinstance(error, urllib3.exceptions.HTTPError):
+        return TransientError(f"answer from {url} cut short: {cause}")
+    return TransientError(f"request to {url} failed: {type(error).__name__}")
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost cause's class name ("ConnectionRefusedError"): short, and secret-free."""
+    seen = error
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
+    if isinstance(seen, OSError) and seen.strerror:
+        return f"{type(seen).__name__}: {seen.strerror}"
+    return type(seen).__name__
+
+
+# --- the deadline ----------------------------------------------------------------------------
+
+
+class _Watch:
+    """The sockets of one exchange; ``expire`` (from the watchdog's thread) shuts them down,
+    so whatever read blocks on them returns at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.expired = False
+        self.done = False
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def expire(self) -> None:
+        with self._lock:
+            if self.done:  # its connection may be back in the pool, serving another query
+                return
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.done = True
+
+
+class _Watchdog:
+    """One daemon thread expiring every exchange at its deadline (a timer thread per query
+    cost 0.3 ms to start); a daemon, so it never holds up the interpreter's exit."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, watch: _Watch, deadline: float) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (deadline, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="prometheus-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                while self._due and (self._due[0][0] <= now or self._due[0][2].done):
+                    watch = heapq.heappop(self._due)[2]
+                    if not watch.done:
+                        watch.expire()
+                self._changed.wait(self._due[0][0] - now if self._due else None)
+
+
+_watchdog = _Watchdog()
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also under TLS: SSLSocket's own would touch the SSL object
+    # another thread is reading with. OSError: already closed, nothing left to stop.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Current(threading.local):
+    watch: _Watch | None = None
+
+
+_current = _Current()
+"""The exchange the worker thread is running; its connections register their sockets."""
+
+
+def _register(sock: socket.socket | None) -> None:
+    watch = _current.watch
+    if watch is not None and sock is not None:
+        watch.add(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:  # a new socket, before any handshake on it
+        sock = super()._new_conn()
+        _register(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _register(self.sock)  # a kept-alive connection, reused
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _register(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _register(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_WATCHED_POOLS = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+class WatchedAdapter(HTTPAdapter):
+    """requests' adapter, with connections whose sockets the exchange's timer can shut."""
+
+    def __init__(self) -> None:
+        super().__init__(max_retries=0)  # our retries are tenacity's, within the deadline
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if not proxy.lower().startswith("socks"):  # SOCKS brings connection classes of its own
+            manager.pool_classes_by_scheme = _WATCHED_POOLS
+        return manager
+
+
+def session(*, verify: bool | str) -> requests.Session:
+    """A session for one server in one worker thread (requests' sessions are not
+    documented as thread-safe)."""
+    made = requests.Session()
+    made.verify = verify
+    adapter = WatchedAdapter()
+    made.mount("http://", adapter)
+    made.mount("https://", adapter)
+    return made
+
