@@ -2,8 +2,12 @@
 
 tomli-w writes nested tables as separate ``[a.b.c]`` sections and cannot write comments;
 ``import-hpa`` wants one compact block per target with a comment above each query to fill
-in, so it assembles lines itself and uses these helpers for the values. Scalars go through
-tomli-w, so strings are escaped exactly as TOML requires.
+in, so it assembles lines itself and uses these helpers for keys and values.
+
+Whatever a string holds, it stays inside its quotes: ``string`` escapes quotes, backslashes
+and every character that is not printable (control characters, U+2028, U+0085, bidi
+overrides...), so no value can end its line, open a table, or show as more than it is.
+Numbers and booleans go through tomli-w.
 """
 
 from __future__ import annotations
@@ -15,14 +19,38 @@ from typing import Any
 import tomli_w
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                  "\f": "\\f", "\r": "\\r"}
 
 
 def key(name: str) -> str:
     """A key, quoted unless it is a bare key."""
-    return name if _BARE_KEY.fullmatch(name) else scalar(name)
+    return name if _BARE_KEY.fullmatch(name) else string(name)
+
+
+def string(text: str) -> str:
+    """``text`` as a TOML basic string in which every character is visible.
+
+    Its escapes (``\\" \\\\ \\n \\t \\uXXXX \\UXXXXXXXX``...) are Go's too, so the same text
+    is a valid PromQL string literal.
+    """
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return '"' + "".join(_escaped(char) for char in text) + '"'
+
+
+def _escaped(char: str) -> str:
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
 
 
 def scalar(value: str | int | float | bool) -> str:
+    if isinstance(value, str):
+        return string(value)
     return tomli_w.dumps({"v": value}).removeprefix("v = ").rstrip("\n")
 
 
@@ -40,7 +68,17 @@ def inline(value: Any) -> str:
 
 
 def assignment(path: str, value: Any) -> list[str]:
-    """``path = value``; an array of tables gets one element per line."""
+    """``path = value``; an array of tables gets one element per line.
+
+    ``path`` is written as given: build it from ``key`` for names that are not bare.
+    """
     if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
         return [f"{path} = [", *(f"  {inline(v)}," for v in value), "]"]
     return [f"{path} = {inline(value)}"]
+
+
+def comment(text: str) -> str:
+    """``# text``; ``text`` must be one printable line (see ``manifests.plain``)."""
+    if not text.isprintable():
+        raise ValueError(f"a comment must be one printable line: {text!r}")
+    return f"# {text}" if text else "#"

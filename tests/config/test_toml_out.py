@@ -5,10 +5,11 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.config.toml_out import assignment, key
+from autoscaler.config.toml_out import assignment, comment, key, string
 
 scalars = st.one_of(st.text(), st.integers(-(2**63), 2**63 - 1), st.booleans(),
                     st.floats(allow_nan=False, allow_infinity=False))
@@ -29,3 +30,29 @@ def test_array_of_tables_gets_a_line_per_element() -> None:
     lines = assignment("policies", [{"type": "Pods", "value": 4}, {"type": "Percent"}])
     assert lines == ["policies = [", '  { type = "Pods", value = 4 },',
                      '  { type = "Percent" },', "]"]
+
+
+@given(st.text())
+def test_string_shows_every_character(text: str) -> None:
+    """A string value is one line of printable characters and parses back to itself."""
+    written = string(text)
+    assert written.isprintable()
+    assert tomllib.loads(f"v = {written}\n") == {"v": text}
+
+
+@pytest.mark.parametrize(("text", "written"), [
+    ('a"b', '"a\\"b"'), ("a\\b", '"a\\\\b"'), ("a\nb", '"a\\nb"'), ("\u2028", '"\\u2028"'),
+    ("\x85", '"\\u0085"'), ("\x00\x7f", '"\\u0000\\u007F"'), ("\U000e0001", '"\\U000E0001"'),
+    ("é ☃", '"é ☃"'),
+], ids=["quote", "backslash", "newline", "line-separator", "next-line", "control",
+        "astral-format", "printable-unicode"])
+def test_string_escapes(text: str, written: str) -> None:
+    """Quotes, backslashes and what is not printable are escaped; printable text is kept."""
+    assert string(text) == written
+
+
+def test_comment_refuses_a_second_line() -> None:
+    """A comment can never end its line: text that is not printable is a programming error."""
+    assert comment("TODO: write it") == "# TODO: write it"
+    with pytest.raises(ValueError, match="one printable line"):
+        comment("x\n[prometheus]")
