@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.config import ConfigError, load_config, parse_config
 from autoscaler.config.files import MAX_CONFIG_BYTES
-from autoscaler.state import encode
+from autoscaler.state import Snapshot, encode
 from tests.config import hostile
 from tests.config.helpers import TARGET
 
@@ -49,7 +49,7 @@ def in_missing_directory(directory: Path) -> Path:
 
 def state_file(directory: Path) -> Path:
     path = directory / "state"
-    path.write_bytes(encode({}))
+    path.write_bytes(encode(Snapshot(targets={})))
     return path
 
 
