@@ -42,6 +42,7 @@ from autoscaler.errors import (
     RejectedError,
     ThrottledError,
 )
+from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
 from autoscaler.record import record
 from autoscaler.runtime.heap import collector_paused
@@ -79,6 +80,8 @@ NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, Thro
 garbled answer) it may have, and the target's intent stays until a fresh read tells."""
 
 Persist = Callable[[], Awaitable[None]]
+FAILED_EVALUATION = "FailedEvaluation"
+"""Condition and Event reason of a target whose evaluation raised."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -441,10 +444,8 @@ class Reconciler:
                 pending = self._settle_paused(observed, observed.pause, state)
             else:
                 pending = self._settle_autoscaled(observed, state, values)
-        except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
-            log.exception("reconcile failed", target=target.key)
-            self.telemetry.errors.labels(reason="reconcile").inc()
-            self._finish(state, target, "error", error=str(error))
+        except Exception as error:  # a bug or an unexpected fault: hold this target only
+            self._failed(state, target, error)
             pending = None
         if pending is None:
             self.telemetry.reconcile_duration.observe(time.monotonic() - started)
@@ -540,10 +541,8 @@ class Reconciler:
                 await self._write(pending.observed, state, write.desired, write.reason,
                                   recompute=write.recompute)
             self._finish(state, target, pending.outcome, error=pending.error)
-        except Exception as error:  # a bug or an unexpected fault: log it, keep the daemon up
-            log.exception("reconcile failed")
-            self.telemetry.errors.labels(reason="reconcile").inc()
-            self._finish(state, target, "error", error=str(error))
+        except Exception as error:  # a bug or an unexpected fault: hold this target only
+            self._failed(state, target, error)
         finally:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
@@ -714,7 +713,19 @@ class Reconciler:
                           *_metric_numbers(outcome))
             for outcome in decision.metrics)
 
-    def _fail(self, state: TargetState, target: TargetConfig, reason: Reason, message: str) -> None:
+    def _failed(self, state: TargetState, target: TargetConfig, error: Exception) -> None:
+        """A target whose evaluation raised (a schedule, a template, a bug) is held. Said
+        once per change of the error (a log line, the condition, an Event) rather than every
+        pass; the traceback only with debug logs. Counted every pass."""
+        message = f"evaluating the target failed: {type(error).__name__}: {error}"
+        self.telemetry.errors.labels(reason="reconcile").inc()
+        if message != state.last_error:
+            log.error("target evaluation failed: holding it", target=target.key,
+                      error=message, exc_info=debug_traceback(error))
+            self._spawn_event(target, warning=True, reason=FAILED_EVALUATION, message=message)
+        self._fail(state, target, FAILED_EVALUATION, message)
+
+    def _fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
         state.conditions = merge_conditions(state.conditions, (), self.clock())
         failed = StatusCondition(type=ConditionType.ABLE_TO_SCALE, status=False, reason=reason,
                                  message=message, last_transition_time=self.clock())

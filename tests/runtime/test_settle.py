@@ -9,6 +9,8 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 
+import structlog.testing
+
 from autoscaler.algorithm import ExternalMetricValues, MetricUnavailable, MetricValues, Milli
 from autoscaler.config import ScaleTargetRef
 from autoscaler.observability.metrics import DaemonMetrics
@@ -93,3 +95,40 @@ async def test_writes_and_events_follow_the_decisions_in_order() -> None:
     histogram = reconciler.telemetry.reconcile_duration.collect()[0]
     [count] = [s.value for s in histogram.samples if s.name.endswith("_count")]
     assert count == len(fleet)  # one duration per target, sent work or not
+
+
+class Broken:
+    """Two values for the one metric of ``odd``: the core refuses them (ValueError), as it
+    would any bug that hands it what it cannot decide on."""
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        return FetchedMetrics(values={
+            w.target.key: (depth(60),) if w.target.scale_target_ref.name == "busy"
+            else (depth(60), depth(60)) for w in wanted}, pods={})
+
+
+async def test_a_target_that_fails_to_evaluate_is_held_and_said_once() -> None:
+    """Its evaluation raises every pass: the target is held with a FailedEvaluation
+    condition, the log line and Event come once (no traceback outside debug), and the other
+    targets are decided as usual."""
+    cluster = Cluster({})
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=Broken(), events=cluster,
+                            owners=cluster, options=ReconcileOptions(concurrency=2),
+                            telemetry=DaemonMetrics())
+    fleet = targets("busy", "odd")
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            async with asyncio.timeout(10):
+                await reconciler.run_pass(fleet, deadline=time.monotonic() + 5)
+            await asyncio.sleep(0.01)  # the Event is sent in the background
+    failures = [e for e in logs if e["event"] == "target evaluation failed: holding it"]
+    assert len(failures) == 1
+    assert failures[0]["exc_info"] is None
+    assert "ValueError: got 2 metric values" in failures[0]["error"]
+    assert [what for name, what in cluster.log if name == "odd"] == ["FailedEvaluation"]
+    odd = reconciler.states[fleet[1].key]
+    assert odd.last_outcome == "error"
+    assert next((c.reason, c.status) for c in odd.conditions) == ("FailedEvaluation", False)
+    assert [what for name, what in cluster.log if name == "busy"][:2] == [
+        "write 4", "SuccessfulRescale"]
