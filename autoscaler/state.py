@@ -34,13 +34,14 @@ import stat
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.algorithm.activation import ZeroMemory
 from autoscaler.errors import AutoscalerError, TransientError
 
 FORMAT_VERSION = 2
@@ -66,6 +67,8 @@ class Intent:
 class SavedTarget:
     history: History = field(default_factory=History)
     intent: Intent | None = None
+    zero: ZeroMemory = field(default_factory=ZeroMemory)
+    """Scale to zero: whether we took the target to 0 (only then do we wake it up)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,18 +108,58 @@ class StateStore(Protocol):
         """
         ...
 
-    async def save(self, snapshot: Snapshot) -> None: ...
+    async def save(self, data: bytes) -> None:
+        """Replace the stored state with ``data`` (``encode``'s bytes)."""
+        ...
 
 
 def encode(snapshot: Snapshot) -> bytes:
-    """Compact, gzip-compressed JSON: 10,000 targets must fit a 1 MiB ConfigMap."""
-    body = {
-        "version": FORMAT_VERSION,
-        "clean": snapshot.clean,
-        "savedAt": snapshot.saved_at,
-        "targets": {key: _target_to_json(t) for key, t in sorted(snapshot.targets.items())},
-    }
-    return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), mtime=0)
+    """Compact, gzip-compressed JSON: 10,000 targets must fit a 1 MiB ConfigMap (they take
+    ~50 KB)."""
+    return encode_entries([encode_entry(key, target)
+                           for key, target in sorted(snapshot.targets.items())],
+                          clean=snapshot.clean, saved_at=snapshot.saved_at)
+
+
+def encode_entries(entries: Iterable[str], *, clean: bool, saved_at: float) -> bytes:
+    """``encode`` from each target's ``encode_entry`` text, which a caller may keep from an
+    earlier write for a target whose entry did not change. Gzip level 1: at 10,000 targets
+    half the time of the default level for 50 KB instead of 38."""
+    targets = ",".join(entries)
+    text = (f'{{"version":{FORMAT_VERSION},"clean":{"true" if clean else "false"},'
+            f'"savedAt":{float(saved_at)!r},"targets":{{{targets}}}}}')
+    return gzip.compress(text.encode(), compresslevel=1, mtime=0)
+
+
+def encode_entry(key: str, target: SavedTarget) -> str:
+    """``"key":{...}``: one target's entry of the ``targets`` object."""
+    return f"{json.dumps(key)}:{encode_target(target)}"
+
+
+def encode_target(target: SavedTarget) -> str:
+    """One target's entry as JSON text, written directly (10,000 targets: ~4x faster than
+    building the lists for ``json.dumps``). Timestamps and counts are finite numbers, so
+    their ``repr`` is their JSON."""
+    history = target.history
+    parts = [
+        '"r":[' + ",".join(f"[{r.replicas},{float(r.timestamp)!r}]"
+                           for r in history.recommendations) + "]",
+        '"u":[' + ",".join(map(_event_text, history.scale_up_events)) + "]",
+        '"d":[' + ",".join(map(_event_text, history.scale_down_events)) + "]",
+    ]
+    intent = target.intent
+    if intent is not None:
+        parts.append(f'"w":[{intent.previous},{intent.desired},'
+                     f'{json.dumps(intent.resource_version)},{float(intent.at)!r}]')
+    zero = target.zero
+    if zero != _NO_ZERO:
+        last = "null" if zero.last_active is None else repr(float(zero.last_active))
+        parts.append(f'"z":[{"true" if zero.scaled_to_zero else "false"},{last}]')
+    return "{" + ",".join(parts) + "}"
+
+
+def _event_text(event: ScaleEvent) -> str:
+    return f"[{event.change},{float(event.timestamp)!r},{'true' if event.outdated else 'false'}]"
 
 
 def decode(data: bytes) -> Snapshot:
@@ -178,17 +221,7 @@ def _json(text: bytes | bytearray) -> Any:
         raise StateFormatError(f"state is not JSON: {error}") from error
 
 
-def _target_to_json(target: SavedTarget) -> dict[str, Any]:
-    history = target.history
-    body: dict[str, Any] = {
-        "r": [[r.replicas, r.timestamp] for r in history.recommendations],
-        "u": [[e.change, e.timestamp, e.outdated] for e in history.scale_up_events],
-        "d": [[e.change, e.timestamp, e.outdated] for e in history.scale_down_events],
-    }
-    intent = target.intent
-    if intent is not None:
-        body["w"] = [intent.previous, intent.desired, intent.resource_version, intent.at]
-    return body
+_NO_ZERO = ZeroMemory()
 
 
 def _target_from_json(value: Any) -> SavedTarget:
@@ -205,9 +238,14 @@ def _target_from_json(value: Any) -> SavedTarget:
             previous, desired, version, at = value["w"]
             intent = Intent(previous=int(previous), desired=int(desired),
                             resource_version=str(version), at=float(at))
+        zero = _NO_ZERO
+        if value.get("z") is not None:
+            scaled, last_active = value["z"]
+            zero = ZeroMemory(scaled_to_zero=scaled is True,
+                              last_active=None if last_active is None else float(last_active))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise StateFormatError(f"state has a malformed history: {error!r}") from error
-    return SavedTarget(history=history, intent=intent)
+    return SavedTarget(history=history, intent=intent, zero=zero)
 
 
 def _event(raw: Any) -> ScaleEvent:
@@ -240,8 +278,7 @@ class FileStateStore:
     async def load(self) -> Snapshot | None:
         return await asyncio.to_thread(self._load)
 
-    async def save(self, snapshot: Snapshot) -> None:
-        data = encode(snapshot)
+    async def save(self, data: bytes) -> None:
         await asyncio.to_thread(self._write, data)
 
     def _load(self) -> Snapshot | None:
@@ -332,5 +369,5 @@ class MemoryStateStore:
     async def load(self) -> Snapshot | None:
         return decode(self._data) if self._data else None
 
-    async def save(self, snapshot: Snapshot) -> None:
-        self._data = encode(snapshot)
+    async def save(self, data: bytes) -> None:
+        self._data = data

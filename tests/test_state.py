@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.algorithm.activation import ZeroMemory
 from autoscaler.state import (
     MAX_INFLATED_BYTES,
     FileStateStore,
@@ -41,13 +42,15 @@ HISTORY = History(
 )
 INTENT = Intent(previous=5, desired=7, resource_version="4711", at=116.0)
 SNAPSHOT = Snapshot(targets={"ns/Deployment/web": SavedTarget(history=HISTORY, intent=INTENT),
-                             "ns/Deployment/api": SavedTarget(history=HISTORY)},
+                             "ns/Deployment/api": SavedTarget(history=HISTORY),
+                             "ns/Deployment/worker": SavedTarget(zero=ZeroMemory(
+                                 scaled_to_zero=True, last_active=110.0))},
                     clean=True, saved_at=117.0)
 
 
 def test_round_trip_keeps_every_field() -> None:
-    """Recommendations, both event lists (outdated flags included), intents, the clean mark
-    and the save time survive encoding."""
+    """Recommendations, both event lists (outdated flags included), intents, what scale to
+    zero remembers (whose zero it is), the clean mark and the save time survive encoding."""
     assert decode(encode(SNAPSHOT)) == SNAPSHOT
 
 
@@ -138,7 +141,7 @@ async def test_file_store_round_trip_and_missing_file(tmp_path: Path) -> None:
     """A missing file is proven absent; a saved state loads back; no temp files remain."""
     store = FileStateStore(tmp_path / "sub" / "state")
     assert await store.load() is None
-    await store.save(SNAPSHOT)
+    await store.save(encode(SNAPSHOT))
     assert await FileStateStore(tmp_path / "sub" / "state").load() == SNAPSHOT
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["state"]
 
@@ -158,7 +161,7 @@ async def test_an_undecodable_file_is_set_aside_never_overwritten(
     assert caught.value.kept_as == str(kept)
     assert kept.read_bytes() == data
     assert not path.exists()
-    await store.save(SNAPSHOT)
+    await store.save(encode(SNAPSHOT))
     assert await store.load() == SNAPSHOT
 
 
@@ -241,7 +244,7 @@ async def test_memory_store_round_trip() -> None:
     """The in-memory store behaves like the others within one process."""
     store = MemoryStateStore()
     assert await store.load() is None
-    await store.save(SNAPSHOT)
+    await store.save(encode(SNAPSHOT))
     assert await store.load() == SNAPSHOT
 
 

@@ -140,7 +140,7 @@ def decide(
     current = scale.spec_replicas
     history = seed_history(history, current, now)
     conditions = _Conditions()
-    conditions.put(_GOT_SCALE)
+    conditions.put(GOT_SCALE)
 
     def done(desired: int, **fields: object) -> Decision:
         return Decision(
@@ -324,7 +324,7 @@ _LIMIT_MESSAGES = {
 }
 
 # The conditions whose text is fixed, built once: a pass sets three of them per target.
-_GOT_SCALE = Condition(
+GOT_SCALE = Condition(
     type=ConditionType.ABLE_TO_SCALE, status=True, reason=Reason.SUCCEEDED_GET_SCALE,
     message="the HPA controller was able to get the target's current scale",
 )

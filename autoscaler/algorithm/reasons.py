@@ -14,6 +14,8 @@ class ConditionType(StrEnum):
     ABLE_TO_SCALE = "AbleToScale"
     SCALING_ACTIVE = "ScalingActive"
     SCALING_LIMITED = "ScalingLimited"
+    SCALED_TO_ZERO = "ScaledToZero"
+    """HPAScaleToZero (beta, 1.37): whether the controller itself took the target to 0."""
 
 
 class Reason(StrEnum):
@@ -42,6 +44,8 @@ class Reason(StrEnum):
     TOO_MANY_REPLICAS = "TooManyReplicas"
     SCALE_UP_LIMIT = "ScaleUpLimit"
     SCALE_DOWN_LIMIT = "ScaleDownLimit"
+    SCALED_TO_ZERO = "ScaledToZero"
+    NOT_SCALED_TO_ZERO = "NotScaledToZero"
 
 
 class Step(StrEnum):
@@ -60,4 +64,11 @@ class Step(StrEnum):
     INVALID_METRICS = "InvalidMetrics"
     """Metrics were missing or invalid: no scale-down (or no scaling at all)."""
     SCALING_DISABLED = "ScalingDisabled"
-    """The target is at 0 replicas and scale-to-zero is not configured."""
+    """The target is at 0 replicas and this daemon did not put it there (or scale-to-zero is
+    not configured)."""
+    ACTIVATED = "Activated"
+    """At 0: an activation metric rose above its threshold; the target wakes up."""
+    INACTIVE = "Inactive"
+    """At 0: no activation metric is above its threshold; the target stays at 0."""
+    DEACTIVATED = "Deactivated"
+    """Every activation metric stayed at or below its threshold for the cooldown: to 0."""

@@ -135,6 +135,15 @@ def _positive_quantity(value: object) -> object:
     return value
 
 
+def _non_negative_quantity(value: object) -> object:
+    parsed = _quantity(
+        value, "must be a quantity such as \"0\", \"500m\", \"10k\" or 2",
+        f"must be at most {INT64_MAX}m (about 9.2P: upstream's int64 milli-units)")
+    if parsed < 0:
+        raise fail(f"must be at least 0, got {show(value)}")
+    return value
+
+
 def _byte_size(value: object) -> int:
     """Bytes as an integer or a quantity string ("16Mi", "500k"), as a memory limit is written."""
     problem = f"must be a size in bytes such as 16777216 or \"16Mi\", got {show(value)}"
@@ -173,6 +182,7 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 Duration = Annotated[float, BeforeValidator(_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(_duration), above(0)]
 PositiveQuantity = Annotated[str | int | float, BeforeValidator(_positive_quantity)]
+NonNegativeQuantity = Annotated[str | int | float, BeforeValidator(_non_negative_quantity)]
 ByteSize = Annotated[int, BeforeValidator(_byte_size)]
 Tolerance = Annotated[float, BeforeValidator(_tolerance)]
 QueryTemplate = Annotated[str, AfterValidator(_template)]

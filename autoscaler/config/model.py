@@ -15,6 +15,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
+from autoscaler.algorithm.activation import ScaleToZero
 from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
@@ -119,6 +120,8 @@ class MetricQuery:
     requests_source: RequestsSource = "pods"
     window: float = 60.0
     """Seconds the query's values average over (the readiness rule for cpu samples uses it)."""
+    when_empty: Literal["invalid", "zero"] = "invalid"
+    """An Object or External answer with no series: invalid (hold), or read as 0."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +149,10 @@ class TargetConfig:
     fallback: Fallback | None = None
     schedules: tuple[Schedule, ...] = ()
     """Time windows whose bounds replace minReplicas/maxReplicas while active."""
+    scale_to_zero: ScaleToZero | None = None
+    """Set when minReplicas is 0: activation thresholds and cooldowns."""
+    shadow: bool = False
+    """Decide and compare with the HPA or ScaledObject that owns the target; never write."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from autoscaler.config.fields import (
     HostPort,
     Kind,
     NonEmpty,
+    NonNegativeQuantity,
     ObjectName,
     PositiveDuration,
     PositiveQuantity,
@@ -54,6 +55,7 @@ SyncPeriod = Annotated[Duration, shortest(1), longest(HOUR)]
 UpToAnHour = Annotated[Duration, longest(HOUR)]
 PositiveUpToAnHour = Annotated[PositiveDuration, longest(HOUR)]
 Window = Annotated[Duration, shortest(1), longest(DAY)]
+UpToADay = Annotated[Duration, longest(DAY)]
 """A query's averaging window: ``rate()`` needs two samples, so at least a second."""
 LeaseDuration = Annotated[Duration, shortest(1), longest(HOUR), whole_seconds]
 """The Lease stores it as whole ``leaseDurationSeconds``."""
@@ -175,13 +177,22 @@ class PodsSourceModel(_QueryModel):
     target: MetricTargetModel
 
 
-class ObjectSourceModel(_QueryModel):
+class _ActivationModel(_QueryModel):
+    """What only an Object or External metric has: it can be read at zero pods."""
+
+    activation_threshold: NonNegativeQuantity | None = None
+    """KEDA's: with minReplicas = 0, the target wakes when the value is above it."""
+    when_empty: Literal["invalid", "zero"] | None = None
+    """An answer with no series: invalid (hold) by default, or 0 (KEDA's ignoreNullValues)."""
+
+
+class ObjectSourceModel(_ActivationModel):
     described_object: ObjectReferenceModel
     metric: MetricIdentifierModel
     target: MetricTargetModel
 
 
-class ExternalSourceModel(_QueryModel):
+class ExternalSourceModel(_ActivationModel):
     metric: MetricIdentifierModel
     target: MetricTargetModel
 
@@ -287,6 +298,13 @@ class TargetModel(Model):
     paused_replicas: Replicas | None = None
     fallback: FallbackModel | None = None
     schedules: list[ScheduleModel] | None = None
+    cooldown_period: UpToADay | None = None
+    """With minReplicas = 0: how long every activation metric must stay inactive before the
+    target goes to 0 (KEDA's cooldownPeriod, default 300s)."""
+    initial_cooldown_period: UpToADay | None = None
+    """With minReplicas = 0: no scale to zero for this long after the daemon starts."""
+    shadow: bool | None = None
+    """Decide beside a live HPA or ScaledObject and report agreement; never write."""
 
 
 class FileModel(Model):

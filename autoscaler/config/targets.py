@@ -25,6 +25,7 @@ from autoscaler.algorithm import (
     SelectPolicy,
     parse_milli,
 )
+from autoscaler.algorithm.activation import ScaleToZero
 from autoscaler.config.errors import Loc, Problems, did_you_mean
 from autoscaler.config.fields import show
 from autoscaler.config.model import (
@@ -41,6 +42,7 @@ from autoscaler.config.schema import (
     SOURCE_KEYS,
     BehaviorModel,
     ContainerResourceSourceModel,
+    ExternalSourceModel,
     MetricModel,
     MetricTargetModel,
     ObjectSourceModel,
@@ -117,7 +119,21 @@ def convert_target(
             failure_threshold=f.failure_threshold, replicas=f.replicas,
             allow_scale_down=f.allow_scale_down)),
         schedules=schedules,
+        scale_to_zero=_scale_to_zero(model) if spec.min_replicas == 0 else None,
+        **given(shadow=model.shadow),
     )
+
+
+def _scale_to_zero(model: TargetModel) -> ScaleToZero:
+    """The activation thresholds (0 unless given) of the Object and External metrics, and
+    the cooldowns (KEDA's defaults unless given)."""
+    thresholds = tuple(
+        parse_milli(source.activation_threshold or 0)
+        if isinstance(source := m.sources().get(SOURCE_KEYS[m.type]),
+                      ObjectSourceModel | ExternalSourceModel) else None
+        for m in model.metrics or ())
+    return ScaleToZero(activation_thresholds=thresholds, **given(
+        cooldown=model.cooldown_period, initial_cooldown=model.initial_cooldown_period))
 
 
 def check_metrics(raw: object, *, loc: Loc, problems: Problems) -> None:
@@ -179,8 +195,10 @@ def _metric(
             source.described_object.kind if isinstance(source, ObjectSourceModel) else None),
     )
     requests = source.requests_from if isinstance(source, ResourceSourceModel) else None
-    query = MetricQuery(query=source.query,
-                        **given(window=source.window, requests_source=requests))
+    when_empty = source.when_empty if isinstance(
+        source, ObjectSourceModel | ExternalSourceModel) else None
+    query = MetricQuery(query=source.query, **given(
+        window=source.window, requests_source=requests, when_empty=when_empty))
     return spec, query
 
 

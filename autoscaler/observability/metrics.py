@@ -48,6 +48,8 @@ class TargetSeries:
     last_reconcile: float | None = None
     metrics: tuple[MetricReading, ...] = ()
     reconciles: dict[str, int] = field(default_factory=dict)
+    shadow: tuple[int, int | None] | None = None
+    """Shadow mode: (our desired count, the owning HPA's), at the last pass."""
 
 
 class _PerTargetCollector(Collector):
@@ -59,7 +61,13 @@ class _PerTargetCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         current, desired, value, target, valid, last, reconciles = self._families()
+        shadow = GaugeMetricFamily(
+            f"{_NS}_shadow_agreement", "Shadow mode: 1 if our desired count equals the owning "
+            "HPA's at the last pass, 0 if not (absent while no HPA reports one).",
+            labels=["target"])
         for key, s in self._series.items():
+            if s.shadow is not None and s.shadow[1] is not None:
+                shadow.add_metric([key], 1.0 if s.shadow[0] == s.shadow[1] else 0.0)
             if s.current is not None:
                 current.add_metric([key], s.current)
             if s.desired is not None:
@@ -74,7 +82,7 @@ class _PerTargetCollector(Collector):
                     value.add_metric([key, reading.name], reading.value)
             for outcome, count in s.reconciles.items():
                 reconciles.add_metric([key, outcome], count)
-        yield from (current, desired, value, target, valid, last, reconciles)
+        yield from (current, desired, value, target, valid, last, reconciles, shadow)
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily,

@@ -89,3 +89,10 @@ class OwnersPort(Protocol):
     async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
         """Other autoscalers (HPAs, KEDA ScaledObjects) that target the same object."""
         ...
+
+    def reported_desired(self, namespace: str, ref: ScaleTargetRef) -> tuple[
+            tuple[str, int], ...] | None:
+        """Each HPA on the object with the ``status.desiredReplicas`` it reports (KEDA's
+        ScaledObjects through the HPA KEDA makes for them), from memory; ``None`` when
+        memory cannot tell (shadow mode compares with them)."""
+        ...

@@ -9,6 +9,7 @@ line, never an exception that stops the others.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,9 +32,9 @@ from autoscaler.algorithm import (
     ScaleState,
     Step,
     bridge_gap,
-    decide,
     record_scale_event,
 )
+from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import (
     AccessDeniedError,
@@ -57,6 +58,7 @@ from autoscaler.runtime.ports import (
     ScalePort,
 )
 from autoscaler.runtime.status import (
+    ShadowReport,
     StatusCondition,
     TargetState,
     merge_conditions,
@@ -82,6 +84,8 @@ garbled answer) it may have, and the target's intent stays until a fresh read te
 Persist = Callable[[], Awaitable[None]]
 FAILED_EVALUATION = "FailedEvaluation"
 """Condition and Event reason of a target whose evaluation raised."""
+SHADOW_DISAGREEMENT = "ShadowDisagreement"
+"""Event reason: in shadow mode, our desired count differs from the owning HPA's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -350,8 +354,9 @@ class Reconciler:
         state = self.state(target.key)
         if state.intent is not None:
             self._resolve_intent(state, target, scale)
-        self._check_drift(state, target, scale.spec_replicas)
-        state.blocked_by = owners
+        if not target.shadow:  # in shadow mode the other autoscaler is the one writing
+            self._check_drift(state, target, scale.spec_replicas)
+        state.blocked_by = () if target.shadow else owners
         if state.blocked_by:
             self._blocked(state, target, scale)
             return None
@@ -383,6 +388,7 @@ class Reconciler:
             new=intent.desired, now=now, settings=self.options.algorithm)
         state.last_scale_time = now
         state.expected_replicas = scale.spec_replicas
+        self._note_zero(state, target, previous=intent.previous, new=intent.desired, now=now)
         log.warning("an earlier scale write whose outcome was unknown is counted as made",
                     target=target.key, previous=intent.previous, desired=intent.desired,
                     replicas=scale.spec_replicas)
@@ -457,7 +463,7 @@ class Reconciler:
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
         hold = pause.replicas
-        if hold is None or hold == observed.scale.spec_replicas:
+        if hold is None or hold == observed.scale.spec_replicas or observed.target.shadow:
             self._finish(state, observed.target, "paused", error=None)
             return None
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
@@ -472,12 +478,18 @@ class Reconciler:
             values = (MetricUnavailable(reason="no metrics were fetched"),) * len(
                 target.spec.metrics)
         if state.bridge_gap:
+            # Lost with the gap: recommendations, and whether the target was active.
+            now = self.clock()
             state.bridge_gap = False
-            state.history = bridge_gap(state.history, observed.scale.spec_replicas, self.clock())
+            state.history = bridge_gap(state.history, observed.scale.spec_replicas, now)
+            state.zero = dataclasses.replace(state.zero, last_active=now)
         history_before = state.history
         decision = self._decide(target, observed.scale, observed.pods, values, history_before)
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
+        if target.shadow:
+            self._compare_in_shadow(observed, state, decision, desired)
+            return None
         outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
         events = _metric_error_events(decision)
         write = None
@@ -491,6 +503,27 @@ class Reconciler:
             return None
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
+
+    def _compare_in_shadow(self, observed: _Observed, state: TargetState, decision: Decision,
+                           desired: int) -> None:
+        """Shadow mode: decide as usual, write nothing, and compare with the HPA (or the HPA
+        KEDA runs for a ScaledObject) that scales the target. A disagreement is an Event
+        with both numbers and our reason, once per change of the pair."""
+        target = observed.target
+        reported = self.owners.reported_desired(target.namespace, target.scale_target_ref)
+        owner, theirs = (reported[0] if reported else (None, None))
+        previous = state.shadow
+        state.shadow = ShadowReport(ours=desired, theirs=theirs, owner=owner)
+        self.telemetry.target(target.key).shadow = (desired, theirs)
+        if theirs is not None and theirs != desired and previous != state.shadow:
+            why = decision.rescale_reason or ", ".join(decision.steps) or "no change"
+            message = (f"shadow: this daemon would scale to {desired}, {owner} wants {theirs} "
+                       f"(current {decision.current_replicas}; ours: {why})")
+            log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
+                     owner=owner)
+            self._spawn_event(target, warning=False, reason=SHADOW_DISAGREEMENT, message=message)
+        self._finish(state, target, "shadow", error=None if theirs is not None else
+                     "shadow mode: no HPA reports a desired count for this target")
 
     async def _make_durable(self, pending: Sequence[_Pending]) -> None:
         """Put every scale write of this pass on record before any is sent: one store write
@@ -560,13 +593,20 @@ class Reconciler:
         values: tuple[MetricValues, ...], history: History,
     ) -> Decision:
         now = self.clock()
-        return decide(
+        state = self.state(target.key)
+        if state.first_seen is None:
+            state.first_seen = now
+        result = decide_with_zero(
             spec=target.spec,
             scale=ScaleState(spec_replicas=scale.spec_replicas,
                              status_replicas=scale.status_replicas),
             metrics=values, pods=pods, history=history, now=now,
             settings=self.options.algorithm, bounds=self._bounds(target, now),
+            rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
         )
+        state.zero, state.activity, state.idle_until = (
+            result.memory, result.activity, result.idle_until)
+        return result.decision
 
     def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
@@ -682,6 +722,15 @@ class Reconciler:
             state.intent = None
             raise
 
+    def _note_zero(self, state: TargetState, target: TargetConfig, *, previous: int, new: int,
+                   now: float) -> None:
+        """Upstream's ScaledToZero after a rescale: whether this daemon took the target to 0
+        (only then is a target at 0 ours to wake up)."""
+        condition = scaled_to_zero_condition(previous=previous, new=new,
+                                             rules=target.scale_to_zero)
+        state.zero = dataclasses.replace(state.zero, scaled_to_zero=condition.status)
+        state.conditions = merge_conditions(state.conditions, (condition,), now)
+
     def _after_write(self, target: TargetConfig, state: TargetState, *, previous: int,
                      new: int) -> None:
         now = self.clock()
@@ -690,7 +739,7 @@ class Reconciler:
             settings=self.options.algorithm)
         state.last_scale_time = now
         state.expected_replicas = new
-        state.conditions = merge_conditions(state.conditions, (), now)
+        self._note_zero(state, target, previous=previous, new=new, now=now)
         for index, condition in enumerate(state.conditions):
             if condition.type is ConditionType.ABLE_TO_SCALE:
                 state.conditions[index] = StatusCondition(

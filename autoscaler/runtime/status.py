@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.algorithm import Condition, ConditionType, Decision, History
+from autoscaler.algorithm.activation import Activity, ZeroMemory
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.state import Intent
@@ -55,6 +56,23 @@ def merge_conditions(
     return merged
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShadowReport:
+    """Shadow mode's comparison at the last pass."""
+
+    ours: int
+    theirs: int | None
+    owner: str | None
+
+    @property
+    def agree(self) -> bool | None:
+        return None if self.theirs is None else self.ours == self.theirs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"desiredReplicas": self.ours, "theirDesiredReplicas": self.theirs,
+                "owner": self.owner, "agree": self.agree}
+
+
 @dataclass(slots=True, kw_only=True)
 class TargetState:
     """What the daemon remembers about one target between passes."""
@@ -87,6 +105,14 @@ class TargetState:
     gap of lost recommendations (``autoscaler.algorithm.bridge_gap``)."""
     write_not_before: float | None = None
     """The API server asked us to wait (429 Retry-After): no scale write before then."""
+    zero: ZeroMemory = field(default_factory=ZeroMemory)
+    """Scale to zero: whether we took the target to 0, when it was last active (persisted)."""
+    first_seen: float | None = None
+    """When this run first decided on the target (the initial cooldown counts from it)."""
+    activity: Activity | None = None
+    idle_until: float | None = None
+    """When the target may go to zero if it stays inactive."""
+    shadow: ShadowReport | None = None
 
     def to_json(self) -> dict[str, Any]:
         decision = self.last_decision
@@ -121,6 +147,21 @@ class TargetState:
             body["schedules"] = self.schedules
         if self.pause is not None:
             body["paused"] = self.pause
+        if self.activity is not None or self.zero.scaled_to_zero:
+            body["scaleToZero"] = self._zero_json()
+        if self.shadow is not None:
+            body["shadow"] = self.shadow.to_json()
+        return body
+
+    def _zero_json(self) -> dict[str, Any]:
+        activity = self.activity
+        body: dict[str, Any] = {"scaledToZero": self.zero.scaled_to_zero,
+                                "lastActiveTime": _iso(self.zero.last_active)}
+        if activity is not None:
+            body["activity"] = activity.state.value
+            body["reason"] = activity.describe()
+        if self.idle_until is not None:
+            body["scaleToZeroAfter"] = _iso(self.idle_until)
         return body
 
 

@@ -263,6 +263,17 @@ CASES = [
     ("defaults-scale-target-ref", '[defaults]\nscaleTargetRef = { apiVersion = "apps/v1", kind = '
      '"Deployment", name = "x" }\n\n' + TARGET, 2, "defaults.scaleTargetRef",
      "set scaleTargetRef in each target"),
+    # scale to zero: activation thresholds and empty answers on Object/External metrics only
+    ("negative-activation", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name = \"q\"\nexternal.target = { type = \"Value\", value = \"10\" }\nexternal.query = 'sum(q)'\n" + "external.activationThreshold = -1\n", 10,
+     "autoscaler[0].metrics[0].external.activationThreshold", "must be at least 0, got -1"),
+    ("bad-when-empty", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name = \"q\"\nexternal.target = { type = \"Value\", value = \"10\" }\nexternal.query = 'sum(q)'\n" + 'external.whenEmpty = "0"\n', 10,
+     "autoscaler[0].metrics[0].external.whenEmpty", "must be one of"),
+    ("activation-on-pods", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\npods = { metric = "
+     "{ name = \"rps\" }, target = { type = \"AverageValue\", averageValue = \"10\" }, "
+     "query = 'rps', activationThreshold = 5 }\n", 7,
+     "autoscaler[0].metrics[0].pods.activationThreshold", "unknown key"),
+    ("cooldown-too-long", TARGET + 'cooldownPeriod = "2d"\n', 5, "autoscaler[0].cooldownPeriod",
+     "must be at most"),
 ]
 
 

@@ -18,6 +18,7 @@ from autoscaler.state import (
     Snapshot,
     StateSetAsideError,
     StateUnavailableError,
+    decode,
 )
 
 WEB, API = "shop/Deployment/web", "shop/Deployment/api"
@@ -40,8 +41,8 @@ class Store:
             raise answer
         return answer
 
-    async def save(self, snapshot: Snapshot) -> None:
-        self.saved.append(snapshot)
+    async def save(self, data: bytes) -> None:
+        self.saved.append(decode(data))
 
 
 class Clock:
@@ -168,3 +169,27 @@ async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
     history.revive(back)
     assert back.history == HISTORY
     assert back.bridge_gap is True
+
+
+async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None:
+    """An unclean write keeps each unchanged target's last entry (its recommendations may be
+    older: a restore from it bridges the gap); a changed intent is written; a clean write is
+    exact for every target."""
+    store, clock = Store(reads=[None]), Clock()
+    states = {WEB: TargetState(key=WEB, history=HISTORY), API: TargetState(key=API,
+                                                                          history=HISTORY)}
+    history = keeper(store, states, clock)
+    await history.restore([WEB, API])
+    states[WEB].history = HISTORY  # restore reset it: set it again
+    states[API].history = HISTORY
+    await history.persist()
+    newer = History(recommendations=(Recommendation(replicas=9, timestamp=990.0),),
+                    scale_down_events=HISTORY.scale_down_events)
+    states[WEB].history = newer
+    states[API].intent = Intent(previous=4, desired=6, resource_version="3", at=991.0)
+    await history.persist()
+    assert store.saved[-1].targets[WEB].history == HISTORY  # unchanged events: kept entry
+    assert store.saved[-1].targets[API].intent == states[API].intent
+    await history.persist(clean=True)
+    assert store.saved[-1].targets[WEB].history == newer
+    assert store.saved[-1].clean is True

@@ -166,7 +166,11 @@ class _OwnerSink:
         name = metadata.get("name")
         if not isinstance(name, str) or not isinstance(spec, dict):
             return None
-        return {"metadata": {"name": name}, "spec": {"scaleTargetRef": spec.get("scaleTargetRef")}}
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        desired = status.get("desiredReplicas") if isinstance(status, dict) else None
+        return {"metadata": {"name": name},
+                "spec": {"scaleTargetRef": spec.get("scaleTargetRef")},
+                "status": {"desiredReplicas": desired if isinstance(desired, int) else None}}
 
     def replace(self, converted: list[dict[str, Any]]) -> None:
         self.items = {item["metadata"]["name"]: item for item in converted}
@@ -228,6 +232,18 @@ class OwnerCache(WatchCache):
         if cached is not None:
             return cached
         return await self._fallback.owners_of(namespace, ref)
+
+    def reported_desired(self, namespace: str, ref: ScaleTargetRef) -> tuple[
+            tuple[str, int], ...] | None:
+        """The HPAs on ``ref`` with their ``status.desiredReplicas`` (those reporting one)."""
+        if self.cached_owners(namespace, ref) is None:
+            return None
+        items = self._sinks[(namespace, HPA.plural)].items.values()
+        return tuple(sorted(
+            (str(Owner(kind=HPA.kind, name=item["metadata"]["name"])),
+             item["status"]["desiredReplicas"])
+            for item in items if targets(item, HPA, ref)
+            and item["status"]["desiredReplicas"] is not None))
 
     def _forget(self, namespace: str) -> None:
         for owner in OWNER_KINDS:

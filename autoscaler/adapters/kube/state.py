@@ -30,7 +30,6 @@ from autoscaler.state import (
     StateSetAsideError,
     StateUnavailableError,
     decode,
-    encode,
     set_aside_name,
 )
 
@@ -98,8 +97,7 @@ class ConfigMapStateStore:
         raise StateSetAsideError(f"{self.description} cannot be decoded: {problem}",
                             kept_as=f"ConfigMap {self.namespace}/{kept}")
 
-    async def save(self, snapshot: Snapshot) -> None:
-        data = encode(snapshot)
+    async def save(self, data: bytes) -> None:
         if data == self._last_saved:
             return  # nothing changed: no write
         body: dict[str, Any] = {

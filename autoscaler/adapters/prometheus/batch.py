@@ -56,6 +56,8 @@ class Slot:
     resource: str | None = None
     requests: QueryKey | None = None
     """The kube-state-metrics requests query, when the target's requests come from there."""
+    empty_is_zero: bool = False
+    """An Object or External answer with no series reads as 0 (``whenEmpty = "zero"``)."""
 
 
 Planned = Slot | MetricUnavailable
@@ -197,7 +199,7 @@ def _slot(
     if isinstance(rendered, MetricUnavailable):
         return rendered
     return Slot(shape=_SHAPES[spec.type], query=QueryKey(target.server, rendered),
-                window=query.window)
+                window=query.window, empty_is_zero=query.when_empty == "zero")
 
 
 def _resource_slot(

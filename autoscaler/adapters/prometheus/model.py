@@ -62,6 +62,10 @@ class QuerySettings(Protocol):
     def requests_source(self) -> RequestsSource: ...
     @property
     def window(self) -> float: ...
+    @property
+    def when_empty(self) -> Literal["invalid", "zero"]:
+        """An Object or External answer with no series: invalid, or read as 0."""
+        ...
 
 
 @record

@@ -17,6 +17,7 @@ from autoscaler.algorithm import (
     ExternalMetricValues,
     MetricUnavailable,
     MetricValues,
+    Milli,
     ObjectMetricValue,
     PodMetricValues,
 )
@@ -67,6 +68,11 @@ class Splitter:
         if slot.shape is Shape.OBJECT or slot.shape is Shape.EXTERNAL:
             if isinstance(answer, PodAnswer):  # the plan indexes only per-pod queries
                 raise BadDataError("internal: a single-value query was indexed per pod")
+            if not answer and slot.empty_is_zero:
+                # whenEmpty = "zero": only an answer with no series; an error, NaN or a
+                # stale sample is still invalid.
+                return (ObjectMetricValue(value=Milli(0)) if slot.shape is Shape.OBJECT
+                        else ExternalMetricValues(values=(Milli(0),))), []
             if slot.shape is Shape.OBJECT:
                 return ObjectMetricValue(value=single_value(answer)), []
             return ExternalMetricValues(values=all_values(answer)), []

@@ -140,3 +140,26 @@ async def test_the_cache_asks_the_server_until_it_has_listed(
     async with OwnerCache(kube.api_client, watch_timeout=5) as cache:
         assert cache.cached_owners("shop", Ref()) is None
         assert await cache.owners_of("shop", Ref()) == ("HorizontalPodAutoscaler web-hpa",)
+
+
+async def test_the_cache_reports_what_each_hpa_wants(
+        kube: KubeSession, apiserver: SimApiServer) -> None:
+    """Shadow mode reads an HPA's status.desiredReplicas from the watch, as it changes."""
+    apiserver.create_hpa("shop", "web-hpa", target_name="web")
+    rt = apiserver.resource("autoscaling/v2", "HorizontalPodAutoscaler")
+
+    def hpa_wants(desired: int) -> None:
+        apiserver.rest.patch(rt, "shop", "web-hpa", content_type="application/merge-patch+json",
+                             body={"status": {"desiredReplicas": desired}}, subresource="status")
+
+    async with OwnerCache(kube.api_client, watch_timeout=5) as cache:
+        await cache.set_namespaces(["shop"])
+        await eventually(lambda: cache.cached_owners("shop", Ref()) is not None)
+        assert cache.reported_desired("shop", Ref()) == ()  # no status yet
+        hpa_wants(4)
+        await eventually(lambda: cache.reported_desired("shop", Ref()) == (
+            ("HorizontalPodAutoscaler web-hpa", 4),))
+        hpa_wants(6)
+        await eventually(lambda: cache.reported_desired("shop", Ref()) == (
+            ("HorizontalPodAutoscaler web-hpa", 6),))
+        assert cache.reported_desired("shop", Ref(name="api")) == ()

@@ -19,7 +19,7 @@ from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.algorithm import History
-from autoscaler.state import SavedTarget, Snapshot
+from autoscaler.state import SavedTarget, Snapshot, encode
 from tests.adapters.kube.conftest import Ref, _as_resource_request
 from tests.adapters.kube.rbac import custom_resource_template, granted
 from tests.sim.kube import SimApiServer
@@ -64,9 +64,9 @@ async def exercise_leader_and_state(kube: KubeSession) -> None:
     await elector.release()
     store = ConfigMapStateStore(kube.api_client, namespace="autoscaler", name="autoscaler-state")
     await store.load()
-    await store.save(Snapshot(targets={"shop/web": SavedTarget(history=History())}))
-    await store.save(Snapshot(targets={"shop/web": SavedTarget(history=History()),
-                                       "shop/api": SavedTarget(history=History())}))
+    await store.save(encode(Snapshot(targets={"shop/web": SavedTarget(history=History())})))
+    await store.save(encode(Snapshot(targets={"shop/web": SavedTarget(history=History()),
+                                              "shop/api": SavedTarget(history=History())})))
 
 
 def used(apiserver: SimApiServer) -> set[tuple[str, str, str]]:

@@ -17,6 +17,7 @@ from autoscaler.state import (
     StateSetAsideError,
     StateUnavailableError,
     decode,
+    encode,
 )
 from tests.adapters.kube.conftest import apiserver, kube
 from tests.sim.kube import SimApiServer
@@ -47,7 +48,7 @@ async def test_round_trip_through_a_configmap(apiserver: SimApiServer, kube: Kub
     it back."""
     apiserver.create_namespace(NAMESPACE)
     assert await store(kube).load() is None
-    await store(kube).save(snapshot())
+    await store(kube).save(encode(snapshot()))
     assert await store(kube).load() == snapshot()
 
 
@@ -57,8 +58,8 @@ async def test_an_unchanged_state_is_not_written_again(
     """Saving the same snapshot twice makes one write."""
     apiserver.create_namespace(NAMESPACE)
     keeper = store(kube)
-    await keeper.save(snapshot())
-    await keeper.save(snapshot())
+    await keeper.save(encode(snapshot()))
+    await keeper.save(encode(snapshot()))
     writes = apiserver.count(verb="create", resource="configmaps") + apiserver.count(
         verb="update", resource="configmaps")
     assert writes == 1
@@ -70,10 +71,10 @@ async def test_a_write_after_someone_elses_recovers(
     """Another instance wrote since we read (409): re-read the version and write ours."""
     apiserver.create_namespace(NAMESPACE)
     ours, theirs = store(kube), store(kube)
-    await ours.save(snapshot())
+    await ours.save(encode(snapshot()))
     assert await theirs.load() == snapshot()
-    await theirs.save(snapshot("other"))
-    await ours.save(snapshot("mine"))
+    await theirs.save(encode(snapshot("other")))
+    await ours.save(encode(snapshot("mine")))
     assert apiserver.count(verb="update", resource="configmaps", status=409) == 1
     assert await store(kube).load() == snapshot("mine")
 
@@ -84,7 +85,7 @@ async def test_a_failed_read_is_unavailable_not_empty(
 ) -> None:
     """Any failure but a 404 is an error to retry, never an empty history."""
     apiserver.create_namespace(NAMESPACE)
-    await store(kube).save(snapshot())
+    await store(kube).save(encode(snapshot()))
     apiserver.fail_next(1, status=status, verb="get", resource="configmaps")
     with pytest.raises(StateUnavailableError, match=f"HTTP {status}"):
         await store(kube).load()
@@ -109,7 +110,7 @@ async def test_a_configmap_without_our_key_is_empty(
                       "metadata": {"name": "autoscaler-state", "namespace": NAMESPACE}})
     keeper = store(kube)
     assert await keeper.load() is None
-    await keeper.save(snapshot())
+    await keeper.save(encode(snapshot()))
     assert decode(stored(apiserver)) == snapshot()
 
 
@@ -134,7 +135,7 @@ async def test_an_undecodable_state_is_copied_aside_before_anything_replaces_it(
     assert copy is not None
     assert copy["metadata"]["annotations"][SET_ASIDE_ANNOTATION].startswith("autoscaler-state: ")
     assert stored(apiserver) == data
-    await keeper.save(snapshot())
+    await keeper.save(encode(snapshot()))
     assert decode(stored(apiserver)) == snapshot()
 
 

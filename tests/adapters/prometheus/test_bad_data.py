@@ -9,6 +9,7 @@ import pytest
 
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.algorithm import MetricSourceType, MetricUnavailable, PodMetricValues
+from autoscaler.algorithm.activation import raw_value
 from tests.adapters.prometheus.conftest import EXPLOSION
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
 from tests.sim.prometheus import CountingProxy, PrometheusProcess
@@ -155,3 +156,29 @@ async def test_config_faults(source: PrometheusSource, server: str, promql: str 
                      metrics=[(spec(PODS, "m"), metric_query(query=promql))])
     value = (await source.fetch([request], deadline=time.monotonic() + 10)).values["shop/web"][0]
     assert why in reason(value)
+
+
+async def fetch_zero(source: PrometheusSource, kind: MetricSourceType, promql: str) -> object:
+    request = target("shop/web", namespace="shop", pod_names=["web-0"], metrics=[
+        (spec(kind, "m"), metric_query(query=promql, when_empty="zero"))])
+    result = await source.fetch([request], deadline=time.monotonic() + 10)
+    return result.values["shop/web"][0]
+
+
+@pytest.mark.parametrize("kind", [OBJECT, EXTERNAL], ids=str)
+async def test_when_empty_zero_reads_an_empty_answer_as_zero(
+    source: PrometheusSource, kind: MetricSourceType,
+) -> None:
+    """whenEmpty = "zero" (KEDA's ignoreNullValues): no series is 0, for Object and External."""
+    value = await fetch_zero(source, kind, "no_such_metric_anywhere")
+    assert raw_value(value) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("promql", "why"), [
+    ("sum(rate(x[1m])", "parse error"), ("bad_nan", "NaN"),
+], ids=["query-error", "nan"])
+async def test_when_empty_zero_still_fails_what_is_not_empty(
+    source: PrometheusSource, promql: str, why: str,
+) -> None:
+    """Only an answer with no series reads as 0: a query error and NaN stay invalid."""
+    assert why in reason(await fetch_zero(source, EXTERNAL, promql))

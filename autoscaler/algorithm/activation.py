@@ -1,0 +1,240 @@
+"""Scale to and from zero (``minReplicas = 0``): KEDA's activation around the exact HPA core,
+with upstream's ScaledToZero rule for whose zero it is.
+
+Upstream (HPAScaleToZero, beta and on by default since Kubernetes 1.37) evaluates a target at
+0 replicas only if the controller itself scaled it there, as its ``ScaledToZero`` condition
+records; a target found at 0 otherwise was switched off by hand and is left alone ("scaling is
+disabled"). KEDA adds the activation phase users of queue workers rely on: a workload goes
+0 -> 1 as soon as any trigger is above its ``activationThreshold`` and back to 0 only after
+every trigger has been inactive for ``cooldownPeriod``. Here:
+
+- **1 <-> N is ``decide`` exactly**, with the floor raised to 1 while the target runs: the
+  HPA algorithm never takes it to zero on its own.
+- **Activity** is read from the Object and External metrics only, from their raw values (an
+  Object's value, the sum of an External query's series), as KEDA reads its triggers: CPU,
+  memory and per-pod metrics cannot be measured at zero pods. A metric is *active* above its
+  threshold (default 0), *inactive* at or below it, *unknown* when it is invalid. Unknown is
+  never inactive: missing data never takes a target to zero, and it cannot wake one either.
+- **At 0, scaled there by us**: any metric active -> the HPA's proposal from zero, at least 1
+  (rate limits apply); otherwise it stays at 0.
+- **Above 0**: every metric inactive for ``cooldown`` seconds (counted from the last pass
+  any was active, or from when this run first saw the target, whichever is later) and
+  ``initial_cooldown`` seconds since this run first saw the target -> 0, directly, as KEDA
+  does.
+- A scheduled floor above 0 in force keeps the target up; one that raises ``minReplicas``
+  while we hold the target at 0 wakes it to that floor (upstream's rule for a raised min).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from enum import StrEnum
+
+from autoscaler.algorithm.decision import (
+    GOT_SCALE,
+    Bounds,
+    Condition,
+    Decision,
+    decide,
+    seed_history,
+)
+from autoscaler.algorithm.model import (
+    AlgorithmSettings,
+    AutoscalerSpec,
+    ExternalMetricValues,
+    History,
+    MetricValues,
+    Milli,
+    ObjectMetricValue,
+    Pod,
+    ScaleState,
+    Seconds,
+)
+from autoscaler.algorithm.quantity import format_milli
+from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.record import record
+
+DEFAULT_COOLDOWN = 300.0
+"""KEDA's default ``cooldownPeriod``."""
+
+
+@record
+class ScaleToZero:
+    """A target's scale-to-zero settings."""
+
+    activation_thresholds: tuple[Milli | None, ...]
+    """Aligned with ``spec.metrics``; ``None`` for a metric that cannot activate (not Object
+    or External)."""
+    cooldown: Seconds = DEFAULT_COOLDOWN
+    initial_cooldown: Seconds = 0.0
+
+
+@record
+class ZeroMemory:
+    """What the rules remember of a target between passes (persisted with its history)."""
+
+    scaled_to_zero: bool = False
+    """This daemon took the target to 0 (upstream's ScaledToZero=True)."""
+    last_active: Seconds | None = None
+    """The last pass any activation metric was active (or when the target was first seen)."""
+
+
+class ActivityState(StrEnum):
+    ACTIVE = "Active"
+    INACTIVE = "Inactive"
+    UNKNOWN = "Unknown"
+
+
+@record
+class Activity:
+    state: ActivityState
+    metric: str = ""
+    """The metric that is active (the first), or the first that is invalid when unknown."""
+    value: Milli | None = None
+    threshold: Milli | None = None
+
+    def describe(self) -> str:
+        if self.state is ActivityState.ACTIVE and self.value is not None:
+            return (f"{self.metric} is {format_milli(self.value)}, above its activation "
+                    f"threshold {format_milli(self.threshold or 0)}")
+        if self.state is ActivityState.UNKNOWN:
+            return f"{self.metric} is not available, so activity is unknown"
+        return "every activation metric is at or below its threshold"
+
+
+@record
+class ZeroDecision:
+    decision: Decision
+    memory: ZeroMemory
+    activity: Activity | None = None
+    idle_until: Seconds | None = None
+    """When the target may go to zero if it stays inactive (``None``: not counting down)."""
+
+
+PAUSED_AT_ZERO = ("scaling is disabled since the replica count of the target is zero and this "
+                  "daemon did not scale it to zero (set replicas above 0 to resume)")
+
+
+def activity(spec: AutoscalerSpec, metrics: Sequence[MetricValues],
+             thresholds: Sequence[Milli | None]) -> Activity:
+    """Whether any activation metric is above its threshold (KEDA's ``IsActive``)."""
+    unknown: str | None = None
+    for metric, values, threshold in zip(spec.metrics, metrics, thresholds, strict=True):
+        if threshold is None:
+            continue
+        value = raw_value(values)
+        if value is None:
+            unknown = unknown or metric.name
+        elif value > threshold:
+            return Activity(state=ActivityState.ACTIVE, metric=metric.name, value=value,
+                            threshold=threshold)
+    if unknown is not None:
+        return Activity(state=ActivityState.UNKNOWN, metric=unknown)
+    return Activity(state=ActivityState.INACTIVE)
+
+
+def raw_value(values: MetricValues) -> Milli | None:
+    """An Object metric's value or the sum of an External metric's series; ``None`` when the
+    metric is unavailable (or is not a single value)."""
+    if isinstance(values, ObjectMetricValue):
+        return values.value
+    if isinstance(values, ExternalMetricValues) and values.values:
+        return Milli(sum(values.values))
+    return None
+
+
+def decide_with_zero(
+    *,
+    spec: AutoscalerSpec,
+    scale: ScaleState,
+    metrics: Sequence[MetricValues],
+    pods: Sequence[Pod],
+    history: History,
+    now: Seconds,
+    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
+    bounds: Bounds | None = None,
+    rules: ScaleToZero | None,
+    memory: ZeroMemory,
+    first_seen: Seconds,
+) -> ZeroDecision:
+    """``decide`` with the scale-to-zero rules of this module; ``rules`` is ``None`` for a
+    target whose ``minReplicas`` is above 0."""
+    bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
+    current = scale.spec_replicas
+    if current == 0 and not memory.scaled_to_zero and rules is not None:
+        return ZeroDecision(decision=_paused_at_zero(history, now), memory=memory)
+    if current == 0 and memory.scaled_to_zero and (rules is None or bounds.min_replicas > 0):
+        # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
+        return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
+    if rules is None or bounds.min_replicas > 0:
+        plain = decide(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
+                       now=now, settings=settings, bounds=bounds)
+        return ZeroDecision(decision=plain, memory=memory)
+    running = bounds if current == 0 else dataclasses.replace(bounds, min_replicas=1)
+    decision = decide(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
+                      now=now, settings=settings, bounds=running)
+    act = activity(spec, metrics, rules.activation_thresholds)
+    active = act.state is ActivityState.ACTIVE
+    last = now if active or memory.last_active is None else memory.last_active
+    memory = ZeroMemory(scaled_to_zero=memory.scaled_to_zero, last_active=last)
+    if current == 0:
+        return ZeroDecision(decision=_from_zero(decision, act), memory=memory, activity=act)
+    return _toward_zero(decision, act, memory=memory, rules=rules, now=now,
+                        first_seen=first_seen)
+
+
+def _from_zero(decision: Decision, act: Activity) -> Decision:
+    """At 0 (ours): an active metric wakes the target to the HPA's proposal, at least 1."""
+    if act.state is not ActivityState.ACTIVE:
+        return dataclasses.replace(decision, desired_replicas=0,
+                                   steps=(*decision.steps, Step.INACTIVE), rescale_reason="")
+    return dataclasses.replace(
+        decision, desired_replicas=max(1, decision.desired_replicas),
+        steps=(*decision.steps, Step.ACTIVATED), rescale_reason=f"{act.describe()}: activating")
+
+
+def _toward_zero(decision: Decision, act: Activity, *, memory: ZeroMemory,
+                 rules: ScaleToZero, now: Seconds, first_seen: Seconds) -> ZeroDecision:
+    """Running: to 0 once every activation metric has been inactive for the cooldown."""
+    if act.state is not ActivityState.INACTIVE or memory.last_active is None:
+        return ZeroDecision(decision=decision, memory=memory, activity=act)
+    idle_until = max(memory.last_active + rules.cooldown, first_seen + rules.initial_cooldown)
+    if now < idle_until:
+        return ZeroDecision(decision=decision, memory=memory, activity=act,
+                            idle_until=idle_until)
+    return ZeroDecision(decision=dataclasses.replace(
+        decision, desired_replicas=0, steps=(*decision.steps, Step.DEACTIVATED),
+        rescale_reason=(f"{act.describe()} for {rules.cooldown:g}s (cooldownPeriod): "
+                        "scaling to zero")), memory=memory, activity=act, idle_until=idle_until)
+
+
+def scaled_to_zero_condition(*, previous: int, new: int, rules: ScaleToZero | None) -> Condition:
+    """Upstream's ScaledToZero condition after a successful rescale: True only for a move from
+    above 0 to 0 of a target that may scale to zero."""
+    if previous > 0 and new == 0 and rules is not None:
+        return Condition(type=ConditionType.SCALED_TO_ZERO, status=True,
+                         reason=Reason.SCALED_TO_ZERO,
+                         message="this daemon scaled the workload to zero")
+    return Condition(type=ConditionType.SCALED_TO_ZERO, status=False,
+                     reason=Reason.NOT_SCALED_TO_ZERO,
+                     message="this daemon did not scale the workload to zero")
+
+
+def _paused_at_zero(history: History, now: Seconds) -> Decision:
+    return Decision(
+        current_replicas=0, desired_replicas=0, steps=(Step.SCALING_DISABLED,),
+        history=seed_history(history, 0, now),
+        conditions=(GOT_SCALE, Condition(
+            type=ConditionType.SCALING_ACTIVE, status=False, reason=Reason.SCALING_DISABLED,
+            message=PAUSED_AT_ZERO)),
+    )
+
+
+def _woken_to_floor(bounds: Bounds, history: History, now: Seconds) -> Decision:
+    floor = max(1, bounds.min_replicas)
+    return Decision(
+        current_replicas=0, desired_replicas=floor, steps=(Step.REPLICA_LIMIT,),
+        history=seed_history(history, 0, now), conditions=(GOT_SCALE,),
+        rescale_reason="Current number of replicas below Spec.MinReplicas",
+    )
