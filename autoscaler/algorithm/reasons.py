@@ -14,6 +14,8 @@ class ConditionType(StrEnum):
     ABLE_TO_SCALE = "AbleToScale"
     SCALING_ACTIVE = "ScalingActive"
     SCALING_LIMITED = "ScalingLimited"
+    PREDICTIVE_SCALING = "PredictiveScaling"
+    """Ours (issue #27), only on targets with a ``prediction``: whether forecasts are used."""
 
 
 class Reason(StrEnum):
@@ -42,6 +44,11 @@ class Reason(StrEnum):
     TOO_MANY_REPLICAS = "TooManyReplicas"
     SCALE_UP_LIMIT = "ScaleUpLimit"
     SCALE_DOWN_LIMIT = "ScaleDownLimit"
+    # PredictiveScaling (ours)
+    FORECAST_ACTING = "ForecastActing"
+    FORECAST_ONLY = "ForecastOnly"
+    FORECAST_UNRELIABLE = "ForecastUnreliable"
+    FORECAST_NOT_READY = "ForecastNotReady"
 
 
 class Step(StrEnum):

@@ -15,6 +15,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
+from autoscaler.algorithm.forecast import PredictionSettings
 from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
@@ -146,6 +147,8 @@ class TargetConfig:
     fallback: Fallback | None = None
     schedules: tuple[Schedule, ...] = ()
     """Time windows whose bounds replace minReplicas/maxReplicas while active."""
+    predictions: tuple[PredictionSettings | None, ...] = ()
+    """Each metric's ``prediction``, aligned with ``spec.metrics``; empty when none has one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,6 +35,7 @@ from autoscaler.config.model import (
     TargetConfig,
     target_key,
 )
+from autoscaler.config.prediction import convert_prediction
 from autoscaler.config.query import known_placeholders
 from autoscaler.config.schedules import convert_schedules
 from autoscaler.config.schema import (
@@ -93,6 +94,9 @@ def convert_target(
     if server not in servers:
         problems.add((*loc, "prometheus"), f"unknown Prometheus server {show(server)}"
                      f"{did_you_mean(server, servers, listing='known servers')}")
+    predictions = tuple(
+        convert_prediction(m.prediction, loc=(*loc, "metrics", i, "prediction"), problems=problems)
+        for i, m in enumerate(model.metrics or ()))
     schedules = convert_schedules(model.schedules, loc=loc, problems=problems,
                                   min_replicas=model.min_replicas, max_replicas=model.max_replicas)
     ref = model.scale_target_ref
@@ -117,6 +121,7 @@ def convert_target(
             failure_threshold=f.failure_threshold, replicas=f.replicas,
             allow_scale_down=f.allow_scale_down)),
         schedules=schedules,
+        predictions=predictions if any(predictions) else (),
     )
 
 
