@@ -151,8 +151,9 @@ class _Target:
         self._replicas = model.replicas if model.replicas is not None else max(spec.min_replicas, 1)
         self._workload = Workload(model, prefix=scenario.label, replicas=self._replicas, now=0.0)
         self._history = History()
-        self._predictor = TargetPredictor(spec.metrics, scenario.predictions) \
-            if any(scenario.predictions) else None
+        self._predictor = TargetPredictor(
+            spec.metrics, scenario.predictions, windows=[f.window for f in feeds],
+        ) if any(scenario.predictions) else None
 
     def sync(self, now: float, *, demand: float | None, totals: Sequence[float | None]) -> Row:
         """One reconcile pass at ``now``: observe, decide, write the scale, record it."""

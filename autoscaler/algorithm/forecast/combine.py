@@ -24,7 +24,6 @@ from autoscaler.algorithm.model import (
     AutoscalerSpec,
     ExternalMetricValues,
     History,
-    MetricUnavailable,
     MetricValues,
     Milli,
     ObjectMetricValue,
@@ -45,6 +44,8 @@ class Prediction:
     model: str
     horizon: Seconds
     forecast: Forecast
+    live: float | None
+    """The metric's live total this pass (``metric_total`` of its values)."""
 
 
 def metric_total(values: MetricValues) -> float | None:
@@ -59,9 +60,10 @@ def metric_total(values: MetricValues) -> float | None:
     return None
 
 
-def with_forecast(live: MetricValues, forecast: float) -> MetricValues:
-    """``live`` as if the metric's total were ``max(live total, forecast)``."""
-    total = metric_total(live)
+def with_forecast(live: MetricValues, forecast: float, total: float | None = None) -> MetricValues:
+    """``live`` as if the metric's total were ``max(live total, forecast)`` (``total``: the
+    live total when the caller has it)."""
+    total = metric_total(live) if total is None else total
     if total is None or not math.isfinite(forecast) or forecast <= total:
         return live  # unavailable stays unavailable; a lower forecast changes nothing
     wanted = round(forecast * 1000)
@@ -103,19 +105,21 @@ def decide_predictive(
                       now=now, settings=settings, bounds=bounds)
 
     live = run(metrics)
-    used = [_usable(p, m) for p, m in zip(predictions, metrics, strict=True)]
+    totals = [p.live if p is not None else None for p in predictions]
+    used = [_usable(p, t) for p, t in zip(predictions, totals, strict=True)]
     predicted = live
-    if any(used):
-        predicted = run([
-            with_forecast(m, p.forecast.value) if use and p and p.forecast.value is not None
-            else m for p, m, use in zip(predictions, metrics, used, strict=True)])
+    values = [with_forecast(m, p.forecast.value, t)
+              if use and p and p.forecast.value is not None else m
+              for p, m, t, use in zip(predictions, metrics, totals, used, strict=True)]
+    if any(v is not m for v, m in zip(values, metrics, strict=True)):
+        predicted = run(values)
         if predicted.desired_replicas < live.desired_replicas:
             predicted = live  # never below what the live metrics ask for
     report = ForecastReport(
         acting=acting, reactive_replicas=live.desired_replicas,
         predictive_replicas=predicted.desired_replicas,
-        metrics=tuple(_shown(p, m, use, predicted, i) for i, (p, m, use) in
-                      enumerate(zip(predictions, metrics, used, strict=True))),
+        metrics=tuple(_shown(p, t, use, predicted, i) for i, (p, t, use) in
+                      enumerate(zip(predictions, totals, used, strict=True))),
     )
     chosen = predicted if acting else live
     reason = chosen.rescale_reason
@@ -125,12 +129,12 @@ def decide_predictive(
                    conditions=(*chosen.conditions, _condition(report, predictions)))
 
 
-def _usable(prediction: Prediction | None, live: MetricValues) -> bool:
+def _usable(prediction: Prediction | None, total: float | None) -> bool:
     return (prediction is not None and prediction.forecast.usable
-            and prediction.forecast.value is not None and metric_total(live) is not None)
+            and prediction.forecast.value is not None and total is not None)
 
 
-def _shown(prediction: Prediction | None, live: MetricValues, used: bool, decision: Decision,
+def _shown(prediction: Prediction | None, total: float | None, used: bool, decision: Decision,
            index: int) -> MetricForecast | None:
     if prediction is None:
         return None
@@ -141,7 +145,7 @@ def _shown(prediction: Prediction | None, live: MetricValues, used: bool, decisi
     outcome = decision.metrics[index] if used and index < len(decision.metrics) else None
     return MetricForecast(
         model=prediction.model, horizon=prediction.horizon, value=forecast.value,
-        live=metric_total(live) if not isinstance(live, MetricUnavailable) else None,
+        live=total,
         error_percent=forecast.error_percent, used=used, reason=reason,
         proposal=outcome.proposal.replicas if outcome and outcome.proposal else None,
     )

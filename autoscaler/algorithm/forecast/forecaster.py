@@ -7,8 +7,9 @@ given smoothing parameters is refitted on the kept history once per season.
 
 Scoring: every forecast made for the bucket ``h`` steps ahead (``h`` from the horizon) is
 compared with what that bucket turned out to be; the error is the WAPE (sum of absolute
-errors over sum of actual values, in percent) of the last season of such forecasts. WAPE,
-not MAPE: a night at nearly zero load would make every percentage error explode. A model is
+errors over sum of actual values, in percent; running sums) of the last season of such
+forecasts. WAPE, not MAPE: a night at nearly zero load would make every percentage error
+explode. A model is
 *usable* once a whole season of its forecasts has been scored and its error is within the
 bound; until then the metric is purely reactive.
 """
@@ -64,6 +65,7 @@ class Forecaster:
         self._recent: deque[float] = deque(maxlen=max(s.season_buckets, s.window_buckets))
         self._pending: dict[int, float] = {}
         self._scored: deque[tuple[float, float]] = deque(maxlen=s.season_buckets)
+        self._sums = [0.0, 0.0]  # running sums of _scored's errors and actual values
         self._last: float | None = None
 
     def _new_model(self) -> OnlineModel:
@@ -109,7 +111,7 @@ class Forecaster:
                 return  # nothing to fill a leading gap from
         predicted = self._pending.pop(index, None)
         if real and predicted is not None:
-            self._scored.append((abs(value - predicted), abs(value)))
+            self._score(abs(value - predicted), abs(value))
         self._model.update(value)
         self._recent.append(value)
         self._last = value
@@ -119,6 +121,16 @@ class Forecaster:
             self._pending[index + ahead] = made
         for stale in [k for k in self._pending if k <= index]:
             del self._pending[stale]
+
+    def _score(self, error: float, actual: float) -> None:
+        scored, sums = self._scored, self._sums
+        if len(scored) == scored.maxlen:
+            old_error, old_actual = scored[0]
+            sums[0] -= old_error
+            sums[1] -= old_actual
+        scored.append((error, actual))
+        sums[0] += error
+        sums[1] += actual
 
     def _due_refit(self) -> bool:
         return (self.settings.model is ModelKind.HOLT_WINTERS
@@ -155,7 +167,8 @@ class Forecaster:
 
     def _judge(self, value: float | None) -> Forecast:
         s = self.settings
-        error = _wape(self._scored)
+        error = 100 * self._sums[0] / self._sums[1] if self._scored and self._sums[1] > 0 \
+            else None
         smoothing = self._smoothing if s.model is ModelKind.HOLT_WINTERS else None
         if value is None:
             reason = "not enough history to forecast yet"
@@ -172,10 +185,3 @@ class Forecaster:
             len(self._scored) >= s.season_buckets
         return Forecast(value=value, error_percent=error, usable=not reason, reason=reason,
                         unreliable=unreliable, smoothing=smoothing)
-
-
-def _wape(scored: deque[tuple[float, float]]) -> float | None:
-    actual = math.fsum(y for _, y in scored)
-    if not scored or actual <= 0:
-        return None
-    return 100 * math.fsum(e for e, _ in scored) / actual

@@ -48,9 +48,12 @@ class TargetPredictor:
         metrics: Sequence[MetricSpec],
         settings: Sequence[PredictionSettings | None],
         series: Mapping[str, Series] | None = None,
+        *,
+        windows: Sequence[Seconds] = (),
     ) -> None:
         self.metrics = tuple(metrics)
         self.settings = tuple(settings)
+        self.windows = tuple(windows) or (0.0,) * len(self.metrics)
         keys = [metric_key(i, m) for i, m in enumerate(self.metrics)]
         self._keys = keys
         kept = dict(series or {})
@@ -67,10 +70,13 @@ class TargetPredictor:
         """Acts only when every metric's prediction says ``forecastOnly = false``."""
         return all(s.forecast_only is False for s in self.settings if s is not None)
 
-    def horizon(self, settings: PredictionSettings) -> Seconds:
+    def horizon(self, settings: PredictionSettings, window: Seconds) -> Seconds:
+        """The set horizon, else the observed start-to-Ready time plus the metric's window:
+        pods asked for now serve that much later, and a value averaged over the window
+        (``rate(...[1m])``) reads what happened up to a window ago."""
         if settings.horizon is not None:
             return settings.horizon
-        return self.startup if self.startup is not None else DEFAULT_HORIZON
+        return (self.startup if self.startup is not None else DEFAULT_HORIZON) + window
 
     def predict(
         self, *, metrics: Sequence[MetricValues], pods: Sequence[Pod], now: Seconds
@@ -78,7 +84,8 @@ class TargetPredictor:
         """Record this pass's live totals, then forecast each metric ``horizon`` ahead."""
         self.startup = observed_startup(pods) or self.startup
         out: list[Prediction | None] = []
-        for key, settings, values in zip(self._keys, self.settings, metrics, strict=True):
+        for key, settings, values, window in zip(self._keys, self.settings, metrics,
+                                                 self.windows, strict=True):
             if settings is None:
                 out.append(None)
                 continue
@@ -86,11 +93,11 @@ class TargetPredictor:
             if total is not None:
                 self.series[key] = observe(self.series[key], at=now, value=total,
                                            keep=settings.kept_buckets)
-            horizon = self.horizon(settings)
+            horizon = self.horizon(settings, window)
             forecast = self._forecasters[key].forecast(self.series[key], now=now,
                                                        horizon=horizon)
             out.append(Prediction(model=settings.model.value, horizon=horizon,
-                                  forecast=forecast))
+                                  forecast=forecast, live=total))
         return tuple(out)
 
     def backfill(self, index: int, points: Sequence[tuple[float, float]]) -> None:

@@ -50,12 +50,13 @@ def week(rng: random.Random) -> list[float]:
 
 
 def noise(rng: random.Random) -> list[float]:
-    """A mean-reverting wander around the week's mean, with bursts of 2-3x for 5-20 minutes."""
-    mean = 700.0
+    """A mean-reverting wander around the week's mean, with bursts of 2-3x for 5-20 minutes
+    about every 40 minutes."""
+    mean = 600.0
     level, out, burst_left, burst = mean, [], 0, 1.0
     for _ in range(DAYS * 24 * 60):
-        level += 0.05 * (mean - level) + 60 * (rng.random() - 0.5)
-        if burst_left == 0 and rng.random() < 1 / 240:
+        level += 0.02 * (mean - level) + 120 * (rng.random() - 0.5)
+        if burst_left == 0 and rng.random() < 1 / 40:
             burst_left, burst = 5 + int(rng.random() * 16), 2 + rng.random()
         factor = burst if burst_left else 1.0
         burst_left = max(0, burst_left - 1)
