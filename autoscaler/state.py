@@ -11,6 +11,9 @@ What a snapshot carries besides each target's ``History``:
   it is sent with). It is made durable *before* the write, so a process killed at any moment
   after the write leaves a record the next run resolves against the API server (the write
   landed if the object's resourceVersion moved) before that target's next decision.
+- ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
+  (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
+  Values are stored to six significant digits; a state without it reads as no history.
 - ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
   snapshot marks the store unclean before it acts; restoring an unclean one means the
   recommendations made since its last write are unknown, and the runtime bridges that gap as
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.algorithm.forecast import Series
 from autoscaler.errors import AutoscalerError, TransientError
 
 FORMAT_VERSION = 2
@@ -66,6 +70,8 @@ class Intent:
 class SavedTarget:
     history: History = field(default_factory=History)
     intent: Intent | None = None
+    forecasts: Mapping[str, Series] = field(default_factory=dict)
+    """Each predicted metric's history, by ``metric_key``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,7 +194,29 @@ def _target_to_json(target: SavedTarget) -> dict[str, Any]:
     intent = target.intent
     if intent is not None:
         body["w"] = [intent.previous, intent.desired, intent.resource_version, intent.at]
+    if target.forecasts:
+        body["f"] = {key: _series_to_json(series) for key, series in target.forecasts.items()}
     return body
+
+
+def _series_to_json(series: Series) -> list[Any]:
+    return [series.step, series.first, [None if v is None else _short(v) for v in series.values],
+            series.open_index, _short(series.open_sum), series.open_count]
+
+
+def _short(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _series_from_json(raw: Any) -> Series:
+    step, first, values, open_index, open_sum, open_count = raw
+    step = float(step)
+    if not step > 0 or not isinstance(values, list):
+        raise ValueError(f"a forecast history needs a positive step and a list, got {raw!r:.80}")
+    return Series(step=step, first=int(first),
+                  values=tuple(None if v is None else float(v) for v in values),
+                  open_index=None if open_index is None else int(open_index),
+                  open_sum=float(open_sum), open_count=int(open_count))
 
 
 def _target_from_json(value: Any) -> SavedTarget:
@@ -205,9 +233,11 @@ def _target_from_json(value: Any) -> SavedTarget:
             previous, desired, version, at = value["w"]
             intent = Intent(previous=int(previous), desired=int(desired),
                             resource_version=str(version), at=float(at))
+        forecasts = {str(key): _series_from_json(raw)
+                     for key, raw in (value.get("f") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise StateFormatError(f"state has a malformed history: {error!r}") from error
-    return SavedTarget(history=history, intent=intent)
+    return SavedTarget(history=history, intent=intent, forecasts=forecasts)
 
 
 def _event(raw: Any) -> ScaleEvent:

@@ -139,15 +139,18 @@ class HistoryKeeper:
     def _apply(state: TargetState, saved: SavedTarget | None, *, bridge_gap: bool) -> None:
         state.history = saved.history if saved is not None else History()
         state.intent = saved.intent if saved is not None else None
+        state.forecasts = dict(saved.forecasts) if saved is not None else {}
+        state.predictor = None  # rebuilt over the restored series at the next pass
         state.bridge_gap = bridge_gap and state.history.seeded
 
     # --- targets coming and going -------------------------------------------------------
 
     def retire(self, state: TargetState) -> None:
         """A target left the config: keep what it needs if it comes back."""
-        if state.history.seeded or state.intent is not None or _events(state.history):
+        if state.history.seeded or state.intent is not None or _events(state.history) \
+                or state.forecasts:
             self._retired[state.key] = _Retired(
-                saved=SavedTarget(history=state.history, intent=state.intent),
+                saved=_saved(state),
                 bridge_gap=state.bridge_gap)
 
     def revive(self, state: TargetState) -> None:
@@ -180,9 +183,8 @@ class HistoryKeeper:
             self.last_save = now
 
     def _collect(self, now: float) -> dict[str, SavedTarget]:
-        targets = {key: SavedTarget(history=state.history, intent=state.intent)
-                   for key, state in self._states.items()
-                   if state.history.seeded or state.intent is not None}
+        targets = {key: _saved(state) for key, state in self._states.items()
+                   if state.history.seeded or state.intent is not None or state.forecasts}
         expired = [key for key, entry in self._retired.items()
                    if _newest(entry.saved) < now - RETAIN_REMOVED]
         for key in expired:
@@ -202,6 +204,10 @@ class HistoryKeeper:
         }
 
 
+def _saved(state: TargetState) -> SavedTarget:
+    return SavedTarget(history=state.history, intent=state.intent, forecasts=state.forecasts)
+
+
 def _events(history: History) -> bool:
     return bool(history.scale_up_events or history.scale_down_events)
 
@@ -212,4 +218,5 @@ def _newest(saved: SavedTarget) -> float:
     stamps += [e.timestamp for e in (*history.scale_up_events, *history.scale_down_events)]
     if saved.intent is not None:
         stamps.append(saved.intent.at)
+    stamps += [s.end * s.step for s in saved.forecasts.values() if s.values]
     return max(stamps, default=float("-inf"))

@@ -31,7 +31,6 @@ from autoscaler.algorithm import (
     ScaleState,
     Step,
     bridge_gap,
-    decide,
     record_scale_event,
 )
 from autoscaler.algorithm.metric import MetricOutcome
@@ -56,6 +55,7 @@ from autoscaler.runtime.ports import (
     Scale,
     ScalePort,
 )
+from autoscaler.runtime.prediction import decide_with_prediction
 from autoscaler.runtime.status import (
     StatusCondition,
     TargetState,
@@ -560,12 +560,17 @@ class Reconciler:
         values: tuple[MetricValues, ...], history: History,
     ) -> Decision:
         now = self.clock()
-        return decide(
-            spec=target.spec,
+        # Predictive scaling (issue #27): its one call site. Without a ``prediction`` this
+        # is plain ``decide``; see autoscaler/runtime/prediction.py.
+        return decide_with_prediction(
+            self.state(target.key), target,
             scale=ScaleState(spec_replicas=scale.spec_replicas,
                              status_replicas=scale.status_replicas),
-            metrics=values, pods=pods, history=history, now=now,
+            values=values, pods=pods, history=history, now=now,
             settings=self.options.algorithm, bounds=self._bounds(target, now),
+            telemetry=self.telemetry,
+            emit=lambda reason, message: self._spawn_event(
+                target, warning=True, reason=reason, message=message),
         )
 
     def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.algorithm import Condition, ConditionType, Decision, History
+from autoscaler.algorithm.forecast import Series, TargetPredictor
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.state import Intent
@@ -87,6 +88,10 @@ class TargetState:
     gap of lost recommendations (``autoscaler.algorithm.bridge_gap``)."""
     write_not_before: float | None = None
     """The API server asked us to wait (429 Retry-After): no scale write before then."""
+    forecasts: dict[str, Series] = field(default_factory=dict)
+    """Predictive scaling: each predicted metric's history, persisted with ``history``."""
+    predictor: TargetPredictor | None = None
+    """The models over ``forecasts`` (``runtime/prediction.py``); rebuilt after a restore."""
 
     def to_json(self) -> dict[str, Any]:
         decision = self.last_decision
