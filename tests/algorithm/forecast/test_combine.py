@@ -68,7 +68,8 @@ def test_forecast_only_shows_without_acting() -> None:
     live, combined, report = run(PodMetricValues(samples=pod_samples(*[100_000] * 4)), 800.0,
                                  acting=False)
     assert combined == live == 4
-    assert report.predictive_replicas == 8 and report.changed  # type: ignore[attr-defined]
+    assert report.predictive_replicas == 8
+    assert report.changed
 
 
 def test_a_missing_metric_stays_invalid() -> None:
@@ -89,7 +90,8 @@ def test_an_object_metric_takes_the_forecast_value() -> None:
             model="seasonalNaive", horizon=60.0, live=400.0,
             forecast=Forecast(value=1000.0, error_percent=1.0, usable=True, reason=""))])
     assert decision.desired_replicas == 8  # the default scale-up limit: max(2x, 4) per pass
-    assert decision.forecast is not None and decision.forecast.predictive_replicas == 8
+    assert decision.forecast is not None
+    assert decision.forecast.predictive_replicas == 8
 
 
 def test_an_unusable_model_is_said_in_the_condition() -> None:
@@ -103,6 +105,7 @@ def test_an_unusable_model_is_said_in_the_condition() -> None:
                 reason="error 45.0% is above the bound of 20%"))])
     assert decision.desired_replicas == 4
     condition = decision.condition(ConditionType.PREDICTIVE_SCALING)
-    assert condition is not None and not condition.status
+    assert condition is not None
+    assert not condition.status
     assert condition.reason is Reason.FORECAST_UNRELIABLE
     assert "45.0% is above the bound" in condition.message

@@ -53,7 +53,8 @@ def test_a_noisy_series_is_dropped_and_said_so(model: ModelKind) -> None:
     rng = random.Random(3)
     forecast = Forecaster(settings(model)).forecast(
         fill([100 * rng.random() ** 3 + 1 for _ in range(200)]), now=200 * STEP, horizon=60.0)
-    assert not forecast.usable and forecast.unreliable
+    assert not forecast.usable
+    assert forecast.unreliable
     assert "above the bound of 20%" in forecast.reason
 
 
@@ -61,7 +62,8 @@ def test_a_seasonal_series_is_forecast_within_its_bound() -> None:
     """A clean season gives a small error and a forecast one horizon ahead."""
     forecast = Forecaster(settings(ModelKind.HOLT_WINTERS)).forecast(
         fill(hourly(180)), now=180 * STEP, horizon=120.0)
-    assert forecast.usable and forecast.error_percent is not None
+    assert forecast.usable
+    assert forecast.error_percent is not None
     assert forecast.error_percent < 2
     # 2 minutes after minute 180 is halfway between the centres of buckets 181 and 182.
     assert forecast.value == pytest.approx(sum(hourly(183)[181:183]) / 2, rel=0.01)

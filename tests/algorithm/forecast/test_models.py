@@ -55,7 +55,8 @@ def test_initial_states_are_statsmodels_simple_initialization() -> None:
     level, trend, season = initialization._initialization_simple(
         np.array(values), trend="add", seasonal="add", seasonal_periods=M)
     ours = initial_states(values, M)
-    assert ours[0] == pytest.approx(level) and ours[1] == pytest.approx(trend)
+    assert ours[0] == pytest.approx(level)
+    assert ours[1] == pytest.approx(trend)
     assert ours[2] == pytest.approx(list(season))
 
 
