@@ -11,6 +11,9 @@ What a snapshot carries besides each target's ``History``:
   it is sent with). It is made durable *before* the write, so a process killed at any moment
   after the write leaves a record the next run resolves against the API server (the write
   landed if the object's resourceVersion moved) before that target's next decision.
+- ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
+  (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
+  Values are stored to six significant digits; a state without it reads as no history.
 - ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
   snapshot marks the store unclean before it acts; restoring an unclean one means the
   recommendations made since its last write are unknown, and the runtime bridges that gap as
@@ -42,6 +45,7 @@ from typing import Any, NoReturn, Protocol
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
 from autoscaler.algorithm.activation import ZeroMemory
+from autoscaler.algorithm.forecast import Series
 from autoscaler.errors import AutoscalerError, TransientError
 
 FORMAT_VERSION = 2
@@ -69,6 +73,8 @@ class SavedTarget:
     intent: Intent | None = None
     zero: ZeroMemory = field(default_factory=ZeroMemory)
     """Scale to zero: whether we took the target to 0 (only then do we wake it up)."""
+    forecasts: Mapping[str, Series] = field(default_factory=dict)
+    """Each predicted metric's history, by ``metric_key``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +161,10 @@ def encode_target(target: SavedTarget) -> str:
     if zero != _NO_ZERO:
         last = "null" if zero.last_active is None else repr(float(zero.last_active))
         parts.append(f'"z":[{"true" if zero.scaled_to_zero else "false"},{last}]')
+    if target.forecasts:
+        parts.append('"f":' + json.dumps({key: _series_to_json(series)
+                                          for key, series in target.forecasts.items()},
+                                         separators=(",", ":")))
     return "{" + ",".join(parts) + "}"
 
 
@@ -224,6 +234,26 @@ def _json(text: bytes | bytearray) -> Any:
 _NO_ZERO = ZeroMemory()
 
 
+def _series_to_json(series: Series) -> list[Any]:
+    return [series.step, series.first, [None if v is None else _short(v) for v in series.values],
+            series.open_index, _short(series.open_sum), series.open_count]
+
+
+def _short(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _series_from_json(raw: Any) -> Series:
+    step, first, values, open_index, open_sum, open_count = raw
+    step = float(step)
+    if not step > 0 or not isinstance(values, list):
+        raise ValueError(f"a forecast history needs a positive step and a list, got {raw!r:.80}")
+    return Series(step=step, first=int(first),
+                  values=tuple(None if v is None else float(v) for v in values),
+                  open_index=None if open_index is None else int(open_index),
+                  open_sum=float(open_sum), open_count=int(open_count))
+
+
 def _target_from_json(value: Any) -> SavedTarget:
     try:
         history = History(
@@ -243,9 +273,11 @@ def _target_from_json(value: Any) -> SavedTarget:
             scaled, last_active = value["z"]
             zero = ZeroMemory(scaled_to_zero=scaled is True,
                               last_active=None if last_active is None else float(last_active))
+        forecasts = {str(key): _series_from_json(raw)
+                     for key, raw in (value.get("f") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise StateFormatError(f"state has a malformed history: {error!r}") from error
-    return SavedTarget(history=history, intent=intent, zero=zero)
+    return SavedTarget(history=history, intent=intent, zero=zero, forecasts=forecasts)
 
 
 def _event(raw: Any) -> ScaleEvent:

@@ -254,3 +254,18 @@ def test_inflate_reads_a_concatenated_stream_only_once() -> None:
     assert inflate(data) == zlib.decompress(data, 16 + zlib.MAX_WBITS)
     with pytest.raises(StateFormatError, match="truncated"):
         inflate(data[: len(data) // 2])
+
+
+def test_forecast_history_survives_the_round_trip() -> None:
+    """A predicted metric's series (gaps and the open bucket included) is kept, to six
+    significant digits; a state without it reads as no series."""
+    from autoscaler.algorithm.forecast import Series
+
+    series = Series(step=300.0, first=5_000, values=(1.5, None, 123456.789),
+                    open_index=5_003, open_sum=7.25, open_count=3)
+    snapshot = Snapshot(targets={"ns/Deployment/web": SavedTarget(
+        history=HISTORY, forecasts={"0/Pods/rps": series})}, saved_at=1.0)
+    restored = decode(encode(snapshot)).targets["ns/Deployment/web"]
+    assert restored.forecasts["0/Pods/rps"].values == (1.5, None, 123457.0)
+    assert restored.forecasts["0/Pods/rps"].open_count == 3
+    assert decode(encode(SNAPSHOT)).targets["ns/Deployment/api"].forecasts == {}

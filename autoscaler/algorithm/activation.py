@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Protocol
 
 from autoscaler.algorithm.decision import (
     GOT_SCALE,
@@ -54,6 +55,16 @@ from autoscaler.algorithm.model import (
 from autoscaler.algorithm.quantity import format_milli
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
 from autoscaler.record import record
+
+
+class Decide(Protocol):
+    """``decide``'s signature, for a caller that wraps it (predictive scaling)."""
+
+    def __call__(self, *, spec: AutoscalerSpec, scale: ScaleState,
+                 metrics: Sequence[MetricValues], pods: Sequence[Pod], history: History,
+                 now: Seconds, settings: AlgorithmSettings,
+                 bounds: Bounds | None) -> Decision: ...
+
 
 DEFAULT_COOLDOWN = 300.0
 """KEDA's default ``cooldownPeriod``."""
@@ -157,9 +168,11 @@ def decide_with_zero(
     rules: ScaleToZero | None,
     memory: ZeroMemory,
     first_seen: Seconds,
+    core: Decide = decide,
 ) -> ZeroDecision:
     """``decide`` with the scale-to-zero rules of this module; ``rules`` is ``None`` for a
-    target whose ``minReplicas`` is above 0."""
+    target whose ``minReplicas`` is above 0. ``core`` stands for ``decide`` (the runtime
+    passes predictive scaling's, which wraps it)."""
     bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
     current = scale.spec_replicas
     if current == 0 and not memory.scaled_to_zero and rules is not None:
@@ -168,12 +181,12 @@ def decide_with_zero(
         # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
         return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
     if rules is None or bounds.min_replicas > 0:
-        plain = decide(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
-                       now=now, settings=settings, bounds=bounds)
+        plain = core(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
+                     now=now, settings=settings, bounds=bounds)
         return ZeroDecision(decision=plain, memory=memory)
     running = bounds if current == 0 else dataclasses.replace(bounds, min_replicas=1)
-    decision = decide(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
-                      now=now, settings=settings, bounds=running)
+    decision = core(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
+                    now=now, settings=settings, bounds=running)
     act = activity(spec, metrics, rules.activation_thresholds)
     active = act.state is ActivityState.ACTIVE
     last = now if active or memory.last_active is None else memory.last_active

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from autoscaler.algorithm.behavior import (
     Normalized,
@@ -31,6 +32,9 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
 from autoscaler.record import record
+
+if TYPE_CHECKING:
+    from autoscaler.algorithm.forecast.report import ForecastReport
 
 
 @record
@@ -68,6 +72,8 @@ class Decision:
     history: History = field(default_factory=History)
     error: str | None = None
     """The pass's error (the first invalid metric), also set when scaling went ahead."""
+    forecast: ForecastReport | None = None
+    """Set on targets with a ``prediction`` (``autoscaler.algorithm.forecast``)."""
 
     @property
     def rescale(self) -> bool:

@@ -16,6 +16,8 @@ class ConditionType(StrEnum):
     SCALING_LIMITED = "ScalingLimited"
     SCALED_TO_ZERO = "ScaledToZero"
     """HPAScaleToZero (beta, 1.37): whether the controller itself took the target to 0."""
+    PREDICTIVE_SCALING = "PredictiveScaling"
+    """Ours (issue #27), only on targets with a ``prediction``: whether forecasts are used."""
 
 
 class Reason(StrEnum):
@@ -46,6 +48,11 @@ class Reason(StrEnum):
     SCALE_DOWN_LIMIT = "ScaleDownLimit"
     SCALED_TO_ZERO = "ScaledToZero"
     NOT_SCALED_TO_ZERO = "NotScaledToZero"
+    # PredictiveScaling (ours)
+    FORECAST_ACTING = "ForecastActing"
+    FORECAST_ONLY = "ForecastOnly"
+    FORECAST_UNRELIABLE = "ForecastUnreliable"
+    FORECAST_NOT_READY = "ForecastNotReady"
 
 
 class Step(StrEnum):

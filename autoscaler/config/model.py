@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
 from autoscaler.algorithm.activation import ScaleToZero
+from autoscaler.algorithm.forecast import PredictionSettings
 from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
@@ -153,6 +154,8 @@ class TargetConfig:
     """Set when minReplicas is 0: activation thresholds and cooldowns."""
     shadow: bool = False
     """Decide and compare with the HPA or ScaledObject that owns the target; never write."""
+    predictions: tuple[PredictionSettings | None, ...] = ()
+    """Each metric's ``prediction``, aligned with ``spec.metrics``; empty when none has one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from autoscaler.config.fields import (
     Url,
     above,
     at_least,
+    at_most,
     between,
     fail,
     int32,
@@ -209,6 +210,25 @@ SOURCE_KEYS: dict[str, str] = {
 """The table each metric type keeps its details in (HPA's ``MetricSpec`` layout)."""
 
 
+class SmoothingModel(Model):
+    level: Annotated[float, between(0, 1)]
+    trend: Annotated[float, between(0, 1)]
+    seasonal: Annotated[float, between(0, 1)]
+
+
+class PredictionModel(Model):
+    """A metric's ``prediction`` (issue #27; converted in ``config/prediction.py``)."""
+
+    model: Literal["seasonalNaive", "linearTrend", "holtWinters"]
+    season: Annotated[PositiveDuration, shortest(60), longest(28 * DAY)] | None = None
+    step: Annotated[PositiveDuration, shortest(10), longest(DAY)] | None = None
+    window: Annotated[PositiveDuration, longest(28 * DAY)] | None = None
+    horizon: Annotated[PositiveDuration, longest(HOUR)] | None = None
+    forecast_only: bool | None = None
+    max_error_percent: Annotated[float, above(0), at_most(1000)] | None = None
+    smoothing: SmoothingModel | None = None
+
+
 class MetricModel(Model):
     type: MetricType
     resource: ResourceSourceModel | None = None
@@ -216,6 +236,7 @@ class MetricModel(Model):
     pods: PodsSourceModel | None = None
     object_: ObjectSourceModel | None = Field(default=None, alias="object")
     external: ExternalSourceModel | None = None
+    prediction: PredictionModel | None = None
 
     def sources(self) -> dict[str, SourceModel]:
         """The source tables that are set, by their TOML key."""

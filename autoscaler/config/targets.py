@@ -36,6 +36,7 @@ from autoscaler.config.model import (
     TargetConfig,
     target_key,
 )
+from autoscaler.config.prediction import convert_prediction
 from autoscaler.config.query import known_placeholders
 from autoscaler.config.schedules import convert_schedules
 from autoscaler.config.schema import (
@@ -95,6 +96,9 @@ def convert_target(
     if server not in servers:
         problems.add((*loc, "prometheus"), f"unknown Prometheus server {show(server)}"
                      f"{did_you_mean(server, servers, listing='known servers')}")
+    predictions = tuple(
+        convert_prediction(m.prediction, loc=(*loc, "metrics", i, "prediction"), problems=problems)
+        for i, m in enumerate(model.metrics or ()))
     schedules = convert_schedules(model.schedules, loc=loc, problems=problems,
                                   min_replicas=model.min_replicas, max_replicas=model.max_replicas)
     ref = model.scale_target_ref
@@ -121,6 +125,7 @@ def convert_target(
         schedules=schedules,
         scale_to_zero=_scale_to_zero(model) if spec.min_replicas == 0 else None,
         **given(shadow=model.shadow),
+        predictions=predictions if any(predictions) else (),
     )
 
 

@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from autoscaler.algorithm.forecast import ForecastReport
+from autoscaler.observability.forecast_metrics import ForecastCollector
 from autoscaler.record import record
 
 _NS = "autoscaler"
@@ -50,6 +52,10 @@ class TargetSeries:
     reconciles: dict[str, int] = field(default_factory=dict)
     shadow: tuple[int, int | None] | None = None
     """Shadow mode: (our desired count, the owning HPA's), at the last pass."""
+    forecast: ForecastReport | None = None
+    """Predictive scaling's last report (``observability/forecast_metrics.py``)."""
+    forecast_metrics: tuple[str, ...] = ()
+    """The names of the target's metrics, aligned with ``forecast.metrics``."""
 
 
 class _PerTargetCollector(Collector):
@@ -115,6 +121,7 @@ class DaemonMetrics:
         r = self.registry
         self.per_target: dict[str, TargetSeries] = {}
         r.register(_PerTargetCollector(self.per_target))
+        r.register(ForecastCollector(self.per_target))
         self.scale_events = Counter(
             f"{_NS}_scale_events_total", "Scale writes by direction (or would-be, in dry-run).",
             ["target", "direction"], registry=r)

@@ -143,6 +143,8 @@ class HistoryKeeper:
     def _apply(state: TargetState, saved: SavedTarget | None, *, bridge_gap: bool) -> None:
         saved = saved or SavedTarget()
         state.history, state.intent, state.zero = saved.history, saved.intent, saved.zero
+        state.forecasts = dict(saved.forecasts)
+        state.predictor = None  # rebuilt over the restored series at the next pass
         state.bridge_gap = bridge_gap and (state.history.seeded or saved.zero.scaled_to_zero)
 
     # --- targets coming and going -------------------------------------------------------
@@ -186,7 +188,8 @@ class HistoryKeeper:
 
         A write that is not a clean stop re-encodes only the targets whose scale events,
         intent or zero memory changed since the last write (checked by identity: the core
-        passes unchanged event tuples on as the same objects); the others keep the
+        passes unchanged event tuples on as the same objects) and those with forecasts
+        (which change every pass); the others keep the
         recommendations of their last write. That is safe because such a store is unclean:
         a restore from it bridges the gap, which covers recommendations older than the real
         ones. It keeps a write per scaling pass cheap at 10,000 targets. A clean write
@@ -198,13 +201,12 @@ class HistoryKeeper:
                 continue
             history, intent, zero = state.history, state.intent, state.zero
             up, down = history.scale_up_events, history.scale_down_events
-            kept = None if fresh else cache.get(key)
+            kept = None if fresh or state.forecasts else cache.get(key)
             if kept is not None and kept[0] is up and kept[1] is down and kept[2] is intent \
                     and kept[3] is zero:
                 self._fragments[key] = kept
                 continue
-            saved = SavedTarget(history=history, intent=intent, zero=zero)
-            self._fragments[key] = (up, down, intent, zero, encode_entry(key, saved))
+            self._fragments[key] = (up, down, intent, zero, encode_entry(key, _saved(state)))
         entries = [fragment[4] for fragment in self._fragments.values()]
         expired = [key for key, entry in self._retired.items()
                    if _newest(entry.saved) < now - RETAIN_REMOVED]
@@ -226,13 +228,14 @@ class HistoryKeeper:
 
 
 def _saved(state: TargetState) -> SavedTarget:
-    return SavedTarget(history=state.history, intent=state.intent, zero=state.zero)
+    return SavedTarget(history=state.history, intent=state.intent, zero=state.zero,
+                       forecasts=state.forecasts)
 
 
 def _worth_keeping(state: TargetState) -> bool:
     history = state.history
     return (history.seeded or bool(history.scale_up_events or history.scale_down_events)
-            or state.intent is not None or state.zero.scaled_to_zero)
+            or state.intent is not None or state.zero.scaled_to_zero or bool(state.forecasts))
 
 
 def _newest(saved: SavedTarget) -> float:
@@ -241,4 +244,5 @@ def _newest(saved: SavedTarget) -> float:
     stamps += [e.timestamp for e in (*history.scale_up_events, *history.scale_down_events)]
     if saved.intent is not None:
         stamps.append(saved.intent.at)
+    stamps += [s.end * s.step for s in saved.forecasts.values() if s.values]
     return max(stamps, default=float("-inf"))

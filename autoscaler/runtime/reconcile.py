@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -32,6 +32,7 @@ from autoscaler.algorithm import (
     ScaleState,
     Step,
     bridge_gap,
+    decide,
     record_scale_event,
 )
 from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
@@ -57,6 +58,7 @@ from autoscaler.runtime.ports import (
     Scale,
     ScalePort,
 )
+from autoscaler.runtime.prediction import decide_with_prediction
 from autoscaler.runtime.status import (
     ShadowReport,
     StatusCondition,
@@ -596,6 +598,18 @@ class Reconciler:
         state = self.state(target.key)
         if state.first_seen is None:
             state.first_seen = now
+
+        def inner(**arguments: Any) -> Decision:
+            # Predictive scaling (issue #27): its one call site. Without a ``prediction``
+            # this is plain ``decide``; see autoscaler/runtime/prediction.py.
+            return decide_with_prediction(
+                state, target, scale=arguments["scale"], values=arguments["metrics"],
+                pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
+                settings=arguments["settings"], bounds=arguments["bounds"],
+                telemetry=self.telemetry,
+                emit=lambda reason, message: self._spawn_event(
+                    target, warning=True, reason=reason, message=message))
+
         result = decide_with_zero(
             spec=target.spec,
             scale=ScaleState(spec_replicas=scale.spec_replicas,
@@ -603,6 +617,7 @@ class Reconciler:
             metrics=values, pods=pods, history=history, now=now,
             settings=self.options.algorithm, bounds=self._bounds(target, now),
             rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
+            core=inner if target.predictions else decide,
         )
         state.zero, state.activity, state.idle_until = (
             result.memory, result.activity, result.idle_until)

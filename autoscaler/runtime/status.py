@@ -14,6 +14,7 @@ from typing import Any
 
 from autoscaler.algorithm import Condition, ConditionType, Decision, History
 from autoscaler.algorithm.activation import Activity, ZeroMemory
+from autoscaler.algorithm.forecast import Series, TargetPredictor
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.state import Intent
@@ -113,6 +114,10 @@ class TargetState:
     idle_until: float | None = None
     """When the target may go to zero if it stays inactive."""
     shadow: ShadowReport | None = None
+    forecasts: dict[str, Series] = field(default_factory=dict)
+    """Predictive scaling: each predicted metric's history, persisted with ``history``."""
+    predictor: TargetPredictor | None = None
+    """The models over ``forecasts`` (``runtime/prediction.py``); rebuilt after a restore."""
 
     def to_json(self) -> dict[str, Any]:
         decision = self.last_decision

@@ -39,6 +39,9 @@ from autoscaler.simulate.report import (
 )
 from autoscaler.simulate.trace import DEMAND, Trace, load_trace
 
+REACTIVE = Path()
+"""``--compare`` without a file: the same config with every ``prediction`` removed."""
+
 PROGRESS_MIN_STEPS = 5_000
 """Runs shorter than this finish before a progress bar would help."""
 
@@ -79,7 +82,9 @@ def parser() -> argparse.ArgumentParser:
                    help="each sample averages this long (default: the metric's window, 1m)")
     p.add_argument("--saturation", type=float, help="usage cap in %% of the request")
     p.add_argument("--interpolation", choices=("step", "linear"), help="between trace points")
-    p.add_argument("--compare", type=Path, metavar="OTHER.toml", help="a second config to overlay")
+    p.add_argument("--compare", type=Path, nargs="?", const=REACTIVE, metavar="OTHER.toml",
+                   help="a second config to overlay; alone, the same config with prediction "
+                   "off (a backtest of predictive against reactive)")
     p.add_argument("--compare-target", help="the key to simulate in --compare")
     p.add_argument("--out", type=Path, default=Path("simulation"),
                    help="output directory (default: simulation/)")
@@ -99,7 +104,9 @@ def command(argv: Sequence[str]) -> int:
 def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     scenarios = [_scenario(args.config, args.target, settings)]
-    if args.compare is not None:
+    if args.compare == REACTIVE:
+        scenarios.append(_reactive(scenarios[0]))
+    elif args.compare is not None:
         other = _scenario(args.compare, args.compare_target, settings)
         if other.label == scenarios[0].label:
             other = _relabel(other, f"{other.label}-2")
@@ -167,8 +174,15 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
         label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
         spec=target.spec, model=settings.model, settings=config.daemon.algorithm,
         sync_period=float(sync), windows=tuple(q.window for q in target.metric_queries),
-        schedules=target.schedules,
+        schedules=target.schedules, predictions=target.predictions,
     )
+
+
+def _reactive(scenario: Scenario) -> Scenario:
+    if not any(scenario.predictions):
+        raise SimulationError(f"{scenario.label}: --compare without a file compares against the "
+                              "same config with prediction off, and this one has no prediction")
+    return replace(scenario, label=f"{scenario.label} (reactive)", predictions=())
 
 
 def _relabel(scenario: Scenario, label: str) -> Scenario:

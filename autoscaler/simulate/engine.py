@@ -25,6 +25,7 @@ from autoscaler.algorithm import (
     decide,
     record_scale_event,
 )
+from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
@@ -54,6 +55,8 @@ class Scenario:
     """The target's schedules, evaluated in the trace's own time."""
     origin: float = DEFAULT_ORIGIN
     """Unix time of the trace's start when the trace's times are relative."""
+    predictions: tuple[PredictionSettings | None, ...] = ()
+    """Each metric's ``prediction`` (aligned with ``spec.metrics``; empty: reactive only)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +67,10 @@ class MetricRow:
     seen: float | None
     """The current value the core computed (utilization %, average or value), as it reports it."""
     proposal: int | None
+    forecast: float | None = None
+    """The metric's forecast total, for ``forecast_at`` (``None``: no prediction)."""
+    forecast_at: float | None = None
+    forecast_used: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +91,10 @@ class Row:
     limited: str
     """The ScalingLimited reason when the count was limited, else empty."""
     error: str | None
+    reactive: int | None = None
+    """With prediction: the desired count from the live metrics alone."""
+    predictive: int | None = None
+    """With prediction: the desired count with the forecasts (acted on unless forecastOnly)."""
 
     @property
     def rescale(self) -> bool:
@@ -140,6 +151,9 @@ class _Target:
         self._replicas = model.replicas if model.replicas is not None else max(spec.min_replicas, 1)
         self._workload = Workload(model, prefix=scenario.label, replicas=self._replicas, now=0.0)
         self._history = History()
+        self._predictor = TargetPredictor(
+            spec.metrics, scenario.predictions, windows=[f.window for f in feeds],
+        ) if any(scenario.predictions) else None
 
     def sync(self, now: float, *, demand: float | None, totals: Sequence[float | None]) -> Row:
         """One reconcile pass at ``now``: observe, decide, write the scale, record it."""
@@ -150,17 +164,7 @@ class _Target:
             feed.observe(now=now, total=total, ready=counts.ready, pods=workload.pods)
             for feed, total in zip(self._feeds, totals, strict=True)
         ]
-        decision = decide(
-            spec=spec,
-            scale=ScaleState(spec_replicas=self._replicas, status_replicas=counts.active),
-            metrics=[values for values, _ in observed],
-            pods=workload.core_pods(now),
-            history=self._history,
-            now=now,
-            settings=settings,
-            bounds=bounds_at(self._scenario.schedules, spec,
-                             datetime.fromtimestamp(self._origin + now, UTC))[0],
-        )
+        decision = self._decide(now, counts, [values for values, _ in observed])
         self._history = decision.history
         if decision.rescale:
             # The write succeeds (the model cannot fail it); record it as the daemon does.
@@ -171,6 +175,23 @@ class _Target:
             )
             self._replicas = decision.desired_replicas
         return _row(now, demand, counts, observed, decision)
+
+    def _decide(self, now: float, counts: Counts, values: Sequence[MetricValues]) -> Decision:
+        """The daemon's decision: with prediction, ``decide_predictive`` (as the daemon's
+        ``runtime/prediction.py``), else plain ``decide``."""
+        spec, pods = self._scenario.spec, self._workload.core_pods(now)
+        scale = ScaleState(spec_replicas=self._replicas, status_replicas=counts.active)
+        bounds = bounds_at(self._scenario.schedules, spec,
+                           datetime.fromtimestamp(self._origin + now, UTC))[0]
+        if self._predictor is None:
+            return decide(spec=spec, scale=scale, metrics=values, pods=pods,
+                          history=self._history, now=now, settings=self._scenario.settings,
+                          bounds=bounds)
+        predictions = self._predictor.predict(metrics=values, pods=pods, now=now)
+        return decide_predictive(spec=spec, scale=scale, metrics=values, pods=pods,
+                                 history=self._history, now=now,
+                                 settings=self._scenario.settings, bounds=bounds,
+                                 predictions=predictions, acting=self._predictor.acting)
 
 
 def _feeds(scenario: Scenario, model: WorkloadModel, trace: Trace) -> list[MetricFeed]:
@@ -232,13 +253,18 @@ def _row(
     # An early exit (replica bounds, scaling disabled) evaluates no metric: decision.metrics
     # is empty then; otherwise it is aligned with spec.metrics, like ``observed``.
     outcomes: Sequence[MetricOutcome | None] = decision.metrics or [None] * len(observed)
+    report = decision.forecast
+    forecasts = report.metrics if report and report.metrics else (None,) * len(observed)
     metrics = tuple(
         MetricRow(
             load=load,
             seen=_seen(outcome) if outcome else None,
             proposal=outcome.proposal.replicas if outcome and outcome.proposal else None,
+            forecast=forecast.value if forecast else None,
+            forecast_at=now + forecast.horizon if forecast else None,
+            forecast_used=bool(forecast and forecast.used),
         )
-        for (_, load), outcome in zip(observed, outcomes, strict=True)
+        for (_, load), outcome, forecast in zip(observed, outcomes, forecasts, strict=True)
     )
     limited = decision.condition(ConditionType.SCALING_LIMITED)
     return Row(
@@ -248,4 +274,6 @@ def _row(
         proposal=decision.proposal, steps=tuple(decision.steps),
         limited=limited.reason if limited and limited.status else "",
         error=decision.error,
+        reactive=report.reactive_replicas if report else None,
+        predictive=report.predictive_replicas if report else None,
     )

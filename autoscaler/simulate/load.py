@@ -95,6 +95,11 @@ class MetricFeed:
             )
         return request / 1000
 
+    @property
+    def window(self) -> float:
+        """Seconds each sample averages over."""
+        return self._window_seconds
+
     def total(self, demand: float | None) -> float | None:
         """The metric's total from the ``demand`` column (its own column needs no conversion)."""
         if demand is None or self._own_column or self._request is None:

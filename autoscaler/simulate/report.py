@@ -11,6 +11,8 @@ Counting rules (each step stands for one sync period, from its time to the next 
   steps above the target by more than the scale-up tolerance: where the HPA itself acts.
 - scale events: steps whose decision changed the count; a direction change is a scale-up
   following a scale-down or the reverse.
+- with prediction: steps where a forecast was used, and steps where it changed the desired
+  count (or would have, in forecastOnly) against the live metrics alone.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class Summary:
     mean_over_target_percent: float
     no_ready_pod_seconds: float
     invalid_metric_seconds: float
+    predictive: bool = False
+    forecast_used_seconds: float = 0.0
+    forecast_changed_seconds: float = 0.0
 
 
 def worst_ratio(row: Row) -> float | None:
@@ -93,6 +98,12 @@ def summarize(timeline: Timeline) -> Summary:
         mean_over_target_percent=sum(depths) / len(depths) if depths else 0.0,
         no_ready_pod_seconds=sum(1 for row in rows if _starved(row)) * sync,
         invalid_metric_seconds=sum(1 for row in rows if row.error) * sync,
+        predictive=any(row.predictive is not None for row in rows),
+        forecast_used_seconds=sum(
+            1 for row in rows if any(m.forecast_used for m in row.metrics)) * sync,
+        forecast_changed_seconds=sum(
+            1 for row in rows if row.predictive is not None and row.predictive != row.reactive
+        ) * sync,
     )
 
 
@@ -114,9 +125,15 @@ def row_record(row: Row, prefixes: Sequence[str]) -> dict[str, Any]:
         record[f"{prefix}_ratio"] = metric.load.ratio
         record[f"{prefix}_seen"] = metric.seen
         record[f"{prefix}_proposal"] = metric.proposal
+        if row.predictive is not None:
+            record[f"{prefix}_forecast"] = metric.forecast
+            record[f"{prefix}_forecast_used"] = metric.forecast_used
     record["steps"] = "+".join(row.steps)
     record["limited"] = row.limited
     record["error"] = row.error or ""
+    if row.predictive is not None:
+        record["reactive"] = row.reactive
+        record["predictive"] = row.predictive
     return record
 
 
@@ -169,6 +186,11 @@ _TABLE = (
     ("time with load, no ready pod", "no_ready_pod_seconds", None),
     ("time with invalid metrics", "invalid_metric_seconds", None),
 )
+_PREDICTION_TABLE = (
+    ("time a forecast was used", "forecast_used_seconds", None),
+    ("time the forecast changed the count", "forecast_changed_seconds", None),
+)
+"""Rows shown only when a run has prediction (a reactive-only table stays as it was)."""
 
 
 def _cell(summary: Summary, attribute: str | None, fmt: str | None) -> str:
@@ -183,7 +205,8 @@ def _cell(summary: Summary, attribute: str | None, fmt: str | None) -> str:
 
 def render_table(summaries: Sequence[Summary]) -> str:
     header = ["", *(s.label for s in summaries)]
-    body = [[label, *(_cell(s, attr, fmt) for s in summaries)] for label, attr, fmt in _TABLE]
+    rows = _TABLE + (_PREDICTION_TABLE if any(s.predictive for s in summaries) else ())
+    body = [[label, *(_cell(s, attr, fmt) for s in summaries)] for label, attr, fmt in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
              for line in [header, *body]]

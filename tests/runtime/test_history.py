@@ -193,3 +193,23 @@ async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None
     await history.persist(clean=True)
     assert store.saved[-1].targets[WEB].history == newer
     assert store.saved[-1].clean is True
+
+
+async def test_forecast_series_survive_a_restart_through_the_store() -> None:
+    """A target's predicted-metric series is written with its history and restored into a
+    fresh process's state, its models to be rebuilt over it."""
+    from autoscaler.algorithm.forecast import Series
+
+    series = Series(step=300.0, first=10, values=(4.0, None, 6.5), open_index=13,
+                    open_sum=2.0, open_count=1)
+    first = Store(reads=[None])
+    states = {WEB: TargetState(key=WEB, forecasts={"0/Pods/rps": series})}
+    writer = keeper(first, states)
+    await writer.restore([WEB])  # an empty store: the state's series stays as it is
+    states[WEB].forecasts = {"0/Pods/rps": series}
+    await writer.persist(clean=True)
+    written = first.saved[-1]  # decoded from the bytes the store was given
+    restarted: dict[str, TargetState] = {}
+    await keeper(Store(reads=[written]), restarted).restore([WEB])
+    assert restarted[WEB].forecasts == {"0/Pods/rps": series}
+    assert restarted[WEB].predictor is None

@@ -211,3 +211,25 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 4096)
     except OSError:  # the follower end closed: EIO on Linux
         return b""
+
+
+def test_compare_alone_backtests_prediction_against_reactive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--compare without a file runs the same config with prediction off beside it; the
+    table adds the forecast rows and the timeline the forecast columns."""
+    path = config(tmp_path)
+    path.write_text(path.read_text().replace(
+        "[1m]))' }} }}]".replace("{{", "{").replace("}}", "}"),
+        "[1m]))' }, prediction = { model = \"seasonalNaive\", season = \"1h\", step = \"1m\", "
+        "forecastOnly = false } }]"))
+    lines = ["time,demand"] + [f"{m * 60},{100 + 300 * (m % 60 >= 30)}" for m in range(240)]
+    out = tmp_path / "out"
+    assert command(["--config", str(path), "--trace", str(csv_trace(tmp_path, "\n".join(lines))),
+                    "--compare", "--out", str(out), "--no-plot"]) == 0
+    predictive, reactive = summary(out)
+    assert reactive["label"] == "a (reactive)"
+    assert predictive["forecast_used_seconds"] > 0  # type: ignore[operator]
+    assert predictive["beyond_tolerance_seconds"] < reactive["beyond_tolerance_seconds"]  # type: ignore[operator]
+    assert "time the forecast changed the count" in capsys.readouterr().out
+    assert "rps_forecast" in (out / "timeline.csv").read_text().splitlines()[0]

@@ -1,0 +1,96 @@
+"""Predictive scaling in the daemon (issue #27): the one place the reconciler asks for it.
+
+For a target without ``prediction`` this is plain ``decide``. Otherwise each pass records the
+live metric totals in the target's series (persisted with its history), forecasts each
+predicted metric, and decides with ``decide_predictive``: by max with the live values, never
+below them, acting only when every prediction says ``forecastOnly = false``. A model dropped
+by the guard rails (error above its bound) is said once per change: the
+``PredictiveScaling`` condition, a ``ForecastUnreliable`` Event, a log line, and
+``autoscaler_forecast_used`` at 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from autoscaler.algorithm import (
+    AlgorithmSettings,
+    Bounds,
+    ConditionType,
+    Decision,
+    History,
+    MetricValues,
+    Pod,
+    Reason,
+    ScaleState,
+    decide,
+)
+from autoscaler.algorithm.forecast import TargetPredictor, decide_predictive
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.status import TargetState
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.prediction")
+
+Emit = Callable[[str, str], None]
+"""Records a Warning Event on the target: (reason, message)."""
+
+
+def decide_with_prediction(
+    state: TargetState,
+    target: TargetConfig,
+    *,
+    scale: ScaleState,
+    pods: Sequence[Pod],
+    values: Sequence[MetricValues],
+    history: History,
+    now: float,
+    settings: AlgorithmSettings,
+    bounds: Bounds | None,
+    telemetry: DaemonMetrics,
+    emit: Emit,
+) -> Decision:
+    if not target.predictions:
+        return decide(spec=target.spec, scale=scale, metrics=values, pods=pods,
+                      history=history, now=now, settings=settings, bounds=bounds)
+    predictor = _predictor(state, target)
+    predictions = predictor.predict(metrics=values, pods=pods, now=now)
+    state.forecasts = predictor.series
+    decision = decide_predictive(
+        spec=target.spec, scale=scale, metrics=values, pods=pods, history=history, now=now,
+        settings=settings, bounds=bounds, predictions=predictions, acting=predictor.acting)
+    _report(state, target, decision, telemetry, emit)
+    return decision
+
+
+def _predictor(state: TargetState, target: TargetConfig) -> TargetPredictor:
+    """The target's predictor; rebuilt over the saved series after a restore or a reload
+    that changed its metrics or predictions (a series whose step changed starts anew)."""
+    predictor = state.predictor
+    if predictor is None or predictor.settings != target.predictions \
+            or predictor.metrics != target.spec.metrics:
+        predictor = state.predictor = TargetPredictor(
+            target.spec.metrics, target.predictions, state.forecasts,
+            windows=[query.window for query in target.metric_queries])
+    return predictor
+
+
+def _report(state: TargetState, target: TargetConfig, decision: Decision,
+            telemetry: DaemonMetrics, emit: Emit) -> None:
+    series = telemetry.target(target.key)
+    series.forecast = decision.forecast
+    series.forecast_metrics = tuple(m.name for m in target.spec.metrics)
+    condition = decision.condition(ConditionType.PREDICTIVE_SCALING)
+    before = next((c for c in state.conditions
+                   if c.type is ConditionType.PREDICTIVE_SCALING), None)
+    if condition is None or condition.reason != Reason.FORECAST_UNRELIABLE:
+        return
+    if before is None or before.reason != Reason.FORECAST_UNRELIABLE:
+        log.warning("forecast dropped: model error above its bound", target=target.key,
+                    message=condition.message)
+        emit(Reason.FORECAST_UNRELIABLE.value, condition.message)
