@@ -333,7 +333,7 @@ class Reconciler:
         except Exception as error:  # any adapter fault: this target only, this pass only
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the HPA controller was unable to get the target's current scale: {error}")
+                       f"the autoscaler was unable to get the target's current scale: {error}")
             await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
             return None
         try:
@@ -622,7 +622,7 @@ class Reconciler:
             log.warning("scale write failed", desired=desired, error=str(error))
             self.telemetry.errors.labels(reason="update_scale").inc()
             self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
-                       f"the HPA controller was unable to update the target scale: {error}")
+                       f"the autoscaler was unable to update the target scale: {error}")
             await self._event(target, warning=True, reason="FailedRescale",
                               message=f"New size: {desired}; reason: {reason}; error: {error}")
             return
@@ -695,7 +695,7 @@ class Reconciler:
             if condition.type is ConditionType.ABLE_TO_SCALE:
                 state.conditions[index] = StatusCondition(
                     type=condition.type, status=True, reason=Reason.SUCCEEDED_RESCALE,
-                    message=f"the HPA controller was able to update the target scale to {new}",
+                    message=f"the autoscaler was able to update the target scale to {new}",
                     last_transition_time=condition.last_transition_time
                     if condition.status else now)
         self.telemetry.scale_events.labels(
