@@ -69,9 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``) and run the command; the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:  # --help, --version (0) or a usage error (2)
         return exit_.code if isinstance(exit_.code, int) else 2
+    if extra:  # said with the command's usage, as argparse would say it of the command
+        return _failed(args, UsageError(f"unrecognized arguments: {' '.join(extra)}"))
     try:
         result: int = _module(args.command).run(args)
     except KeyboardInterrupt:

@@ -198,7 +198,7 @@ CASES = [
          "cannot reach the daemon at http://127.0.0.1:9/status"),
     Case("unknown-command", args("scale"), 2, "invalid choice: 'scale'", one_line=False),
     Case("import-hpa-old-output-flag", args("import-hpa", "x.yaml", "-o", "out.toml"), 2,
-         "unrecognized arguments: -o", one_line=False),
+         "autoscaler import-hpa: error: unrecognized arguments: -o", one_line=False),
     Case("simulate-missing-config", args("simulate", "--config", "{tmp}/none.toml", "--trace",
                                          "x.csv"), 1, "cannot read the config",
          one_line=False),

@@ -74,3 +74,17 @@ async def test_status_without_a_daemon_fails_in_one_line(tmp_path: Path) -> None
         f"autoscaler status: cannot reach the daemon at http://127.0.0.1:{port}/status: "
         "Connection refused; is it running? Give its address with --url (or --config), "
         "e.g. through kubectl port-forward"]
+
+
+async def test_run_names_what_it_cannot_reach_at_start(rig: Rig, tmp_path: Path) -> None:
+    """A Prometheus down at start is named once, clearly; the daemon starts and keeps trying."""
+    rig.prometheus.kill()
+    port = free_port()
+    text = daemon_config(prometheus_url=rig.prometheus.url, kubeconfig=rig.api.kubeconfig,
+                         listen_port=port, state_file=tmp_path / "state")
+    with daemon(text, tmp_path, port=port) as proc:
+        await eventually(lambda: proc.status() is not None, timeout=30, what="/status served")
+        said = [e["event"] for e in proc.logs() if "cannot reach" in str(e.get("event"))]
+        assert said == [f"cannot reach Prometheus server 'default' at {rig.prometheus.url}: "
+                        "connection refused; check its url in the [prometheus] table; starting "
+                        "anyway and retrying in the background"]
