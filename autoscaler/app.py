@@ -1,4 +1,4 @@
-"""``autoscaler run``: the daemon's composition root and lifecycle.
+"""The daemon's composition root and lifecycle (``autoscaler run``, in ``commands/run.py``).
 
 Wires config, adapters, reconciler, scheduler, leader election, history, HTTP and systemd
 notification together. SIGHUP, or a change of the config file (a kubelet-mounted ConfigMap
@@ -14,14 +14,11 @@ period allow before SIGKILL).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import dataclasses
 import os
 import signal
-import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +31,6 @@ from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
 from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.observability.http import Probes, build_app, serve
-from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.history import HistoryKeeper, Restored
@@ -421,84 +417,16 @@ class Daemon:
             "totalShards": self.overrides.total_shards,
             "config": str(self.config_path),
             "history": self.keeper.status(),
-            "targets": {t.key: self.reconciler.state(t.key).to_json()
-                        for t in self.scheduler_targets},
+            "targets": {t.key: self._target_status(t) for t in self.scheduler_targets},
         }
 
-
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="autoscaler run", description="Run the daemon.")
-    parser.add_argument("--config", "-c", type=Path, required=True)
-    parser.add_argument("--kubeconfig", type=Path, help="overrides kubernetes.kubeconfig")
-    parser.add_argument("--context", help="overrides kubernetes.context")
-    parser.add_argument("--state-file", type=Path, help="overrides daemon.stateFile")
-    parser.add_argument("--listen", help="overrides daemon.listenAddress (host:port)")
-    parser.add_argument("--dry-run", action="store_true", help="decide and report, never write")
-    parser.add_argument("--shard", type=int, help="this replica's shard (0-based)")
-    parser.add_argument("--total-shards", type=int, help="number of shards")
-    args = parser.parse_args(argv)
-    if (args.shard is None) != (args.total_shards is None):
-        parser.error("--shard and --total-shards go together")
-    if args.total_shards is not None and not 0 <= args.shard < args.total_shards:
-        parser.error("--shard must be between 0 and --total-shards - 1")
-    return args
-
-
-def command(argv: Sequence[str]) -> int:
-    args = parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as error:
-        print(f"autoscaler: invalid config, not starting:\n{error}", file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"autoscaler: cannot read {args.config}: {error}", file=sys.stderr)
-        return 1
-    configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)
-    overrides = Overrides(
-        kubeconfig=args.kubeconfig, context=args.context, state_file=args.state_file,
-        dry_run=args.dry_run, listen=args.listen, shard=args.shard,
-        total_shards=args.total_shards)
-    daemon = Daemon(config, config_path=args.config, overrides=overrides)
-    code = 0
-    with contextlib.suppress(KeyboardInterrupt):
-        code = _run_loop(daemon.run())
-    _exit_without_stuck_threads(code)
-    return code
-
-
-def _run_loop(main: Any) -> int:
-    """``asyncio.run`` without its last step, which waits for every thread of the default
-    executor with no time limit: a read stuck in a thread must not hold the exit."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        return int(loop.run_until_complete(main))
-    finally:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        asyncio.set_event_loop(None)
-        loop.close()
-
-
-def _exit_without_stuck_threads(code: int, grace: float = 1.0) -> None:
-    """Exit now if worker threads are still blocked (a backend that never answers): the
-    interpreter would otherwise wait for them at exit, past any stop timeout."""
-    deadline = time.monotonic() + grace
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    stuck = [t.name for t in threading.enumerate()
-             if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if stuck:
-        log.warning("exiting with worker threads still blocked on a backend", threads=stuck)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    def _target_status(self, target: TargetConfig) -> dict[str, Any]:
+        """The target's /status body; its bounds from the config while no decision says
+        them (a target paused or unreadable since the start)."""
+        body = self.reconciler.state(target.key).to_json()
+        body.setdefault("minReplicas", target.spec.min_replicas)
+        body.setdefault("maxReplicas", target.spec.max_replicas)
+        return body
 
 
 def _fingerprint(path: Path) -> tuple[str, int, int, int, int] | None:

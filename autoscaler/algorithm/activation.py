@@ -123,8 +123,8 @@ class ZeroDecision:
     """When the target may go to zero if it stays inactive (``None``: not counting down)."""
 
 
-PAUSED_AT_ZERO = ("scaling is disabled since the replica count of the target is zero and this "
-                  "daemon did not scale it to zero (set replicas above 0 to resume)")
+PAUSED_AT_ZERO = ("scaling is disabled since the replica count of the target is zero and the "
+                  "autoscaler did not scale it to zero (set replicas above 0 to resume)")
 
 
 def activity(spec: AutoscalerSpec, metrics: Sequence[MetricValues],
@@ -228,10 +228,10 @@ def scaled_to_zero_condition(*, previous: int, new: int, rules: ScaleToZero | No
     if previous > 0 and new == 0 and rules is not None:
         return Condition(type=ConditionType.SCALED_TO_ZERO, status=True,
                          reason=Reason.SCALED_TO_ZERO,
-                         message="this daemon scaled the workload to zero")
+                         message="the autoscaler scaled the workload to zero")
     return Condition(type=ConditionType.SCALED_TO_ZERO, status=False,
                      reason=Reason.NOT_SCALED_TO_ZERO,
-                     message="this daemon did not scale the workload to zero")
+                     message="the autoscaler did not scale the workload to zero")
 
 
 def _paused_at_zero(history: History, now: Seconds) -> Decision:

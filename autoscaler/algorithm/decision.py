@@ -14,10 +14,19 @@ from typing import TYPE_CHECKING
 
 from autoscaler.algorithm.behavior import (
     Normalized,
+    ResolvedBehavior,
     normalize_with_behavior,
     normalize_without_behavior,
     resolve_behavior,
     tolerances_for,
+)
+from autoscaler.algorithm.explain import (
+    ScaleDownRules,
+    StepLimit,
+    WindowHold,
+    earliest_scale_down,
+    hold,
+    rate_limit,
 )
 from autoscaler.algorithm.metric import MetricOutcome, evaluate_metric
 from autoscaler.algorithm.model import (
@@ -74,10 +83,32 @@ class Decision:
     """The pass's error (the first invalid metric), also set when scaling went ahead."""
     forecast: ForecastReport | None = None
     """Set on targets with a ``prediction`` (``autoscaler.algorithm.forecast``)."""
+    proposed_by: str = field(default="", compare=False)
+    """Which metric's proposal won ("pods metric rps"), or "scheduled minReplicas"."""
+    decided_at: Seconds | None = field(default=None, compare=False)
+    """The ``now`` this decision was made at."""
+    bounds: Bounds | None = field(default=None, compare=False)
+    """The bounds this pass clamped to (the spec's, or an active schedule's)."""
+    hold: WindowHold | None = field(default=None, compare=False)
+    """The stabilization window that held the proposal back, and when it lets go."""
+    limit: StepLimit | None = field(default=None, compare=False)
+    """The rate limit or bound that cut the step, and when the next step is allowed."""
+    scale_down: ScaleDownRules | None = field(default=None, compare=False)
+    """What a later scale-down must get past (for ``earliest_scale_down``)."""
 
     @property
     def rescale(self) -> bool:
         return self.desired_replicas != self.current_replicas
+
+    def earliest_scale_down(self) -> Seconds | None:
+        """The earliest moment a scale-down can happen if the metrics dropped now; ``None``
+        at minReplicas, with scale-down disabled, or when this decision did not get that far
+        (no valid metrics)."""
+        if self.scale_down is None or self.decided_at is None or self.bounds is None:
+            return None
+        return earliest_scale_down(
+            self.history, count=self.desired_replicas, min_replicas=self.bounds.min_replicas,
+            rules=self.scale_down, now=self.decided_at)
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type is type_), None)
@@ -150,7 +181,7 @@ def decide(
 
     def done(desired: int, **fields: object) -> Decision:
         return Decision(
-            current_replicas=current, desired_replicas=desired,
+            current_replicas=current, desired_replicas=desired, decided_at=now, bounds=bounds,
             conditions=conditions.all(), history=history, **fields,  # type: ignore[arg-type]
         )
 
@@ -193,7 +224,7 @@ def decide(
     else:
         conditions.set(
             ConditionType.SCALING_ACTIVE, True, Reason.VALID_METRIC_FOUND,
-            f"the HPA was able to successfully calculate a replica count from {combined[1]}",
+            f"the autoscaler was able to compute a replica count from {combined[1]}",
         )
     proposal, description, error = combined
     if bounds.gradual and outside:
@@ -210,19 +241,59 @@ def decide(
     elif proposal < current:
         rescale_reason = "All metrics below target"
 
-    normalized = _normalize(spec, bounds, history, current, proposal, now, settings)
+    resolved = resolve_behavior(spec.behavior, settings) if spec.behavior else None
+    normalized = _normalize(resolved, bounds, history, current, proposal, now, settings)
     history = normalized.history
     conditions.put(_STABILIZATION[normalized.stabilization_reason])
     conditions.put(_LIMIT[normalized.limited, normalized.limit_reason])
     return done(
         normalized.desired,
         proposal=proposal,
+        proposed_by=description,
         stabilized=normalized.stabilized,
         rescale_reason=rescale_reason,
         metrics=outcomes,
         error=error,
         steps=_steps(outcomes, current, proposal, normalized, invalid=error is not None),
+        hold=_hold(normalized, resolved, proposal, now, settings),
+        limit=_limit(normalized, resolved, current, now),
+        scale_down=ScaleDownRules(
+            window_seconds=settings.downscale_stabilization if resolved is None
+            else resolved.scale_down.stabilization_window_seconds,
+            rules=None if resolved is None else resolved.scale_down),
     )
+
+
+def _hold(
+    normalized: Normalized, resolved: ResolvedBehavior | None, proposal: int, now: Seconds,
+    settings: AlgorithmSettings,
+) -> WindowHold | None:
+    """Which window held the proposal back, and until when (only when one did)."""
+    if normalized.stabilized == proposal:
+        return None
+    reason = normalized.stabilization_reason
+    if resolved is None:
+        window: Seconds = settings.downscale_stabilization
+    else:
+        rules = resolved.scale_down if reason is Reason.SCALE_DOWN_STABILIZED else (
+            resolved.scale_up)
+        window = rules.stabilization_window_seconds
+    return hold(normalized.history, reason=reason, proposal=proposal,
+                stabilized=normalized.stabilized, window=window, now=now)
+
+
+def _limit(
+    normalized: Normalized, resolved: ResolvedBehavior | None, current: int, now: Seconds,
+) -> StepLimit | None:
+    """Which policy or bound cut the step, and when the next may follow (only if one did)."""
+    if not normalized.limited:
+        return None
+    reason = normalized.limit_reason
+    if resolved is None or reason not in (Reason.SCALE_UP_LIMIT, Reason.SCALE_DOWN_LIMIT):
+        return StepLimit(reason=reason, limit=normalized.desired)
+    rules = resolved.scale_up if reason is Reason.SCALE_UP_LIMIT else resolved.scale_down
+    return rate_limit(normalized.history, reason=reason, rules=rules, current=current,
+                      limit=normalized.desired, now=now)
 
 
 @record(kw_only=False)
@@ -254,15 +325,15 @@ def _combine(
         first = invalid[0] if invalid else None
         return _Failure(
             reason=first.failure_reason if first else Reason.INVALID_METRIC_SOURCE_TYPE,
-            message=f"the HPA was unable to compute the replica count: {first.error}"
-            if first else "the HPA has no metrics to compute a replica count from",
+            message=f"the autoscaler was unable to compute the replica count: {first.error}"
+            if first else "the target has no metrics to compute a replica count from",
             error=error or "no metrics configured",
         )
     return replicas, description, error
 
 
 def _normalize(  # noqa: PLR0917 - private, called once
-    spec: AutoscalerSpec,
+    resolved: ResolvedBehavior | None,
     bounds: Bounds,
     history: History,
     current: int,
@@ -270,7 +341,7 @@ def _normalize(  # noqa: PLR0917 - private, called once
     now: Seconds,
     settings: AlgorithmSettings,
 ) -> Normalized:
-    if spec.behavior is None:
+    if resolved is None:
         return normalize_without_behavior(
             history=history, current=current, proposal=proposal,
             min_replicas=bounds.min_replicas, max_replicas=bounds.max_replicas,
@@ -279,7 +350,7 @@ def _normalize(  # noqa: PLR0917 - private, called once
     return normalize_with_behavior(
         history=history, current=current, proposal=proposal,
         min_replicas=bounds.min_replicas, max_replicas=bounds.max_replicas,
-        behavior=resolve_behavior(spec.behavior, settings), now=now,
+        behavior=resolved, now=now,
     )
 
 
@@ -306,7 +377,7 @@ def _steps(
 
 
 _STABILIZATION_MESSAGES = {
-    Reason.READY_FOR_NEW_SCALE: "recommended size matches current size",
+    Reason.READY_FOR_NEW_SCALE: "no stabilization window holds the recommendation back",
     Reason.SCALE_DOWN_STABILIZED: (
         "recent recommendations were higher than current one, "
         "applying the highest recent recommendation"
@@ -332,7 +403,7 @@ _LIMIT_MESSAGES = {
 # The conditions whose text is fixed, built once: a pass sets three of them per target.
 GOT_SCALE = Condition(
     type=ConditionType.ABLE_TO_SCALE, status=True, reason=Reason.SUCCEEDED_GET_SCALE,
-    message="the HPA controller was able to get the target's current scale",
+    message="the autoscaler was able to get the target's current scale",
 )
 _STABILIZATION = {
     reason: Condition(type=ConditionType.ABLE_TO_SCALE, status=True, reason=reason,

@@ -7,6 +7,7 @@ Object and External AverageValue targets, which divide by ``status.replicas``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import field
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -58,6 +59,8 @@ class MetricOutcome:
     """Upstream's name for the metric in messages ("cpu resource utilization (...)")."""
     proposal: MetricProposal | None = None
     error: str | None = None
+    values: MetricValues | None = field(default=None, compare=False)
+    """The values the metric was computed from (per-pod samples, the query), for status."""
 
     @property
     def failure_reason(self) -> Reason:
@@ -100,8 +103,9 @@ def evaluate_metric(
             settings=settings,
         )
     except MetricError as error:
-        return MetricOutcome(spec=spec, description=description, error=str(error))
-    return MetricOutcome(spec=spec, description=description, proposal=proposal)
+        return MetricOutcome(spec=spec, description=description, error=str(error),
+                             values=values)
+    return MetricOutcome(spec=spec, description=description, proposal=proposal, values=values)
 
 
 def _require(value: Milli | int | None, what: str) -> int:

@@ -190,6 +190,8 @@ class PodMetricValues:
     """Samples for Resource, ContainerResource and Pods metrics, keyed by pod name."""
 
     samples: Mapping[str, PodSample]
+    query: str | None = field(default=None, compare=False)
+    """The PromQL that was run for these values, as sent (for status; not compared)."""
 
 
 @record
@@ -197,6 +199,8 @@ class ObjectMetricValue:
     """The single value of an Object metric."""
 
     value: Milli
+    query: str | None = field(default=None, compare=False)
+    """The PromQL that was run for these values, as sent (for status; not compared)."""
 
 
 @record
@@ -204,6 +208,8 @@ class ExternalMetricValues:
     """Every series an External metric query matched; upstream sums them."""
 
     values: tuple[Milli, ...]
+    query: str | None = field(default=None, compare=False)
+    """The PromQL that was run for these values, as sent (for status; not compared)."""
 
 
 @record
@@ -211,6 +217,8 @@ class MetricUnavailable:
     """The metrics source could not produce this metric this pass; ``reason`` says why."""
 
     reason: str
+    query: str | None = field(default=None, compare=False)
+    """The PromQL that was run for these values, as sent (for status; not compared)."""
 
 
 MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | MetricUnavailable

@@ -1,7 +1,8 @@
 """Condition types and reasons, named as upstream's HPA reports them, plus the explain vocabulary.
 
-Upstream's strings are the public contract (``kubectl describe hpa`` users know them), so they
-are kept verbatim. ``Step`` is our small, stable vocabulary for *why* a number came out as it did,
+Upstream's reasons are the public contract (``kubectl describe hpa`` users know them), so they
+are kept verbatim; the messages beside them speak of this autoscaler, not of upstream's HPA
+controller. ``Step`` is our small, stable vocabulary for *why* a number came out as it did,
 after the names in upstream's decision-trace proposal.
 """
 

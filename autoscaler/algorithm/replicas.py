@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field
 
 from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample, Seconds
 from autoscaler.algorithm.pods import (
@@ -59,6 +60,9 @@ class MetricProposal:
     unready_pods: int = 0
     missing_pods: int = 0
     ignored_pods: int = 0
+    pods: PodGroups | None = field(default=None, compare=False)
+    """The pods by group, named (per-pod metrics only): which were unready, missing or
+    ignored, for ``status`` to name them."""
 
 
 def trunc_div(numerator: int, denominator: int) -> int:
@@ -102,6 +106,7 @@ def _per_pod_proposal(
             unready_pods=len(groups.unready),
             missing_pods=len(groups.missing),
             ignored_pods=len(groups.ignored),
+            pods=groups,
             **extra,  # type: ignore[arg-type]
         )
 

@@ -19,8 +19,8 @@ nothing outside this package sees pydantic), ``fields`` (field types), ``setting
 ``targets`` (cross-field rules, conversion to ``model``), ``loader`` (the pipeline),
 ``errors`` (issues), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as
 messages), ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking
-the files it names); the subcommands ``check`` (with ``probe`` for ``--prometheus``) and
-``importer`` (with ``hpa`` and ``toml_out``).
+the files it names); ``check`` (the summary ``autoscaler check`` prints) and ``importer``
+(with ``hpa`` and ``toml_out``). The commands themselves live in ``autoscaler.commands``.
 """
 
 from autoscaler.config.durations import format_duration, parse_duration

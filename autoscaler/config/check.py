@@ -1,15 +1,8 @@
-"""``autoscaler check CONFIG [--prometheus | --syntax-only]``: validate a config, summarize it.
-
-Exit codes: 0 valid (and, with ``--prometheus``, every query answered well), 1 invalid
-config or a failing query, 2 usage error. Problems go to stderr, the summary to stdout.
-``--syntax-only`` skips the files the config names (``caFile``, ``stateFile``, ...), as
-``promtool check config --syntax-only`` does, to check a config away from its host.
-"""
+"""What ``autoscaler check`` prints of a valid config: its targets, one row each, and when
+each schedule next starts (the command itself is ``autoscaler.commands.check``)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from autoscaler.algorithm import (
@@ -20,62 +13,11 @@ from autoscaler.algorithm import (
     ScalingRules,
     format_milli,
 )
-from autoscaler.config.args import ArgParser
 from autoscaler.config.durations import format_duration
-from autoscaler.config.errors import ConfigError
-from autoscaler.config.loader import load_config
 from autoscaler.config.model import Config, TargetConfig
 from autoscaler.schedules import active_window, next_activation
 
 _HEADERS = ("TARGET", "MIN", "MAX", "METRICS", "BEHAVIOR", "PROMETHEUS", "SYNC")
-
-
-def command(argv: Sequence[str]) -> int:
-    args = _parser().parse_args_or_exit(argv)
-    if isinstance(args, int):
-        return args
-    try:
-        config = load_config(args.config, check_files=not args.syntax_only)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        count = len(error.issues)
-        print(f"{args.config}: invalid ({count}{'' if error.complete else ' or more'} problem"
-              f"{'s' if count != 1 else ''})", file=sys.stderr)
-        return 1
-    print(summary(config))
-    if not args.prometheus:
-        return 0
-    return _probe(config, args.timeout)
-
-
-def _parser() -> ArgParser:
-    parser = ArgParser(prog="autoscaler check",
-                     description="Validate a config file and print a summary of its targets.")
-    parser.add_argument("config", help="the TOML config file")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--prometheus", action="store_true",
-                      help="also run every query once against its Prometheus server")
-    mode.add_argument("--syntax-only", action="store_true",
-                      help="do not check the files the config names (caFile, stateFile, ...)")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds per query (default: the server's timeout)")
-    return parser
-
-
-def _probe(config: Config, timeout: float | None) -> int:
-    from autoscaler.config.probe import run_probes  # imports the HTTP client only when needed
-
-    results = run_probes(config, timeout=timeout)
-    for result in results:
-        probe = result.probe
-        where = f"{probe.target} {probe.metric} [{probe.server}]"
-        if result.problem is None:
-            print(f"ok    {where}: {result.series} series")
-        else:
-            print(f"FAIL  {where}: {result.problem}\n      query: {probe.promql}")
-    failed = sum(result.problem is not None for result in results)
-    print(f"{len(results)} queries, {failed} failed")
-    return 1 if failed else 0
 
 
 def summary(config: Config, *, now: datetime | None = None) -> str:
@@ -170,3 +112,14 @@ def _rules(rules: ScalingRules | None) -> str:
     if rules.tolerance is not None:
         parts.append(f"tolerance {rules.tolerance:g}")
     return " ".join(parts) or "default"
+
+
+def summary_json(config: Config) -> list[dict[str, object]]:
+    """The summary's rows as data, for ``check -o json``."""
+    return [{"target": target.key, "minReplicas": target.spec.min_replicas,
+             "maxReplicas": target.spec.max_replicas,
+             "metrics": [describe_metric(m) for m in target.spec.metrics],
+             "behavior": describe_behavior(target.spec.behavior),
+             "prometheus": target.prometheus, "syncPeriod": format_duration(target.sync_period),
+             "paused": target.paused or target.paused_replicas is not None}
+            for target in config.targets]

@@ -1,4 +1,4 @@
-"""``autoscaler import-hpa FILE... [-o OUT]``: HPA manifests in, our TOML config out.
+"""``autoscaler import-hpa FILE... [--out FILE]``: HPA manifests in, our TOML config out.
 
 Reads multi-document YAML (or JSON) as ``kubectl get hpa -o yaml`` prints it, lists
 included (``-`` reads stdin). Writes one ``[[autoscaler]]`` block per HPA, with a TODO
@@ -10,28 +10,24 @@ The manifests come from someone else, so (with ``manifests`` and ``hpa``): each 
 most 10 MiB of plain YAML without aliases, every name is one Kubernetes would accept, and
 every string from a manifest is escaped wherever it lands (values, comments, PromQL
 examples, messages). The output therefore parses to exactly one ``[[autoscaler]]`` table per
-HPA and nothing else. Any problem is one line naming the file, line and field; ``-o`` is
-replaced only once the whole output is ready, and atomically.
+HPA and nothing else. Any problem is one line naming the file, line and field; ``--out`` is
+replaced only once the whole output is ready, and atomically. The command's arguments are
+parsed in ``autoscaler.commands.import_hpa``.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config.args import ArgParser
 from autoscaler.config.hpa import Imported, ManifestError, find_hpas, import_hpa
 from autoscaler.config.manifests import (
-    MAX_INPUT_BYTES,
     Document,
     InputError,
-    dns_label_problem,
     plain,
     read_manifests,
     shown,
@@ -44,54 +40,6 @@ _HEADER = """\
 # [prometheus]
 # url = "http://prometheus.monitoring.svc:9090"
 """
-
-
-def command(argv: Sequence[str]) -> int:
-    parser = ArgParser(
-        prog="autoscaler import-hpa",
-        description="Turn HorizontalPodAutoscaler manifests into a TOML config.",
-        epilog=f"Each input may hold up to {MAX_INPUT_BYTES // 2**20} MiB of YAML or JSON; "
-               "YAML aliases are refused (kubectl never writes them).")
-    parser.add_argument("files", nargs="+", help="YAML or JSON manifests ('-' for stdin)")
-    parser.add_argument("-o", "--output", help="write here instead of stdout")
-    parser.add_argument("-n", "--namespace", default="default", type=_namespace,
-                        help="namespace for HPAs whose manifest names none (default: default)")
-    args = parser.parse_args_or_exit(argv)
-    if isinstance(args, int):
-        return args
-    try:
-        text, notes = convert_files(args.files, default_namespace=args.namespace)
-    except InputError as error:
-        print(f"autoscaler import-hpa: {error}", file=sys.stderr)
-        return 1
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    if not args.output:
-        return _write_stdout(text)
-    try:
-        write_atomically(args.output, text)
-    except OSError as error:
-        print(f"autoscaler import-hpa: cannot write {plain(args.output)}: "
-              f"{error.strerror or error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _write_stdout(text: str) -> int:
-    try:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): say nothing, as cat does, and let exit be quiet.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return 0
-
-
-def _namespace(value: str) -> str:
-    if problem := dns_label_problem(value):
-        raise argparse.ArgumentTypeError(problem)
-    return value
 
 
 def convert_files(files: Sequence[str], *, default_namespace: str) -> tuple[str, list[str]]:

@@ -19,7 +19,10 @@ A query is a ``string.Template``: ``${name}`` (or ``$name``) is replaced, ``$$``
     The container of a ContainerResource metric (empty for other metric types).
 
 An unknown placeholder or a stray ``$`` is a validation error when the config is loaded, so a
-typo never reaches Prometheus.
+typo never reaches Prometheus. ``check`` also parses every query once its placeholders are
+filled in (``promql_problem``, with the promql-parser package), so broken PromQL is found
+without a Prometheus; the daemon does not, since a query Prometheus rejects only makes its
+metric invalid (hold), while a parser lagging behind Prometheus must never refuse a config.
 """
 
 from __future__ import annotations
@@ -74,3 +77,14 @@ def render_query(
         namespace=namespace, name=name, kind=kind, pod_selector=pod_selector,
         pod_regex=pod_regex, container=container,
     )
+
+
+def promql_problem(promql: str) -> str | None:
+    """Why ``promql`` does not parse as PromQL, or ``None`` when it does."""
+    import promql_parser  # a compiled parser: imported only by the commands that check
+
+    try:
+        promql_parser.parse(promql)
+    except ValueError as error:
+        return f"is not valid PromQL once its placeholders are filled in: {error}"
+    return None

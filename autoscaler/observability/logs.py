@@ -14,6 +14,8 @@ from typing import Literal
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+from autoscaler.terminal import colour_wanted
+
 LogFormat = Literal["json", "console"]
 
 
@@ -32,7 +34,7 @@ def configure_logging(*, log_format: LogFormat = "json", level: str = "info") ->
         )
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderer = structlog.dev.ConsoleRenderer(colors=colour_wanted(sys.stderr))
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,

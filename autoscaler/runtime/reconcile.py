@@ -339,7 +339,7 @@ class Reconciler:
         except Exception as error:  # any adapter fault: this target only, this pass only
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the HPA controller was unable to get the target's current scale: {error}")
+                       f"the autoscaler was unable to get the target's current scale: {error}")
             await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
             return None
         try:
@@ -519,7 +519,7 @@ class Reconciler:
         self.telemetry.target(target.key).shadow = (desired, theirs)
         if theirs is not None and theirs != desired and previous != state.shadow:
             why = decision.rescale_reason or ", ".join(decision.steps) or "no change"
-            message = (f"shadow: this daemon would scale to {desired}, {owner} wants {theirs} "
+            message = (f"shadow: the autoscaler would scale to {desired}, {owner} wants {theirs} "
                        f"(current {decision.current_replicas}; ours: {why})")
             log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
                      owner=owner)
@@ -677,7 +677,7 @@ class Reconciler:
             log.warning("scale write failed", desired=desired, error=str(error))
             self.telemetry.errors.labels(reason="update_scale").inc()
             self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
-                       f"the HPA controller was unable to update the target scale: {error}")
+                       f"the autoscaler was unable to update the target scale: {error}")
             await self._event(target, warning=True, reason="FailedRescale",
                               message=f"New size: {desired}; reason: {reason}; error: {error}")
             return
@@ -759,7 +759,7 @@ class Reconciler:
             if condition.type is ConditionType.ABLE_TO_SCALE:
                 state.conditions[index] = StatusCondition(
                     type=condition.type, status=True, reason=Reason.SUCCEEDED_RESCALE,
-                    message=f"the HPA controller was able to update the target scale to {new}",
+                    message=f"the autoscaler was able to update the target scale to {new}",
                     last_transition_time=condition.last_transition_time
                     if condition.status else now)
         self.telemetry.scale_events.labels(

@@ -1,5 +1,11 @@
 """Per-target runtime state and the status view ``/status`` and ``plan`` show.
 
+The body of ``/status`` carries everything ``autoscaler status`` renders (it renders nothing
+else): bounds, each metric with its query, per-pod values and named pod groups, each stage of
+the last decision with the window or policy that shaped it and when they let go, the
+earliest possible scale-down, the recent scale events and the conditions. Quantities are
+Kubernetes quantity strings and times RFC 3339 UTC, as HPA status shows them.
+
 Conditions are merged as upstream's ``setConditionInList`` does: a condition keeps its
 ``lastTransitionTime`` while its status stays the same, so users see since when a target has
 been limited or unable to scale.
@@ -7,14 +13,24 @@ been limited or unable to scale.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.algorithm import Condition, ConditionType, Decision, History
+from autoscaler.algorithm import (
+    Condition,
+    ConditionType,
+    Decision,
+    History,
+    PodMetricValues,
+    format_milli,
+)
 from autoscaler.algorithm.activation import Activity, ZeroMemory
+from autoscaler.algorithm.explain import StepLimit
 from autoscaler.algorithm.forecast import Series, TargetPredictor
+from autoscaler.algorithm.forecast.report import ForecastReport
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.state import Intent
@@ -119,20 +135,21 @@ class TargetState:
     predictor: TargetPredictor | None = None
     """The models over ``forecasts`` (``runtime/prediction.py``); rebuilt after a restore."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, planned: bool = False) -> dict[str, Any]:
+        """The ``/status`` body for this target; ``planned``: nothing was written (``plan``),
+        so the conditions say what a pass would do rather than what it did."""
         decision = self.last_decision
         body: dict[str, Any] = {
+            "target": self.key,
             "lastReconcileTime": _iso(self.last_reconcile),
             "lastOutcome": self.last_outcome,
             "lastScaleTime": _iso(self.last_scale_time),
-            "conditions": [
-                {"type": c.type.value, "status": "True" if c.status else "False",
-                 "reason": c.reason, "message": c.message,
-                 "lastTransitionTime": _iso(c.last_transition_time)}
-                for c in self.conditions
-            ],
+            "conditions": [condition_json(c) for c in self.conditions],
         }
         if decision is not None:
+            bounds = decision.bounds
+            if bounds is not None:
+                body.update(minReplicas=bounds.min_replicas, maxReplicas=bounds.max_replicas)
             body.update(
                 currentReplicas=decision.current_replicas,
                 desiredReplicas=decision.desired_replicas,
@@ -140,14 +157,30 @@ class TargetState:
                 stabilized=decision.stabilized,
                 steps=[s.value for s in decision.steps],
                 currentMetrics=[metric_json(m) for m in decision.metrics],
+                decision=decision_json(decision),
+                scaleDown=scale_down_json(decision),
             )
+            if planned and self.last_outcome != "error":
+                body["conditions"] = would_conditions(body["conditions"], decision)
+        if decision is None and self.expected_replicas is not None:
+            body["currentReplicas"] = self.expected_replicas  # observed, not decided on
+        events = scale_events_json(self.history)
+        if events:
+            body["scaleEvents"] = events
         for name, value in (("error", self.last_error), ("drift", self.drift)):
             if value:
                 body[name] = value
         if self.blocked_by:
             body["blockedBy"] = list(self.blocked_by)
+        body.update(self._features_json())
+        return body
+
+    def _features_json(self) -> dict[str, Any]:
+        """What fallback, schedules, pause, scale to zero, shadow mode and prediction add."""
+        body: dict[str, Any] = {}
         if self.fallback_active:
             body["fallbackActive"] = True
+            body["consecutiveInvalid"] = self.consecutive_invalid
         if self.schedules is not None:
             body["schedules"] = self.schedules
         if self.pause is not None:
@@ -156,6 +189,9 @@ class TargetState:
             body["scaleToZero"] = self._zero_json()
         if self.shadow is not None:
             body["shadow"] = self.shadow.to_json()
+        forecast = self.last_decision.forecast if self.last_decision is not None else None
+        if forecast is not None:
+            body["forecast"] = forecast_json(forecast)
         return body
 
     def _zero_json(self) -> dict[str, Any]:
@@ -168,6 +204,115 @@ class TargetState:
         if self.idle_until is not None:
             body["scaleToZeroAfter"] = _iso(self.idle_until)
         return body
+
+
+def forecast_json(report: ForecastReport) -> dict[str, Any]:
+    """Predictive scaling at the last pass: what the live metrics asked for, what the
+    forecasts would make of it, and each predicted metric's model and error."""
+    return {
+        "acting": report.acting,
+        "reactiveReplicas": report.reactive_replicas,
+        "predictiveReplicas": report.predictive_replicas,
+        "changed": report.changed,
+        "metrics": [None if m is None else {
+            "model": m.model, "horizonSeconds": m.horizon, "forecast": m.value, "live": m.live,
+            "errorPercent": m.error_percent, "used": m.used, "reason": m.reason or None,
+            "proposal": m.proposal} for m in report.metrics],
+    }
+
+
+MAX_SCALE_EVENTS = 10
+"""The most recent scale events ``/status`` lists per target."""
+
+
+def condition_json(condition: StatusCondition) -> dict[str, Any]:
+    return {"type": condition.type.value, "status": "True" if condition.status else "False",
+            "reason": condition.reason, "message": condition.message,
+            "lastTransitionTime": _iso(condition.last_transition_time)}
+
+
+def would_conditions(conditions: list[dict[str, Any]], decision: Decision) -> list[dict[str, Any]]:
+    """In a plan nothing is written: a decision to rescale is said as what would happen,
+    in place of upstream's AbleToScale text for a target at rest."""
+    if not decision.rescale:
+        return conditions
+    message = f"would rescale {decision.current_replicas} -> {decision.desired_replicas}"
+    if decision.rescale_reason:
+        message += f": {decision.rescale_reason}"
+    would = {"type": ConditionType.ABLE_TO_SCALE.value, "status": "True",
+             "reason": WOULD_SCALE, "message": message, "lastTransitionTime": None}
+    return [would if c["type"] == ConditionType.ABLE_TO_SCALE.value else c
+            for c in conditions]
+
+
+WOULD_SCALE = "WouldScale"
+"""Condition reason in a plan (and Event reason in dry-run) for a rescale not written."""
+
+
+def decision_json(decision: Decision) -> dict[str, Any]:
+    """Each stage of the decision, as numbers and times (``status`` renders the words)."""
+    body: dict[str, Any] = {
+        "time": _iso(decision.decided_at),
+        "proposal": decision.proposal,
+        "proposedBy": decision.proposed_by or None,
+        "stabilized": decision.stabilized,
+        "desired": decision.desired_replicas,
+        "steps": [s.value for s in decision.steps],
+    }
+    if decision.rescale_reason:
+        body["rescaleReason"] = decision.rescale_reason
+    if decision.bounds is not None:
+        body["bounds"] = {"minReplicas": decision.bounds.min_replicas,
+                          "maxReplicas": decision.bounds.max_replicas,
+                          "scheduled": decision.bounds.gradual}
+    if decision.hold is not None:
+        hold = decision.hold
+        body["stabilization"] = {
+            "reason": hold.reason.value, "windowSeconds": hold.window_seconds,
+            "heldAt": hold.held_at, "releasesAt": _iso(hold.releases_at)}
+    if decision.limit is not None:
+        body["limit"] = limit_json(decision.limit)
+    if decision.error:
+        body["error"] = decision.error
+    return body
+
+
+def limit_json(limit: StepLimit) -> dict[str, Any]:
+    policy = limit.policy
+    return {
+        "reason": limit.reason.value, "limit": limit.limit,
+        "policy": None if policy is None else {
+            "type": policy.type.value, "value": policy.value,
+            "periodSeconds": policy.period_seconds},
+        "selectPolicy": None if limit.select_policy is None else limit.select_policy.value,
+        "nextStepAt": _iso(limit.next_step_at),
+    }
+
+
+def scale_down_json(decision: Decision) -> dict[str, Any]:
+    """The earliest a scale-down can happen if the metrics dropped now, or what forbids it."""
+    earliest = decision.earliest_scale_down()
+    if earliest is not None:
+        return {"earliest": _iso(earliest)}
+    bounds, rules = decision.bounds, decision.scale_down
+    if rules is None:
+        why = "no valid metrics this pass: nothing is scaled down"
+    elif bounds is not None and decision.desired_replicas <= bounds.min_replicas:
+        why = f"at minReplicas ({bounds.min_replicas})"
+    else:
+        why = "scale-down is disabled (behavior.scaleDown.selectPolicy = Disabled)"
+    return {"earliest": None, "blockedBy": why}
+
+
+def scale_events_json(history: History) -> list[dict[str, Any]]:
+    """The recorded scale events still counted by a policy period, newest first."""
+    events = [(event.timestamp, "up", event.change) for event in history.scale_up_events
+              if not event.outdated]
+    events += [(event.timestamp, "down", event.change) for event in history.scale_down_events
+               if not event.outdated]
+    events.sort(reverse=True)
+    return [{"time": _iso(at), "direction": direction, "change": change}
+            for at, direction, change in events[:MAX_SCALE_EVENTS]]
 
 
 def schedule_status(
@@ -187,25 +332,74 @@ def _iso_dt(moment: datetime | None) -> str | None:
 
 
 def metric_json(outcome: MetricOutcome) -> dict[str, Any]:
+    """A metric as HPA status shows it (quantities as Kubernetes quantity strings), with the
+    query that was run and, for per-pod metrics, each pod's value and group."""
     spec = outcome.spec
-    target = spec.target
     body: dict[str, Any] = {
         "type": spec.type.value,
         "name": spec.name,
         "description": outcome.description,
-        "target": {k: v for k, v in (
-            ("type", target.type.value), ("averageUtilization", target.average_utilization),
-            ("averageValue", target.average_value), ("value", target.value)) if v is not None},
+        "target": _present(type=spec.target.type.value,
+                           averageUtilization=spec.target.average_utilization,
+                           averageValue=_quantity(spec.target.average_value),
+                           value=_quantity(spec.target.value)),
     }
-    if outcome.proposal is None:
+    if spec.container:
+        body["container"] = spec.container
+    values = outcome.values
+    if values is not None and values.query is not None:
+        body["query"] = values.query
+    proposal = outcome.proposal
+    if proposal is None:
         body["error"] = outcome.error
-        return body
-    current = outcome.proposal.current
-    body["current"] = {k: v for k, v in (
-        ("averageUtilization", current.average_utilization),
-        ("averageValue", current.average_value), ("value", current.value)) if v is not None}
-    body["proposal"] = outcome.proposal.replicas
+    else:
+        current = proposal.current
+        body["current"] = _present(averageUtilization=current.average_utilization,
+                                   averageValue=_quantity(current.average_value),
+                                   value=_quantity(current.value))
+        body["proposal"] = proposal.replicas
+        body["ratio"] = _ratio(proposal.ratio)
+        if proposal.rebalanced_ratio is not None:
+            body["rebalancedRatio"] = _ratio(proposal.rebalanced_ratio)
+        body["withinTolerance"] = proposal.within_tolerance
+    pods = _pods_json(outcome)
+    if pods is not None:
+        body["pods"] = pods
     return body
+
+
+def _pods_json(outcome: MetricOutcome) -> dict[str, Any] | None:
+    """Per-pod values and the named groups of a per-pod metric (None for the others)."""
+    values = outcome.values
+    if not isinstance(values, PodMetricValues):
+        return None
+    groups = outcome.proposal.pods if outcome.proposal is not None else None
+    unready = groups.unready if groups else frozenset()
+    ignored = groups.ignored if groups else frozenset()
+    body: dict[str, Any] = {
+        "ready": sorted(set(values.samples) - unready - ignored),
+        "unready": sorted(unready),
+        "missing": sorted(groups.missing) if groups else [],
+        "ignored": sorted(ignored),
+        "values": {name: format_milli(sample.value)
+                   for name, sample in sorted(values.samples.items())},
+    }
+    if groups is None:
+        del body["unready"], body["missing"], body["ignored"]  # unknown: no proposal made
+    return body
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _quantity(milli: int | None) -> str | None:
+    return None if milli is None else format_milli(milli)
+
+
+def _ratio(ratio: float) -> float | None:
+    """Rounded for reading; an infinite ratio (no replicas to divide by) is ``null``."""
+    return round(ratio, 4) if math.isfinite(ratio) else None
 
 
 def _iso(moment: float | None) -> str | None:

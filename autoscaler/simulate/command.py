@@ -1,5 +1,6 @@
 """``autoscaler simulate``: a config against a demand trace, in virtual time, with a plot.
 
+The arguments are parsed in ``autoscaler.commands.simulate``; this module runs them.
 Example (no cluster, no Prometheus)::
 
     autoscaler simulate --config config/examples/simulate/web.toml \\
@@ -19,7 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.errors import AutoscalerError
 from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.options import (
@@ -52,56 +52,8 @@ class Outputs:
     written: tuple[Path, ...]
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="autoscaler simulate",
-        description="Run the HPA core in virtual time against a demand trace and a pod model.",
-        epilog="Workload settings come from --workload FILE ([simulate] table) and these flags; "
-        "flags win.",
-    )
-    p.add_argument("--config", required=True, type=Path, help="the daemon's TOML config")
-    p.add_argument("--target", help="the [[autoscaler]] key to simulate (default: the first)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", type=Path, help="CSV or JSON: time,demand[,<metric>...]")
-    source.add_argument("--prometheus", metavar="URL", help="take the demand from Prometheus")
-    p.add_argument("--query", action="append", default=[], metavar="[NAME=]PROMQL",
-                   help="range query for the demand (or NAME=... for a metric's own total)")
-    p.add_argument("--start", default="now-1d", help="range start: ISO 8601, Unix or now-1d")
-    p.add_argument("--end", default="now", help="range end (default: now)")
-    p.add_argument("--step", help="query step (default: the sync period)")
-    p.add_argument("--workload", type=Path, help="TOML file with a [simulate] table")
-    p.add_argument("--capacity", type=float,
-                   help="demand one pod serves at 100%% of its request (Resource metrics)")
-    p.add_argument("--startup", help="pod creation to Running (e.g. 30s)")
-    p.add_argument("--readiness", help="Running to Ready (e.g. 10s)")
-    p.add_argument("--termination", help="deletion to gone (default 0s)")
-    p.add_argument("--replicas", type=int, help="replicas at the start (default: minReplicas)")
-    p.add_argument("--request", action="append", default=[], metavar="RESOURCE=QUANTITY",
-                   help="the pods' request, e.g. cpu=500m (default cpu=1)")
-    p.add_argument("--metric-window",
-                   help="each sample averages this long (default: the metric's window, 1m)")
-    p.add_argument("--saturation", type=float, help="usage cap in %% of the request")
-    p.add_argument("--interpolation", choices=("step", "linear"), help="between trace points")
-    p.add_argument("--compare", type=Path, nargs="?", const=REACTIVE, metavar="OTHER.toml",
-                   help="a second config to overlay; alone, the same config with prediction "
-                   "off (a backtest of predictive against reactive)")
-    p.add_argument("--compare-target", help="the key to simulate in --compare")
-    p.add_argument("--out", type=Path, default=Path("simulation"),
-                   help="output directory (default: simulation/)")
-    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    return p
-
-
-def command(argv: Sequence[str]) -> int:
-    args = parser().parse_args(list(argv))
-    try:
-        return _run(args)
-    except AutoscalerError as error:  # SimulationError and the config's errors
-        print(f"autoscaler simulate: {error}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run the simulation ``args`` (parsed by ``autoscaler.commands.simulate``) describes."""
     settings = _settings(args)
     scenarios = [_scenario(args.config, args.target, settings)]
     if args.compare == REACTIVE:

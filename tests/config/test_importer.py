@@ -17,14 +17,19 @@ from hypothesis import strategies as st
 
 from autoscaler.algorithm import MetricSpec, ScalingRules, parse_milli
 from autoscaler.algorithm.quantity import parse_quantity
+from autoscaler.commands import main
 from autoscaler.config import ConfigError, TargetConfig, load_config, parse_config
-from autoscaler.config.importer import command, convert_files
+from autoscaler.config.importer import convert_files
 from autoscaler.config.manifests import InputError
 
 MANIFESTS = Path(__file__).parent / "manifests"
 FILES = ["v2-full.yaml", "v1.yaml", "kubectl-list.yaml", "hpa-list.json", "no-namespace.yaml"]
 _TODO = re.compile(r'^(\w+)\.query = "TODO[^"]*"$', re.MULTILINE)
 
+
+
+def command(argv: list[str]) -> int:
+    return main(["import-hpa", *argv])
 
 def fill_todos(text: str) -> str:
     """What the user does after importing: write a query where each TODO is."""
@@ -133,7 +138,7 @@ def test_todo_comment_explains_the_query() -> None:
 def test_missing_namespace_uses_the_option(tmp_path: Path) -> None:
     """-n names the namespace of an HPA whose manifest has none, and a note says so."""
     out = tmp_path / "out.toml"
-    assert command([str(MANIFESTS / "no-namespace.yaml"), "-n", "tools", "-o", str(out)]) == 0
+    assert command([str(MANIFESTS / "no-namespace.yaml"), "-n", "tools", "--out", str(out)]) == 0
     assert load_config(out).targets[0].key == "tools/Deployment/tool"
 
 
@@ -438,9 +443,9 @@ def test_output_is_replaced_only_by_a_whole_import(tmp_path: Path) -> None:
     out.chmod(0o640)
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: x\n")
-    assert command([str(bad), "-o", str(out)]) == 1
+    assert command([str(bad), "--out", str(out)]) == 1
     assert out.read_text() == "# the working config\n"
-    assert command([str(MANIFESTS / "v1.yaml"), "-o", str(out)]) == 0
+    assert command([str(MANIFESTS / "v1.yaml"), "--out", str(out)]) == 0
     assert len(load_config(out).targets) == 2
     assert out.stat().st_mode & 0o777 == 0o640
     assert {p.name for p in tmp_path.iterdir()} == {"out.toml", "bad.yaml"}  # no temp file left

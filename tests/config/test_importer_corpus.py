@@ -162,8 +162,8 @@ CASES = [
      RSS_MIB),
     ("ref-name-slash", file(HPA.replace(b"name: web}", b"name: a/b}")), 1,
      "spec.scaleTargetRef.name: may not contain '/'", SECONDS, RSS_MIB),
-    ("output-directory", file(HPA, "-o", "{tmp}"), 1, ": Is a directory", SECONDS, RSS_MIB),
-    ("output-missing-directory", file(HPA, "-o", "{tmp}/no/such/out.toml"), 1,
+    ("output-directory", file(HPA, "--out", "{tmp}"), 1, ": Is a directory", SECONDS, RSS_MIB),
+    ("output-missing-directory", file(HPA, "--out", "{tmp}/no/such/out.toml"), 1,
      "out.toml: No such file or directory", SECONDS, RSS_MIB),
     ("bad-namespace-option", file(HPA, "-n", "Shop\n[x]"), 2,
      "argument -n/--namespace: must be a lowercase RFC 1123 label", SECONDS, RSS_MIB),
@@ -181,7 +181,7 @@ CASES = [
      "", SECONDS, RSS_MIB),
     ("metric-type-array", file(hpa_with("  metrics: [{type: [Pods]}]\n")), 0, "", SECONDS,
      RSS_MIB),
-    ("output-dev-null", file(HPA, "-o", "/dev/null"), 0, "", SECONDS, RSS_MIB),
+    ("output-dev-null", file(HPA, "--out", "/dev/null"), 0, "", SECONDS, RSS_MIB),
     ("just-under-10MiB", file(many_hpas(10 * MiB - 300_000)), 0, "", 30.0, 250),
 ]
 
@@ -253,7 +253,7 @@ def test_hostile_input(tmp_path: Path, case: tuple[str, Input, int, str, float, 
     if code == 1:
         assert len(result.stderr.splitlines()) == 1, result.stderr
         assert result.stdout == b""
-    if code == 0 and "-o" not in args:
+    if code == 0 and "--out" not in args:
         assert set(tomllib.loads(result.stdout.decode())) == {"autoscaler"}
     assert result.seconds < seconds
     assert result.rss_mib < rss_mib

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from autoscaler.simulate import command
+from autoscaler.commands import main
 from tests.sim.prometheus import PrometheusProcess
 from tests.simulate.builders import PNG_SIGNATURE, pixels_of
 from tests.simulate.promdata import END, POINTS, START
@@ -30,6 +30,10 @@ maxReplicas = 20
 metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ type = "AverageValue", averageValue = "{target}" }}, query = 'sum by (pod) (rate(requests_total{{${{pod_selector}}}}[1m]))' }} }}]
 """
 
+
+
+def command(argv: list[str]) -> int:
+    return main(["simulate", *argv])
 
 def config(
     tmp_path: Path, name: str = "a", *, targets: tuple[tuple[str, int], ...] = (("web", 100),)
@@ -134,11 +138,12 @@ def test_bad_input_exits_2_with_a_message(
 def test_invalid_config_is_reported_by_the_loader(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The daemon's own validation runs: a misspelt key is an error with its place."""
+    """The daemon's own validation runs: a misspelt key is an error with its place (exit 1,
+    as an invalid config is for every command)."""
     path = tmp_path / "bad.toml"
     path.write_text(config(tmp_path).read_text().replace("maxReplicas", "maxReplica"))
     code = command(["--config", str(path), "--trace", str(csv_trace(tmp_path))])
-    assert code == 2
+    assert code == 1
     assert "maxReplica" in capsys.readouterr().err
 
 

@@ -127,6 +127,8 @@ async def build_configuration(
             ).load_and_set(configuration)
             token_path: Path | None = files.token
         else:
+            if settings.kubeconfig is None:
+                _require_default_kubeconfig()
             path = str(settings.kubeconfig) if settings.kubeconfig else None
             # persist_config=False: refreshing a token must never rewrite the user's file.
             loader = await load_kube_config(
@@ -149,6 +151,21 @@ async def build_configuration(
     # more are open; requests are bounded by the daemon's concurrency, not by the pool.
     configuration.connection_pool_maxsize = None  # type: ignore[assignment]  # documented: no limit
     return Connection(configuration=configuration, token=token)
+
+
+def _require_default_kubeconfig() -> None:
+    """Without a kubeconfig named in the config, the library reads ``$KUBECONFIG`` or
+    ``~/.kube/config``; when neither exists it would complain of a missing key in an empty
+    file. Say what is missing instead (the library reads the process's own environment)."""
+    listed = [part for part in os.environ.get("KUBECONFIG", "").split(os.pathsep) if part]
+    candidates = listed or [os.path.expanduser("~/.kube/config")]
+    if any(os.path.exists(os.path.expanduser(path)) for path in candidates):
+        return
+    where = f"KUBECONFIG ({', '.join(listed)})" if listed else f"{candidates[0]}"
+    raise InvalidConfigError(
+        f"kubernetes: no kubeconfig: {where} does not exist and this is not a pod "
+        f"({SERVICE_HOST_ENV_NAME} is unset); set kubernetes.kubeconfig in the config or "
+        "pass --kubeconfig")
 
 
 def kubeconfig_token_file(loader: KubeConfigLoader) -> Path | None:

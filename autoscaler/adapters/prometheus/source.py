@@ -33,6 +33,7 @@ from autoscaler.adapters.prometheus.parse import (
 from autoscaler.adapters.prometheus.split import Splitter
 from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
 from autoscaler.errors import AutoscalerError, BadDataError, TransientError
+from autoscaler.observability.repeats import RepeatedWarnings
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +68,7 @@ class PrometheusSource:
         self._max_series = max_series_per_metric
         self._series_in_flight = series_in_flight
         self._clock = clock
+        self._repeats = RepeatedWarnings(log)
 
     def __repr__(self) -> str:
         return (f"PrometheusSource({self._client!r}, "
@@ -77,7 +79,8 @@ class PrometheusSource:
         try:
             plan = batch.plan(requests, self._client.knows)
             answers = await self._run_all(plan, deadline)
-            return _assemble(requests, plan, answers, queries_issued=len(answers))
+            return _assemble(requests, plan, answers, queries_issued=len(answers),
+                             repeats=self._repeats)
         except Exception as error:  # a bug must not stop the daemon: hold every target
             log.exception("metrics fetch failed")
             reason = MetricUnavailable(reason=f"metrics fetch failed: {type(error).__name__}")
@@ -140,7 +143,8 @@ class PrometheusSource:
 
 
 def _assemble(
-    requests: Sequence[TargetRequest], plan: Plan, answers: Answers, *, queries_issued: int
+    requests: Sequence[TargetRequest], plan: Plan, answers: Answers, *, queries_issued: int,
+    repeats: RepeatedWarnings,
 ) -> FetchResult:
     values: dict[str, tuple[MetricValues, ...]] = {}
     pods: dict[str, tuple[Pod, ...]] = {}
@@ -157,7 +161,10 @@ def _assemble(
             row.append(value)
             if more or isinstance(value, MetricUnavailable):  # rare: not paid per metric
                 notes.extend(f"{spec.name}: {note}" for note in more)
-                _log_value(target.key, spec.name, str(spec.type), value, more)
+                _log_value(repeats, target.key, spec.name, kind=str(spec.type), value=value,
+                           notes=more)
+            elif repeats:  # only while some warning is ongoing: a pass at rest pays nothing
+                _log_recovered(repeats, target.key, spec.name)
         values[target.key] = tuple(row)
         if with_requests is not None:
             pods[target.key] = with_requests
@@ -179,14 +186,26 @@ def _value(
 
 
 def _log_value(
-    target: str, metric: str, kind: str, value: MetricValues, notes: Sequence[str]
+    repeats: RepeatedWarnings, target: str, metric: str, *, kind: str, value: MetricValues,
+    notes: Sequence[str],
 ) -> None:
+    """Said when it starts, changes or ends, and every few minutes while it repeats."""
     if isinstance(value, MetricUnavailable):
-        log.warning("metric unavailable", target=target, metric=metric, metric_type=kind,
-                    reason=value.reason)
-    elif notes:
-        log.warning("samples left out", target=target, metric=metric, metric_type=kind,
-                    notes=list(notes))
+        repeats.clear((target, metric, "notes"), "samples no longer left out", target=target,
+                      metric=metric)
+        repeats.warn((target, metric), "metric unavailable", reason=value.reason,
+                     target=target, metric=metric, metric_type=kind)
+    else:
+        repeats.clear((target, metric), "metric available again", target=target,
+                      metric=metric)
+        repeats.warn((target, metric, "notes"), "samples left out", reason="; ".join(notes),
+                     target=target, metric=metric, metric_type=kind)
+
+
+def _log_recovered(repeats: RepeatedWarnings, target: str, metric: str) -> None:
+    repeats.clear((target, metric), "metric available again", target=target, metric=metric)
+    repeats.clear((target, metric, "notes"), "samples no longer left out", target=target,
+                  metric=metric)
 
 
 class _SeriesBudget:

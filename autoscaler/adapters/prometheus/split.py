@@ -55,30 +55,33 @@ class Splitter:
         non-fatal notes (pods left out and why)."""
         answer = self.answers.get(slot.query)
         if answer is None:
-            return MetricUnavailable(reason="the query was not run before the deadline"), []
+            return MetricUnavailable(reason="the query was not run before the deadline",
+                                     query=slot.query.promql), []
         try:
             if isinstance(answer, AutoscalerError):
                 raise answer
             return self._read(slot, target, pods, answer)
         except AutoscalerError as error:
-            return MetricUnavailable(reason=describe(error)), []
+            return MetricUnavailable(reason=describe(error), query=slot.query.promql), []
 
     def _read(self, slot: Slot, target: TargetRequest, pods: AbstractSet[str],
               answer: Answer) -> tuple[MetricValues, list[str]]:
         if slot.shape is Shape.OBJECT or slot.shape is Shape.EXTERNAL:
             if isinstance(answer, PodAnswer):  # the plan indexes only per-pod queries
                 raise BadDataError("internal: a single-value query was indexed per pod")
+            promql = slot.query.promql
             if not answer and slot.empty_is_zero:
                 # whenEmpty = "zero": only an answer with no series; an error, NaN or a
                 # stale sample is still invalid.
-                return (ObjectMetricValue(value=Milli(0)) if slot.shape is Shape.OBJECT
-                        else ExternalMetricValues(values=(Milli(0),))), []
+                return (ObjectMetricValue(value=Milli(0), query=promql)
+                        if slot.shape is Shape.OBJECT
+                        else ExternalMetricValues(values=(Milli(0),), query=promql)), []
             if slot.shape is Shape.OBJECT:
-                return ObjectMetricValue(value=single_value(answer)), []
-            return ExternalMetricValues(values=all_values(answer)), []
+                return ObjectMetricValue(value=single_value(answer), query=promql), []
+            return ExternalMetricValues(values=all_values(answer), query=promql), []
         found, notes = pod_samples(self.indexed(slot.query, answer), namespace=target.namespace,
                                    pods=pods, window=slot.window, container=slot.container)
-        return PodMetricValues(samples=found), notes
+        return PodMetricValues(samples=found, query=slot.query.promql), notes
 
     def indexed(self, key: QueryKey, answer: Answer) -> PodAnswer:
         """``answer`` per pod: as fetched, or indexed once here when it was also read whole."""

@@ -1,13 +1,16 @@
-"""autoscaler check: the examples pass, bad files fail, and --prometheus judges every query."""
+"""autoscaler check: the examples pass, bad files fail, queries are parsed offline, and
+--prometheus judges every query."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from autoscaler.commands import main
 from autoscaler.config import parse_config
-from autoscaler.config.check import command, summary
+from autoscaler.config.check import summary
 from tests.sim.prometheus import PrometheusProcess, free_port
 
 CONFIG_DIR = Path(__file__).parents[2] / "config"
@@ -20,6 +23,10 @@ HOST_FILES = {  # the files multi-cluster.toml names, which exist only on its ho
                            "/var/run/secrets/kubernetes.io/serviceaccount/token",
                            "/etc/prometheus-ca/ca.crt", "/etc/mimir/password"),
 }
+
+
+def command(argv: list[str]) -> int:
+    return main(["check", *argv])
 
 
 def test_there_are_examples() -> None:
@@ -123,7 +130,6 @@ metrics = [
   {{ type = "Pods", pods = {{ metric = {{ name = "good" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (http_requests_per_second{{${{pod_selector}}}})' }} }},
   {{ type = "Pods", pods = {{ metric = {{ name = "no-pod-label" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum(http_requests_per_second{{${{pod_selector}}}})' }} }},
   {{ type = "Pods", pods = {{ metric = {{ name = "no-data" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (not_exported{{${{pod_selector}}}})' }} }},
-  {{ type = "Pods", pods = {{ metric = {{ name = "syntax" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'sum by (pod) (rate(http_requests_per_second[1m])' }} }},
   {{ type = "Pods", pods = {{ metric = {{ name = "nan" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = 'lag_seconds{{${{pod_selector}}}}' }} }},
   {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "one" }}, target = {{ type = "Value", value = 5 }}, query = 'ingress_requests_per_second{{namespace="${{namespace}}",ingress="main"}}' }} }},
   {{ type = "Object", object = {{ describedObject = {{ kind = "Ingress", name = "main" }}, metric = {{ name = "several" }}, target = {{ type = "Value", value = 5 }}, query = 'queue_depth' }} }},
@@ -139,34 +145,33 @@ maxReplicas = 3
 prometheus = "down"
 """
 
-EXPECTED = {  # metric -> None (ok) or a fragment of its problem
-    "shop/Deployment/web metrics[0] Resource cpu": None,
-    "shop/Deployment/web metrics[1] Resource memory": None,
-    "shop/Deployment/web metrics[2] Pods good": None,
-    "shop/Deployment/web metrics[3] Pods no-pod-label": "a series has no 'pod' label",
-    "shop/Deployment/web metrics[4] Pods no-data": "empty result",
-    "shop/Deployment/web metrics[5] Pods syntax": "BadQueryError",
-    "shop/Deployment/web metrics[6] Pods nan": "pod web-0: value is NaN",
-    "shop/Deployment/web metrics[7] Object one": None,
-    "shop/Deployment/web metrics[8] Object several": "2 series where exactly one is expected",
-    "shop/Deployment/web metrics[9] External queues": None,
-    "shop/Deployment/web metrics[10] ContainerResource cpu": None,
-    "shop/Deployment/web metrics[11] ContainerResource memory": "no series for container 'sidecar'",
-    "shop/Deployment/api metrics[0] Resource cpu": "TransientError: cannot connect",
+EXPECTED = {  # metric -> (verdict, a fragment of its problem)
+    "shop/Deployment/web metrics[0] Resource cpu": ("ok", ""),
+    "shop/Deployment/web metrics[1] Resource memory": ("ok", ""),
+    "shop/Deployment/web metrics[2] Pods good": ("ok", ""),
+    "shop/Deployment/web metrics[3] Pods no-pod-label": ("FAIL", "a series has no 'pod' label"),
+    "shop/Deployment/web metrics[4] Pods no-data": ("warn", "no series"),
+    "shop/Deployment/web metrics[5] Pods nan": ("FAIL", "pod web-0: value is NaN"),
+    "shop/Deployment/web metrics[6] Object one": ("ok", ""),
+    "shop/Deployment/web metrics[7] Object several": ("FAIL", "2 series where exactly one is expected"),
+    "shop/Deployment/web metrics[8] External queues": ("ok", ""),
+    "shop/Deployment/web metrics[9] ContainerResource cpu": ("ok", ""),
+    "shop/Deployment/web metrics[10] ContainerResource memory": ("warn", "no series for container 'sidecar'"),
 }
 
 
-def _outcomes(out: str) -> dict[str, str | None]:
-    """Each probed query's outcome: None when ok, else its problem, keyed by target and metric."""
-    found: dict[str, str | None] = {}
+def _outcomes(out: str) -> dict[str, tuple[str, str]]:
+    """Each probed query's verdict and problem, keyed by target and metric (the worst of a
+    metric's queries)."""
+    rank = {"ok": 0, "warn": 1, "FAIL": 2}
+    found: dict[str, tuple[str, str]] = {}
     for line in out.splitlines():
-        status, _, rest = line.partition("  ")
-        if status in {"ok", "FAIL"}:
+        status, _, rest = line.partition(" ")
+        if status in rank:
             where, _, problem = rest.strip().partition(": ")
             key = where.rsplit(" [", 1)[0]
-            found.setdefault(key, None)  # a metric may have two queries: any failure counts
-            if status == "FAIL":
-                found[key] = problem
+            if rank[status] >= rank[found.get(key, ("ok", ""))[0]]:
+                found[key] = (status, problem if status != "ok" else "")
     return found
 
 
@@ -174,19 +179,21 @@ def _outcomes(out: str) -> dict[str, str | None]:
 def test_prometheus_probe_reports_each_bad_query(
     prometheus: PrometheusProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Errors, empty answers, wrong shapes and an unreachable server are each reported."""
+    """Errors and wrong shapes fail, empty answers warn, an unreachable server is said once."""
     path = tmp_path / "probe.toml"
     path.write_text(PROBED.format(url=prometheus.url, closed=free_port()))
     assert command([str(path), "--prometheus"]) == 1
-    out = capsys.readouterr().out
-    outcomes = _outcomes(out)
+    captured = capsys.readouterr()
+    outcomes = _outcomes(captured.out)
     assert set(outcomes) == set(EXPECTED)
-    for key, fragment in EXPECTED.items():
-        if fragment is None:
-            assert outcomes[key] is None, f"{key}: {outcomes[key]}"
-        else:
-            assert fragment in (outcomes[key] or ""), f"{key}: {outcomes[key]}"
-    assert out.splitlines()[-1] == "14 queries, 7 failed"
+    for key, (verdict, fragment) in EXPECTED.items():
+        assert outcomes[key][0] == verdict, f"{key}: {outcomes[key]}"
+        assert fragment in outcomes[key][1], f"{key}: {outcomes[key]}"
+    assert captured.out.splitlines()[-1] == "12 queries: 4 failed, 2 with warnings"
+    unreachable = [line for line in captured.err.splitlines() if "cannot reach" in line]
+    assert len(unreachable) == 1
+    assert "Prometheus server 'down'" in unreachable[0]
+    assert "check its url in the [prometheus] table (1 query not checked)" in unreachable[0]
 
 
 @pytest.mark.prometheus
@@ -207,12 +214,92 @@ metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ 
     assert command([str(path), "--prometheus"]) == 0
     out = capsys.readouterr().out
     assert "ok    shop/Deployment/web metrics[0] Pods rps [default]: 2 series" in out
-    assert out.splitlines()[-1] == "1 queries, 0 failed"
+    assert out.splitlines()[-1] == "1 queries: 0 failed, 0 with warnings"
 
 
 def test_cli_dispatches_to_check(capsys: pytest.CaptureFixture[str]) -> None:
-    """`autoscaler check FILE` through the real entry point."""
-    from autoscaler.cli import main
+    """`autoscaler check FILE` through the console script's entry point."""
+    from autoscaler.cli import main as console_script
 
-    assert main(["check", str(CONFIG_DIR / "examples" / "minimal.toml")]) == 0
+    assert console_script(["check", str(CONFIG_DIR / "examples" / "minimal.toml")]) == 0
     assert "default/Deployment/web" in capsys.readouterr().out
+
+
+def test_config_option_is_the_same_as_the_argument(capsys: pytest.CaptureFixture[str]) -> None:
+    """`check --config FILE` is `check FILE`, as every command takes --config."""
+    assert command(["--config", str(CONFIG_DIR / "examples" / "minimal.toml")]) == 0
+    assert "default/Deployment/web" in capsys.readouterr().out
+
+
+BROKEN_QUERIES = [
+    # (id, query as written in the TOML, the parser's complaint)
+    ("unclosed-parenthesis", "sum by (pod) (rate(x{${pod_selector}}[2m])", "unclosed left parenthesis"),
+    ("unclosed-brace", "x{${pod_selector}", "unexpected end of input inside braces"),
+    ("dangling-operator", "sum(x) +", "invalid promql query"),
+]
+
+
+@pytest.mark.parametrize(("query", "message"), [c[1:] for c in BROKEN_QUERIES],
+                         ids=[c[0] for c in BROKEN_QUERIES])
+def test_broken_promql_fails_without_prometheus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], query: str, message: str,
+) -> None:
+    """A query that does not parse once rendered fails check offline, at its line and field."""
+    path = tmp_path / "broken.toml"
+    path.write_text(f"""\
+[prometheus]
+url = "http://127.0.0.1:1"
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 10
+metrics = [
+  {{ type = "Resource", resource = {{ name = "cpu", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
+  {{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ type = "AverageValue", averageValue = 5 }}, query = '{query}' }} }},
+]
+""")
+    assert command([str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{path}:9: autoscaler[0].metrics[1].pods.query: is not valid PromQL once "
+                   f"its placeholders are filled in: {message}", f"{path}: invalid (1 problem)"]
+
+
+def test_broken_promql_from_defaults_is_reported_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A broken query every target takes from [defaults] is one problem, at its defaults path."""
+    path = tmp_path / "defaults.toml"
+    path.write_text("""\
+[defaults]
+maxReplicas = 10
+metrics = [{ type = "External", external = { metric = { name = "q" }, target = { type = "Value", value = 5 }, query = 'sum(queue' } }]
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "web" }
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "api" }
+""")
+    assert command([str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{path}:3: defaults.metrics[0].external.query: is not valid PromQL")
+    assert err[1] == f"{path}: invalid (1 problem)"
+
+
+def test_json_output_of_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """check -o json: the problems with file, line and field, on stdout; exit 1."""
+    path = tmp_path / "bad.toml"
+    path.write_text("[daemon]\nconcurrency = 0\n")
+    assert command([str(path), "-o", "json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    assert body["valid"] is False
+    assert body["problems"] == [{"file": str(path), "line": 2, "path": "daemon.concurrency",
+                                 "message": "must be at least 1, got 0"}]
+
+
+def test_json_output_of_a_valid_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """check -o json on a valid config: its targets as data, ok true."""
+    assert command([str(CONFIG_DIR / "examples" / "minimal.toml"), "-o", "json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["valid"], body["ok"], body["errors"]) == (True, True, 0)
+    assert body["targets"][0]["target"] == "default/Deployment/web"
