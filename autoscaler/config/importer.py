@@ -1,10 +1,11 @@
-"""``autoscaler import-hpa FILE... [-o OUT]``: HPA manifests in, our TOML config out.
+"""``autoscaler import-hpa FILE... [-o OUT] [--adapter-rules FILE]``: HPA manifests in, TOML out.
 
 Reads multi-document YAML (or JSON) as ``kubectl get hpa -o yaml`` prints it, lists
 included (``-`` reads stdin). Writes one ``[[autoscaler]]`` block per HPA, with a TODO
 query and a comment wherever PromQL has to be written; ``autoscaler check`` rejects the
-file until every TODO is filled in. Exit codes: 0 written, 1 unreadable or unsupported
-input (or an output that cannot be written), 2 usage error.
+file until every TODO is filled in. With ``--adapter-rules``, prometheus-adapter's rules
+write that PromQL where a rule serves the metric (``adapter_rules``). Exit codes: 0 written,
+1 unreadable or unsupported input (or an output that cannot be written), 2 usage error.
 
 The manifests come from someone else, so (with ``manifests`` and ``hpa``): each input is at
 most 10 MiB of plain YAML without aliases, every name is one Kubernetes would accept, and
@@ -17,16 +18,14 @@ replaced only once the whole output is ready, and atomically.
 from __future__ import annotations
 
 import argparse
-import errno
-import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
+from autoscaler.config.adapter_rules import AdapterRules, read_adapter_rules
 from autoscaler.config.args import ArgParser
-from autoscaler.config.hpa import Imported, ManifestError, find_hpas, import_hpa
+from autoscaler.config.hpa import find_hpas, import_hpa
+from autoscaler.config.import_out import Imported, render, write_atomically, write_stdout
+from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
     MAX_INPUT_BYTES,
     Document,
@@ -36,7 +35,7 @@ from autoscaler.config.manifests import (
     read_manifests,
     shown,
 )
-from autoscaler.config.toml_out import assignment, comment, inline, key
+from autoscaler.config.toml_out import comment
 
 _HEADER = """\
 # Fill in every query marked TODO, then run `autoscaler check` on this file.
@@ -54,53 +53,54 @@ def command(argv: Sequence[str]) -> int:
                "YAML aliases are refused (kubectl never writes them).")
     parser.add_argument("files", nargs="+", help="YAML or JSON manifests ('-' for stdin)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
-    parser.add_argument("-n", "--namespace", default="default", type=_namespace,
+    parser.add_argument("-n", "--namespace", default="default", type=namespace_argument,
                         help="namespace for HPAs whose manifest names none (default: default)")
+    parser.add_argument("--adapter-rules", metavar="FILE",
+                        help="prometheus-adapter's config (its ConfigMap or config file): "
+                             "write the PromQL of the custom and external metrics it serves")
     args = parser.parse_args_or_exit(argv)
     if isinstance(args, int):
         return args
     try:
-        text, notes = convert_files(args.files, default_namespace=args.namespace)
+        rules = read_adapter_rules(args.adapter_rules) if args.adapter_rules else None
+        text, notes = convert_files(args.files, default_namespace=args.namespace, rules=rules)
     except InputError as error:
         print(f"autoscaler import-hpa: {error}", file=sys.stderr)
         return 1
+    return emit(text, notes, output=args.output, command_name="import-hpa")
+
+
+def emit(text: str, notes: Sequence[str], *, output: str | None, command_name: str) -> int:
+    """Print the notes, then write ``text`` to ``output`` (atomically) or stdout."""
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if not args.output:
-        return _write_stdout(text)
+    if not output:
+        return write_stdout(text)
     try:
-        write_atomically(args.output, text)
+        write_atomically(output, text)
     except OSError as error:
-        print(f"autoscaler import-hpa: cannot write {plain(args.output)}: "
+        print(f"autoscaler {command_name}: cannot write {plain(output)}: "
               f"{error.strerror or error}", file=sys.stderr)
         return 1
     return 0
 
 
-def _write_stdout(text: str) -> int:
-    try:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): say nothing, as cat does, and let exit be quiet.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return 0
-
-
-def _namespace(value: str) -> str:
+def namespace_argument(value: str) -> str:
+    """``-n``: a namespace name, as the API server checks it."""
     if problem := dns_label_problem(value):
         raise argparse.ArgumentTypeError(problem)
     return value
 
 
-def convert_files(files: Sequence[str], *, default_namespace: str) -> tuple[str, list[str]]:
+def convert_files(files: Sequence[str], *, default_namespace: str,
+                  rules: AdapterRules | None = None) -> tuple[str, list[str]]:
     """The TOML for every HPA in ``files``, and notes for the user; ``InputError`` if not."""
     imported: list[Imported] = []
     notes: list[str] = []
     for file in files:
         for document in read_manifests(file):
-            more, skipped = _convert(document, default_namespace=default_namespace)
+            more, skipped = _convert(document, default_namespace=default_namespace,
+                                     rules=rules)
             imported += more
             notes += skipped
     if not imported:
@@ -109,10 +109,13 @@ def convert_files(files: Sequence[str], *, default_namespace: str) -> tuple[str,
     todos = sum(len(item.todos) for item in imported)
     if todos:
         notes.append(f"{todos} quer{'ies' if todos != 1 else 'y'} to write: search for TODO")
-    return render(imported, sources=files), notes
+    written_from = comment(f"Written by `autoscaler import-hpa` from "
+                           f"{', '.join(map(plain, files))}.")
+    return render(imported, header=f"{written_from}\n{_HEADER}"), notes
 
 
-def _convert(document: Document, *, default_namespace: str) -> tuple[list[Imported], list[str]]:
+def _convert(document: Document, *, default_namespace: str,
+             rules: AdapterRules | None) -> tuple[list[Imported], list[str]]:
     """The HPAs of one document; a field that cannot be read is an ``InputError`` naming it."""
     if document.value is None:  # an empty document, such as after a trailing ---
         return [], []
@@ -126,77 +129,8 @@ def _convert(document: Document, *, default_namespace: str) -> tuple[list[Import
     imported = []
     for hpa in found:
         try:
-            imported.append(import_hpa(hpa.manifest, default_namespace=default_namespace))
+            imported.append(import_hpa(hpa.manifest, default_namespace=default_namespace,
+                                       resolve=None if rules is None else rules.resolve))
         except ManifestError as error:
             raise document.error((*hpa.loc, *error.loc), error.message) from None
     return imported, skipped
-
-
-def render(imported: Sequence[Imported], *, sources: Sequence[str]) -> str:
-    written_from = comment(f"Written by `autoscaler import-hpa` from "
-                           f"{', '.join(map(plain, sources))}.")
-    blocks = [f"{written_from}\n{_HEADER}"] + [_block(item) for item in imported]
-    return "\n".join(blocks)
-
-
-def _block(item: Imported) -> str:
-    table = item.table
-    lines = [comment(f"HorizontalPodAutoscaler {item.name} ({item.api_version})"),
-             "[[autoscaler]]"]
-    for name in ("namespace", "scaleTargetRef", "minReplicas", "maxReplicas"):
-        if name in table:
-            lines += assignment(name, table[name])
-    for direction, rules in table.get("behavior", {}).items():
-        if not rules:  # an empty table means upstream's default rules, as in the manifest
-            lines.append(f"behavior.{direction} = {{}}")
-        for name, value in rules.items():
-            lines += assignment(f"behavior.{direction}.{name}", value)
-    todos = {todo.metric_index: todo for todo in item.todos}
-    for index, metric in enumerate(table["metrics"]):
-        lines += ["", "[[autoscaler.metrics]]"]
-        lines += _metric_lines(metric, todos[index].comment if index in todos else ())
-    return "\n".join(lines) + "\n"
-
-
-def _metric_lines(metric: dict[str, Any], todo: Sequence[str]) -> list[str]:
-    lines = []
-    for name, value in metric.items():
-        if not isinstance(value, dict) or not value:
-            lines += assignment(key(name), value)
-            continue
-        for inner, part in value.items():
-            if inner == "query":
-                lines += [comment(line) for line in todo]
-            lines.append(f"{key(name)}.{key(inner)} = {inline(part)}")
-    return lines
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step, so a failed write leaves the old file.
-
-    A path that is not a regular file (``/dev/null``, ``/dev/stdout``) is written in place:
-    replacing it would replace the device.
-    """
-    target = Path(path)
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    if target.exists() and not target.is_file():
-        with target.open("wb") as stream:
-            stream.write(text.encode("utf-8"))
-        return
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~_umask()
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(text.encode("utf-8"))
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -103,7 +103,7 @@ CASES = [
         f"{'  ' * (i + 1)}k{i}:\n" for i in range(200)))), 1,
      "nested deeper than 64 levels", SECONDS, RSS_MIB),
     ("over-10MiB", file(many_hpas(10 * MiB)), 1,
-     "in.yaml: larger than 10 MiB, the most import-hpa reads from one input", SECONDS, RSS_MIB),
+     "in.yaml: larger than 10 MiB, the most an import reads from one input", SECONDS, RSS_MIB),
     ("sparse-5GiB", path("{tmp}/big.yaml", sparse), 1, "big.yaml: larger than 10 MiB",
      SECONDS, RSS_MIB),
     ("dev-zero", path("/dev/zero"), 1, "/dev/zero: not a regular file or a pipe", SECONDS,

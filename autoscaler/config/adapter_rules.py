@@ -1,0 +1,516 @@
+"""prometheus-adapter's rules, read to write the PromQL behind an HPA's custom metrics.
+
+``import-hpa --adapter-rules FILE`` reads the adapter's configuration (the config file, its
+ConfigMap, or the Helm chart's values with ``rules.custom``/``rules.external``) and, for each
+Pods, Object or External metric of an HPA, finds the rule that serves it as the adapter
+would: ``rules`` for Pods and Object metrics, ``externalRules`` for External ones, the first
+whose naming (``name.matches``/``as``) turns some series into the metric's name and whose
+``seriesQuery`` and ``seriesFilters`` admit that series. The rule's ``metricsQuery`` is
+then filled in as the adapter fills it (``<<.Series>>``, ``<<.LabelMatchers>>``,
+``<<.GroupBy>>``), with our placeholders where the adapter puts the objects it was asked
+about: ``${pod_regex}`` for the pods, ``${namespace}`` for the namespace.
+
+Regular expressions are Go's (RE2), so they are run with RE2 (``google-re2``): the same
+syntax and results, in time linear in the input whatever the pattern. A rule the adapter
+itself would refuse (a bad regex, ``as`` missing with two capture groups) is an error naming
+the file, line and field. A series is found from the names alone: that it exists with the
+labels the query uses is for ``autoscaler check --prometheus`` to confirm.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+from autoscaler.config import manifest_fields as read
+from autoscaler.config.errors import Loc
+from autoscaler.config.manifest_fields import ManifestError
+from autoscaler.config.manifests import (
+    Document,
+    InputError,
+    parse_manifests,
+    plain,
+    read_manifests,
+    shown,
+)
+from autoscaler.config.toml_out import key as toml_key
+from autoscaler.config.toml_out import string
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_ACTION = re.compile(r"<<(-\s)?\s*(.*?)\s*(\s-)?>>", re.DOTALL)
+_FIELD = re.compile(r"\.([A-Za-z]+)")
+_LITERAL = re.compile(r"(?:[^\\.^$*+?()\[\]{}|]|\\[^A-Za-z0-9])*")
+_GROUP = re.compile(r"\((?:\?P<(\w+)>)?((?:[^()\\]|\\.)*)\)")
+_SERIES_NAME = re.compile(r'^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{|$)')
+_NAME_MATCHER = re.compile(r'__name__\s*(=~|=|!=|!~)\s*"((?:[^"\\]|\\.)*)"')
+_RULE_KEYS = ("rules", "externalRules", "resourceRules")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """The PromQL for a metric and the comment saying where it came from."""
+
+    query: str
+    comment: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """One discovery rule, compiled as the adapter compiles it."""
+
+    where: str
+    """``rules[2]`` or ``externalRules[0]``, with the file it came from."""
+    series_query: str
+    filters: tuple[tuple[bool, Any], ...]
+    """(``is`` rather than ``isNot``, compiled RE2 pattern)."""
+    matches: Any
+    as_: str
+    metrics_query: str
+    overrides: Mapping[str, tuple[str, str]]
+    """Prometheus label -> (group, resource)."""
+    template: str | None
+    namespaced: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterRules:
+    """The custom (``rules``) and external (``externalRules``) rules of one configuration."""
+
+    rules: tuple[Rule, ...]
+    external: tuple[Rule, ...]
+
+    def resolve(self, metric_type: str, source: Mapping[str, Any]) -> Resolved | str:
+        """The PromQL for a Pods, Object or External metric source, or why there is none.
+
+        Series named outright by a rule's seriesQuery come before series found by reading a
+        rule's naming backwards; the first that gives a query wins, and the comment names
+        the other candidates (only Prometheus knows which series exist).
+        """
+        identifier = read.mapping(source.get("metric"), ())
+        name = identifier.get("name")
+        kind = "externalRules" if metric_type == "External" else "rules"
+        rules = self.external if metric_type == "External" else self.rules
+        found = sorted(((tier, rule, series) for rule in rules
+                        for tier, series in _series_for(rule, str(name))),
+                       key=lambda candidate: candidate[0])
+        written: list[tuple[int, Rule, str, str]] = []
+        reasons: list[str] = []
+        for tier, rule, series in found:
+            query = _query(rule, metric_type, series, source)
+            if query.startswith("!"):
+                reasons.append(f"{rule.where} names it, but {query[1:]}")
+            elif not written or tier == written[0][0]:
+                written.append((tier, rule, series, query))
+        if not written:
+            return "; ".join(reasons) or (
+                f"no prometheus-adapter {kind} entry names {shown(name)} ({len(rules)} checked)")
+        tier, rule, series, query = written[0]
+        guess = " if Prometheus has it (the rule's name.matches reads back to it)" if tier else ""
+        comment = [f"From prometheus-adapter {rule.where}: series {series}{guess}."]
+        comment += [f"  If it does not exist: series {other} of {other_rule.where}."
+                    for _, other_rule, other, _ in written[1:4]]
+        return Resolved(query=query, comment=tuple(comment))
+
+
+def read_adapter_rules(file: str) -> AdapterRules:
+    """The rules of the adapter configuration in ``file``; ``InputError`` if unusable."""
+    rules: list[Rule] = []
+    external: list[Rule] = []
+    found = False
+    for document, config, loc in _configs(read_manifests(file)):
+        found = True
+        try:
+            rules += _rules(config, "rules", loc, document.file)
+            external += _rules(config, "externalRules", loc, document.file)
+        except ManifestError as error:
+            raise document.error(error.loc, error.message) from None
+    if not found:
+        raise InputError(f"{plain(file)}: no prometheus-adapter rules found: expected the "
+                         "adapter's config file, its ConfigMap, or the Helm chart's values")
+    return AdapterRules(rules=tuple(rules), external=tuple(external))
+
+
+def _configs(documents: list[Document]) -> Iterator[tuple[Document, Mapping[str, Any], Loc]]:
+    """Each configuration in the documents: (document, the config, its path in the document)."""
+    for document in documents:
+        value = document.value
+        if not isinstance(value, Mapping):
+            continue
+        if value.get("kind") == "ConfigMap":
+            yield from _in_config_map(document)
+        elif isinstance(value.get("rules"), Mapping):  # the Helm chart's values
+            chart = value["rules"]
+            yield document, {"rules": chart.get("custom"),
+                             "externalRules": chart.get("external")}, ("rules",)
+        elif any(k in value for k in _RULE_KEYS):
+            yield document, value, ()
+
+
+def _in_config_map(document: Document) -> Iterator[tuple[Document, Mapping[str, Any], Loc]]:
+    try:
+        data = read.mapping(document.value.get("data"), ("data",))
+        for key, text in data.items():
+            read.string(text, ("data", key))
+    except ManifestError as error:
+        raise document.error(error.loc, error.message) from None
+    name = read.name_of(document.value)
+    for key, text in data.items():
+        label = f"{plain(document.file)} (data.{toml_key(key)} of ConfigMap {name})"
+        for inner in parse_manifests(text, label):
+            if isinstance(inner.value, Mapping) and any(k in inner.value for k in _RULE_KEYS):
+                yield inner, inner.value, ()
+
+
+def _rules(config: Mapping[str, Any], group: str, loc: Loc, file: str) -> list[Rule]:
+    """The rules of one group (``rules`` or ``externalRules``) of a configuration."""
+    key = group if loc == () else {"rules": "custom", "externalRules": "external"}[group]
+    where = (*loc, key)
+    listed = read.array(config.get(group), where)
+    return [_rule(read.mapping(value, (*where, index)), (*where, index),
+                  f"{group}[{index}] of {plain(file)}")
+            for index, value in enumerate(listed)]
+
+
+def _rule(rule: Mapping[str, Any], loc: Loc, where: str) -> Rule:
+    filters = []
+    for index, value in enumerate(read.array(rule.get("seriesFilters"), (*loc, "seriesFilters"))):
+        entry = read.mapping(value, (*loc, "seriesFilters", index))
+        if ("is" in entry) == ("isNot" in entry):
+            raise ManifestError((*loc, "seriesFilters", index), "must have exactly one of "
+                                "'is' and 'isNot'")
+        field = "is" if "is" in entry else "isNot"
+        pattern = read.string(entry[field], (*loc, "seriesFilters", index, field)) or ""
+        filters.append((field == "is", _compile(pattern, (*loc, "seriesFilters", index, field))))
+    naming = read.mapping(rule.get("name"), (*loc, "name"))
+    matches_text = read.string(naming.get("matches"), (*loc, "name", "matches")) or ".*"
+    matches = _compile(matches_text, (*loc, "name", "matches"))
+    as_ = read.string(naming.get("as"), (*loc, "name", "as")) or ""
+    if not as_:
+        if matches.groups > 1:
+            raise ManifestError((*loc, "name"), f"needs 'as': matches has {matches.groups} "
+                                "capture groups (the adapter refuses this rule too)")
+        as_ = f"${matches.groups}"
+    resources = read.mapping(rule.get("resources"), (*loc, "resources"))
+    namespaced = resources.get("namespaced", True)
+    if not isinstance(namespaced, bool):
+        raise ManifestError((*loc, "resources", "namespaced"),
+                            f"must be true or false, got {shown(namespaced)}")
+    return Rule(
+        where=where, series_query=read.string(rule.get("seriesQuery"),
+                                              (*loc, "seriesQuery")) or "",
+        filters=tuple(filters), matches=matches, as_=as_,
+        metrics_query=read.string(rule.get("metricsQuery"), (*loc, "metricsQuery")) or "",
+        overrides=_overrides(resources.get("overrides"), (*loc, "resources", "overrides")),
+        template=read.string(resources.get("template"), (*loc, "resources", "template")),
+        namespaced=namespaced)
+
+
+def _overrides(value: Any, loc: Loc) -> dict[str, tuple[str, str]]:
+    overrides = {}
+    for label, target in read.mapping(value, loc).items():
+        if not _LABEL_NAME.fullmatch(label):
+            raise ManifestError((*loc, label), f"{shown(label)} is not a Prometheus label name")
+        entry = read.mapping(target, (*loc, label))
+        resource = read.string(entry.get("resource"), (*loc, label, "resource"))
+        if not resource:
+            raise ManifestError((*loc, label, "resource"), "required")
+        group = read.string(entry.get("group"), (*loc, label, "group")) or ""
+        overrides[label] = (group, resource.lower())
+    return overrides
+
+
+def _compile(pattern: str, loc: Loc) -> Any:
+    """``pattern`` as Go compiles it (RE2), quietly: RE2 would log to stderr."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 8 << 20
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        reason = error.args[0] if error.args else error
+        text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise ManifestError(loc, f"not a valid regular expression: {plain(text)}") from None
+
+
+# --- naming: which series a rule turns into the metric's name ------------------------------
+
+
+def _series_for(rule: Rule, name: str) -> list[tuple[int, str]]:
+    """The series this rule would call ``name``: (0, a series its seriesQuery names) or
+    (1, the series ``matches`` and ``as`` give when read backwards)."""
+    literal = _SERIES_NAME.match(rule.series_query)
+    named = [literal[1]] if literal else [
+        re.sub(r"\\(.)", r"\1", value) for op, value in _NAME_MATCHER.findall(rule.series_query)
+        if op == "="]
+    candidates = [(0, series) for series in named]
+    inverted = _invert(rule, name)
+    if inverted is not None and inverted not in named:
+        candidates.append((1, inverted))
+    return [(tier, series) for tier, series in candidates
+            if _admits(rule, series) and _name_of(rule, series) == name]
+
+
+def _name_of(rule: Rule, series: str) -> str | None:
+    """The API name the adapter gives ``series`` (Go's ``FindStringSubmatchIndex`` then
+    ``ExpandString``), or None when ``matches`` does not match it."""
+    found = rule.matches.search(series)
+    if found is None:
+        return None
+    return expand(rule.as_, found, rule.matches.groupindex)
+
+
+def expand(template: str, found: Any, names: Mapping[str, int]) -> str:
+    """Go's ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``$$``; a reference to a
+    group that did not match (or does not exist) is empty; a malformed one is kept as text."""
+    out = []
+    for part in _template_parts(template):
+        if not isinstance(part, _Reference):
+            out.append(part)
+            continue
+        index = int(part.name) if part.name.isdigit() and len(part.name) < 9 \
+            else names.get(part.name, -1)
+        if 0 <= index <= found.re.groups and found.group(index) is not None:
+            out.append(found.group(index))
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    name: str
+
+
+def _template_parts(template: str) -> list[str | _Reference]:
+    """An ``as`` template as text and references, read as Go reads it (``$1x`` names ``1x``)."""
+    parts: list[str | _Reference] = []
+    rest = template
+    while (at := rest.find("$")) >= 0:
+        parts.append(rest[:at])
+        rest = rest[at + 1:]
+        reference = re.match(r"\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)", rest)
+        if rest.startswith("$") or reference is None:  # `$$`, or malformed: a plain `$`
+            parts.append("$")
+            rest = rest[1:] if rest.startswith("$") else rest
+            continue
+        parts.append(_Reference(reference[1] or reference[2]))
+        rest = rest[reference.end():]
+    parts.append(rest)
+    return parts
+
+
+def _invert(rule: Rule, name: str) -> str | None:
+    """The series whose name ``matches`` and ``as`` turn into ``name``, when ``matches`` is
+    literal text around capture groups and ``as`` refers to each group: ``^(.*)_total$`` with
+    ``${1}_per_second`` turns ``http_requests_per_second`` back into ``http_requests_total``.
+    """
+    body = rule.matches.pattern.removeprefix("^")
+    body = body.removesuffix("$") if not body.endswith("\\$") else body
+    pieces, groups = _pieces(body)
+    if pieces is None:
+        return None
+    parts = _template_parts(rule.as_)
+    references = [part.name for part in parts if isinstance(part, _Reference)]
+    # `as` read as a pattern: its text literal, each reference a capture of anything.
+    as_pattern = "".join("(.*)" if isinstance(part, _Reference) else re.escape(part)
+                         for part in parts)
+    found = re.fullmatch(as_pattern, name, re.DOTALL)
+    if found is None:
+        return None
+    values: dict[str, str] = {}
+    for ref, value in zip(references, found.groups(), strict=True):
+        if values.setdefault(ref, value) != value:
+            return None
+    if "0" in values:
+        return values["0"]
+    series = [pieces[0]]
+    for (number, group_name), piece in zip(groups, pieces[1:], strict=True):
+        value = values.get(str(number), values.get(group_name or ""))
+        if value is None:
+            return None
+        series += [value, piece]
+    return "".join(series)
+
+
+def _pieces(body: str) -> tuple[list[str] | None, list[tuple[int, str | None]]]:
+    """``body`` as literal text between capture groups (unescaped), and the groups' numbers
+    and names; (None, []) when it is not of that shape."""
+    pieces: list[str] = []
+    groups: list[tuple[int, str | None]] = []
+    at = 0
+    for group in _GROUP.finditer(body):
+        text = body[at:group.start()]
+        if not _LITERAL.fullmatch(text) or group[2].startswith("?"):
+            return None, []
+        pieces.append(re.sub(r"\\(.)", r"\1", text))
+        groups.append((len(groups) + 1, group[1]))
+        at = group.end()
+    if not _LITERAL.fullmatch(body[at:]):
+        return None, []
+    pieces.append(re.sub(r"\\(.)", r"\1", body[at:]))
+    return pieces, groups
+
+
+def _admits(rule: Rule, series: str) -> bool:
+    """Whether the rule's seriesQuery names and seriesFilters let ``series`` through."""
+    if not _METRIC_NAME.fullmatch(series):
+        return False
+    literal = _SERIES_NAME.match(rule.series_query)
+    if literal and literal[1] != series:
+        return False
+    for op, value in _NAME_MATCHER.findall(rule.series_query):
+        text = re.sub(r"\\(.)", r"\1", value)
+        if op in ("=", "!=") and (text == series) != (op == "="):
+            return False
+        if op in ("=~", "!~"):
+            try:
+                anchored = _compile(f"^(?:{text})$", ())
+            except ManifestError:
+                return False
+            if (anchored.search(series) is not None) != (op == "=~"):
+                return False
+    return all((pattern.search(series) is not None) == positive
+               for positive, pattern in rule.filters)
+
+
+# --- querying: the metricsQuery filled in ---------------------------------------------------
+
+
+def _query(rule: Rule, metric_type: str, series: str, source: Mapping[str, Any]) -> str:
+    """The filled-in metricsQuery, or ``!reason`` when it cannot be written."""
+    identifier = read.mapping(source.get("metric"), ())
+    matchers = _selector_matchers(identifier.get("selector"))
+    if matchers is None:
+        return "!its selector cannot be written as PromQL matchers"
+    namespace = _label_for(rule, "", "namespace")
+    if metric_type == "External":
+        if rule.namespaced:
+            if namespace is None:
+                return "!it has no label for namespaces"
+            matchers.append(f'{namespace}="${{namespace}}"')
+        group_by = ""
+    else:
+        described = read.mapping(source.get("describedObject"), ())
+        kind = "Pod" if metric_type == "Pods" else str(described.get("kind"))
+        group = str(described.get("apiVersion") or "").rpartition("/")[0]
+        label = _label_for(rule, "" if metric_type == "Pods" else group, kind.lower())
+        if label is None or namespace is None:
+            return f"!it has no label for {'namespaces' if namespace is None else kind}"
+        matchers.append(f'{namespace}="${{namespace}}"')
+        if metric_type == "Pods":
+            matchers.append(f'{label}=~"${{pod_regex}}"')
+        else:
+            matchers.append(f"{label}={_promql_string(str(described.get('name')))}")
+        group_by = label
+    if matchers[-2:] == ['namespace="${namespace}"', 'pod=~"${pod_regex}"']:
+        matchers[-2:] = ["${pod_selector}"]
+    query = _fill(rule.metrics_query, {
+        "Series": series, "LabelMatchers": ",".join(matchers), "GroupBy": group_by})
+    if query is None:
+        return "!its metricsQuery uses template actions other than .Series, .LabelMatchers " \
+               "and .GroupBy"
+    if not query.strip():
+        return "!its metricsQuery is empty"
+    if metric_type == "Pods" and group_by != "pod":
+        # Our Pods queries answer one series per pod with a `pod` label.
+        query = f'label_replace({query}, "pod", "$$1", "{group_by}", "(.*)")'
+    return query
+
+
+def _label_for(rule: Rule, group: str, singular: str) -> str | None:
+    """The label the rule gives a group-resource: an override naming it, else the template
+    (``<<.Group>>`` with dots and dashes as underscores, ``<<.Resource>>`` singular)."""
+    plural = _plural(singular)
+    for label, (wanted_group, resource) in rule.overrides.items():
+        if resource in (singular, plural) and wanted_group in ("", group):
+            return label
+    if rule.template is None:
+        return None
+    filled = _fill(rule.template, {"Group": re.sub(r"[.-]", "_", group), "Resource": singular})
+    return filled if filled and _LABEL_NAME.fullmatch(filled) else None
+
+
+def _plural(singular: str) -> str:
+    """apimachinery's ``UnsafeGuessKindToResource``, which the adapter's mapper agrees with
+    for the kinds an HPA names."""
+    if singular.endswith("s"):
+        return singular + "es"
+    if singular.endswith("y"):
+        return singular[:-1] + "ies"
+    return singular + "s"
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str | None:
+    """A ``<<``/``>>`` Go template whose only actions are ``.Field``; None if it has others.
+
+    The template's own text is PromQL where ``$`` must be written ``$$`` for our templates;
+    the values are already written for them. ``<<-`` and ``->>`` trim spaces, as in Go.
+    """
+    texts: list[str] = []
+    fields: list[tuple[str, bool, bool]] = []
+    at = 0
+    for action in _ACTION.finditer(template):
+        field = _FIELD.fullmatch(action[2])
+        if field is None or field[1] not in values:
+            return None
+        texts.append(template[at:action.start()])
+        fields.append((field[1], bool(action[1]), bool(action[3])))
+        at = action.end()
+    texts.append(template[at:])
+    if any("<<" in text for text in texts):
+        return None  # an action the pattern above could not read
+    for index, (_, left, right) in enumerate(fields):
+        texts[index] = texts[index].rstrip() if left else texts[index]
+        texts[index + 1] = texts[index + 1].lstrip() if right else texts[index + 1]
+    out = texts[0].replace("$", "$$")
+    for (name, _, _), text in zip(fields, texts[1:], strict=True):
+        out += values[name] + text.replace("$", "$$")
+    return out
+
+
+def _selector_matchers(selector: Any) -> list[str] | None:
+    """A LabelSelector as the adapter's matchers, sorted by label (as ``labels.Selector``
+    sorts them); None when a key is not a Prometheus label or an operator is unknown."""
+    if not isinstance(selector, Mapping):
+        return []
+    parts: list[tuple[str, str]] = []
+    labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(labels, Mapping) or not isinstance(expressions, list):
+        return None
+    for label, value in labels.items():
+        if not isinstance(value, str):
+            return None
+        parts.append((label, f"={_promql_string(value)}"))
+    for expression in expressions:
+        part = _expression(expression)
+        if part is None:
+            return None
+        parts.append(part)
+    if any(not _LABEL_NAME.fullmatch(label) for label, _ in parts):
+        return None
+    return [label + matcher for label, matcher in sorted(parts, key=lambda p: p[0])]
+
+
+def _expression(expression: Any) -> tuple[str, str] | None:
+    """One ``matchExpressions`` entry as the adapter writes it (``In`` a|b is ``=~"a|b"``)."""
+    if not isinstance(expression, Mapping):
+        return None
+    label, operator = expression.get("key"), expression.get("operator")
+    values = expression.get("values") or []
+    if not isinstance(label, str) or not isinstance(values, list) or \
+            not all(isinstance(v, str) for v in values):
+        return None
+    joined = _promql_string("|".join(sorted(set(values))))
+    written = {("In", True): f"=~{joined}", ("NotIn", True): f"!~{joined}",
+               ("Exists", False): '!=""', ("DoesNotExist", False): '=""'}
+    found = written.get((str(operator), bool(values)))
+    return None if found is None else (label, found)
+
+
+def _promql_string(value: str) -> str:
+    """A PromQL string literal (Go's escapes) with ``$`` doubled for our query templates."""
+    return string(value).replace("$", "$$")
