@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "run": ("autoscaler.app", "start the daemon"),
     "check": ("autoscaler.config.check", "validate a config file (and its queries)"),
     "import-hpa": ("autoscaler.config.importer", "turn HPA manifests into our TOML"),
+    "import-keda": ("autoscaler.config.import_keda", "turn KEDA ScaledObjects into our TOML"),
     "plan": ("autoscaler.plan", "one pass against the live cluster that changes nothing"),
     "simulate": ("autoscaler.simulate", "run a config against a demand trace in virtual time"),
 }
