@@ -43,6 +43,12 @@ from autoscaler.config.toml_out import string
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _ACTION = re.compile(r"<<(-\s)?\s*(.*?)\s*(\s-)?>>", re.DOTALL)
+"""A Go template action, matched between a ``<<`` and the next ``>>`` only (linear time)."""
+MAX_ACTION = 200
+"""The longest ``<<...>>`` read; ``<< .LabelMatchers >>`` is 21."""
+MAX_QUERY = 64 * 1024
+"""The longest query a rule may fill to: more is no query anyone meant."""
+_DOLLAR = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)|\$?)")
 _FIELD = re.compile(r"\.([A-Za-z]+)")
 _LITERAL = re.compile(r"(?:[^\\.^$*+?()\[\]{}|]|\\[^A-Za-z0-9])*")
 _GROUP = re.compile(r"\((?:\?P<(\w+)>)?((?:[^()\\]|\\.)*)\)")
@@ -285,20 +291,16 @@ class _Reference:
 
 
 def _template_parts(template: str) -> list[str | _Reference]:
-    """An ``as`` template as text and references, read as Go reads it (``$1x`` names ``1x``)."""
+    """An ``as`` template as text and references, read as Go reads it (``$1x`` names ``1x``;
+    ``$$`` and a malformed ``$`` are a plain ``$``)."""
     parts: list[str | _Reference] = []
-    rest = template
-    while (at := rest.find("$")) >= 0:
-        parts.append(rest[:at])
-        rest = rest[at + 1:]
-        reference = re.match(r"\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)", rest)
-        if rest.startswith("$") or reference is None:  # `$$`, or malformed: a plain `$`
-            parts.append("$")
-            rest = rest[1:] if rest.startswith("$") else rest
-            continue
-        parts.append(_Reference(reference[1] or reference[2]))
-        rest = rest[reference.end():]
-    parts.append(rest)
+    at = 0
+    for found in _DOLLAR.finditer(template):
+        parts.append(template[at:found.start()])
+        name = found[1] or found[2]
+        parts.append(_Reference(name) if name else "$")
+        at = found.end()
+    parts.append(template[at:])
     return parts
 
 
@@ -309,23 +311,12 @@ def _invert(rule: Rule, name: str) -> str | None:
     """
     body = rule.matches.pattern.removeprefix("^")
     body = body.removesuffix("$") if not body.endswith("\\$") else body
+    values = _references_in(rule.as_, name)
+    if values is not None and "0" in values:
+        return values["0"]  # the whole match: the series is (at least) the name
     pieces, groups = _pieces(body)
-    if pieces is None:
+    if pieces is None or values is None:
         return None
-    parts = _template_parts(rule.as_)
-    references = [part.name for part in parts if isinstance(part, _Reference)]
-    # `as` read as a pattern: its text literal, each reference a capture of anything.
-    as_pattern = "".join("(.*)" if isinstance(part, _Reference) else re.escape(part)
-                         for part in parts)
-    found = re.fullmatch(as_pattern, name, re.DOTALL)
-    if found is None:
-        return None
-    values: dict[str, str] = {}
-    for ref, value in zip(references, found.groups(), strict=True):
-        if values.setdefault(ref, value) != value:
-            return None
-    if "0" in values:
-        return values["0"]
     series = [pieces[0]]
     for (number, group_name), piece in zip(groups, pieces[1:], strict=True):
         value = values.get(str(number), values.get(group_name or ""))
@@ -333,6 +324,30 @@ def _invert(rule: Rule, name: str) -> str | None:
             return None
         series += [value, piece]
     return "".join(series)
+
+
+def _references_in(template: str, name: str) -> dict[str, str] | None:
+    """What each reference of the ``as`` template stands for in ``name``, or None."""
+    parts = _template_parts(template)
+    references = [part.name for part in parts if isinstance(part, _Reference)]
+    # The template read as a pattern: its text literal, each reference a capture of
+    # anything. RE2, since "$1$2$3..." would make Python's re backtrack without end.
+    pattern = "".join("(.*)" if isinstance(part, _Reference) else _escaped(part)
+                      for part in parts)
+    try:
+        found = _compile(f"(?s){pattern}", ()).fullmatch(name)
+    except ManifestError:  # more groups than RE2 takes
+        return None
+    values: dict[str, str] = {}
+    for ref, value in zip(references, found.groups() if found else (), strict=False):
+        if values.setdefault(ref, value) != value:
+            return None
+    return values if found is not None else None
+
+
+def _escaped(text: str) -> str:
+    """``text`` as an RE2 pattern matching exactly it."""
+    return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}" for c in text)
 
 
 def _pieces(body: str) -> tuple[list[str] | None, list[tuple[int, str | None]]]:
@@ -411,7 +426,7 @@ def _query(rule: Rule, metric_type: str, series: str, source: Mapping[str, Any])
         "Series": series, "LabelMatchers": ",".join(matchers), "GroupBy": group_by})
     if query is None:
         return "!its metricsQuery uses template actions other than .Series, .LabelMatchers " \
-               "and .GroupBy"
+               f"and .GroupBy, or fills to more than {MAX_QUERY} characters"
     if not query.strip():
         return "!its metricsQuery is empty"
     if metric_type == "Pods" and group_by != "pod":
@@ -444,7 +459,8 @@ def _plural(singular: str) -> str:
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str | None:
-    """A ``<<``/``>>`` Go template whose only actions are ``.Field``; None if it has others.
+    """A ``<<``/``>>`` Go template whose only actions are ``.Field``; None if it has others,
+    or if it would fill to more than ``MAX_QUERY`` characters.
 
     The template's own text is PromQL where ``$`` must be written ``$$`` for our templates;
     the values are already written for them. ``<<-`` and ``->>`` trim spaces, as in Go.
@@ -452,23 +468,27 @@ def _fill(template: str, values: Mapping[str, str]) -> str | None:
     texts: list[str] = []
     fields: list[tuple[str, bool, bool]] = []
     at = 0
-    for action in _ACTION.finditer(template):
-        field = _FIELD.fullmatch(action[2])
-        if field is None or field[1] not in values:
+    while (begin := template.find("<<", at)) >= 0:
+        close = template.find(">>", begin + 2)
+        if close < 0 or close - begin > MAX_ACTION:
             return None
-        texts.append(template[at:action.start()])
+        action = _ACTION.fullmatch(template, begin, close + 2)
+        field = _FIELD.fullmatch(action[2]) if action else None
+        if action is None or field is None or field[1] not in values:
+            return None
+        texts.append(template[at:begin])
         fields.append((field[1], bool(action[1]), bool(action[3])))
-        at = action.end()
+        at = close + 2
     texts.append(template[at:])
-    if any("<<" in text for text in texts):
-        return None  # an action the pattern above could not read
+    if sum(map(len, texts)) + sum(len(values[name]) for name, _, _ in fields) > MAX_QUERY:
+        return None
     for index, (_, left, right) in enumerate(fields):
         texts[index] = texts[index].rstrip() if left else texts[index]
         texts[index + 1] = texts[index + 1].lstrip() if right else texts[index + 1]
-    out = texts[0].replace("$", "$$")
+    out = [texts[0].replace("$", "$$")]
     for (name, _, _), text in zip(fields, texts[1:], strict=True):
-        out += values[name] + text.replace("$", "$$")
-    return out
+        out += [values[name], text.replace("$", "$$")]
+    return "".join(out)
 
 
 def _selector_matchers(selector: Any) -> list[str] | None:

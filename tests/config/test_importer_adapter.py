@@ -217,3 +217,39 @@ def test_input_error_names_the_config_map(tmp_path: Path) -> None:
                                      'data: {c: "rules: []\\n\\u0007"}\n')
     with pytest.raises(InputError, match=r'\(data\.c of ConfigMap ad\):2: character U\+0007'):
         read_adapter_rules(str(tmp_path / "r.yaml"))
+
+
+HOSTILE_RULES = [
+    # (id, the rule's name and metricsQuery): each must resolve (or not) at once
+    ("as-many-references", {"name": {"matches": "^(.*)$", "as": "${1}" * 40 + "x"}}),
+    ("as-many-dollars", {"name": {"matches": "^(.*)$", "as": "$" * 200_000}}),
+    ("query-many-brackets", {"metricsQuery": "<<" * 200_000}),
+    ("query-many-actions", {"metricsQuery": "<<.Series>>" * 50_000}),
+]
+
+
+@pytest.mark.parametrize("rule", [c[1] for c in HOSTILE_RULES], ids=[c[0] for c in HOSTILE_RULES])
+def test_hostile_rules_resolve_in_bounded_time(tmp_path: Path, rule: dict[str, Any]) -> None:
+    """Patterns that make a backtracking matcher or a quadratic scan hang are answered at once."""
+    import yaml
+    full = {"seriesQuery": "{__name__=~\".+\"}", "resources": {"template": "<<.Resource>>"},
+            "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)", **rule}
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"rules": [full]}))
+    (tmp_path / "hpa.yaml").write_text(POD_CPU.replace("cpu_usage", "a" * 3000))
+    started = time.monotonic()
+    text, _ = convert_files([str(tmp_path / "hpa.yaml")], default_namespace="default",
+                            rules=read_adapter_rules(str(tmp_path / "rules.yaml")))
+    assert time.monotonic() - started < 2
+    assert "From prometheus-adapter" in text or "TODO" in text
+
+
+def test_default_naming_serves_the_series_of_the_same_name(tmp_path: Path) -> None:
+    """A rule without `name` (matches .*, as $0) serves a metric under its series' own name."""
+    (tmp_path / "rules.yaml").write_text(
+        "rules:\n- seriesQuery: '{__name__=~\"^http_.*\",namespace!=\"\",pod!=\"\"}'\n"
+        "  resources: {template: <<.Resource>>}\n"
+        "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n")
+    (tmp_path / "hpa.yaml").write_text(POD_CPU.replace("cpu_usage", "http_inflight"))
+    text, _ = convert_files([str(tmp_path / "hpa.yaml")], default_namespace="default",
+                            rules=read_adapter_rules(str(tmp_path / "rules.yaml")))
+    assert queries(text) == ["sum(http_inflight{${pod_selector}}) by (pod)"]
