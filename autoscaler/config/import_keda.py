@@ -23,6 +23,7 @@ from autoscaler.config.import_out import Imported, ServerTable, render
 from autoscaler.config.importer import emit, namespace_argument
 from autoscaler.config.keda import find_scaled_objects, import_scaled_object
 from autoscaler.config.keda_cron import CronWindows
+from autoscaler.config.keda_triggers import Authentications, read_authentication
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
     MAX_INPUT_BYTES,
@@ -70,11 +71,14 @@ def convert_files(files: Sequence[str], *, default_namespace: str) -> tuple[str,
     imported: list[tuple[Imported, Server | None]] = []
     notes: list[str] = []
     cron = CronWindows()
-    for file in files:
-        for document in read_manifests(file):
-            more, skipped = _convert(document, default_namespace=default_namespace, cron=cron)
-            imported += more
-            notes += skipped
+    documents = [document for file in files for document in read_manifests(file)]
+    authentications = dict(found for document in documents
+                           if (found := _authentication(document)) is not None)
+    for document in documents:
+        more, skipped = _convert(document, default_namespace=default_namespace, cron=cron,
+                                 authentications=authentications)
+        imported += more
+        notes += skipped
     if not imported:
         raise InputError(f"no ScaledObject found in {', '.join(map(plain, files))}")
     servers = _name_servers([server for _, server in imported if server is not None])
@@ -94,8 +98,17 @@ def convert_files(files: Sequence[str], *, default_namespace: str) -> tuple[str,
     return render(targets, header=f"{written_from}\n{_HEADER}", servers=unique), notes
 
 
-def _convert(document: Document, *, default_namespace: str,
-             cron: CronWindows) -> tuple[list[tuple[Imported, Server | None]], list[str]]:
+def _authentication(document: Document) -> tuple[str, dict[str, str]] | None:
+    value = document.value
+    if isinstance(value, Mapping) and value.get("kind") in (
+            "TriggerAuthentication", "ClusterTriggerAuthentication"):
+        return read_authentication(value)
+    return None
+
+
+def _convert(document: Document, *, default_namespace: str, cron: CronWindows,
+             authentications: Authentications,
+             ) -> tuple[list[tuple[Imported, Server | None]], list[str]]:
     """The ScaledObjects of one document; a field that cannot be read is an ``InputError``."""
     if document.value is None:
         return [], []
@@ -110,7 +123,8 @@ def _convert(document: Document, *, default_namespace: str,
     for loc, manifest in found:
         try:
             item, server, comments = import_scaled_object(
-                manifest, default_namespace=default_namespace, cron=cron)
+                manifest, default_namespace=default_namespace, cron=cron,
+                authentications=authentications)
         except ManifestError as error:
             raise document.error((*loc, *error.loc), error.message) from None
         converted.append((item, None if server is None else (server, comments)))

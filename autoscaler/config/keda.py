@@ -25,6 +25,7 @@ from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.import_out import Imported, Todo
 from autoscaler.config.keda_cron import CronWindows
 from autoscaler.config.keda_triggers import (
+    Authentications,
     Converted,
     convert_trigger,
     read_trigger,
@@ -79,10 +80,12 @@ def find_scaled_objects(document: Mapping[str, Any],
 
 def import_scaled_object(so: Mapping[str, Any], *, default_namespace: str = "default",
                          cron: CronWindows | None = None,
+                         authentications: Authentications | None = None,
                          ) -> tuple[Imported, dict[str, Any] | None, dict[str, tuple[str, ...]]]:
     """One ScaledObject as a target, its Prometheus server (and the server's comments).
 
-    ``cron`` converts cron triggers across one import (a budget of distinct windows).
+    ``cron`` converts cron triggers across one import (a budget of distinct windows);
+    ``authentications`` are the input's TriggerAuthentications, named in the secrets' TODOs.
     """
     api_version = read.string(so.get("apiVersion"), ("apiVersion",))
     if api_version != API_VERSION:
@@ -101,7 +104,8 @@ def import_scaled_object(so: Mapping[str, Any], *, default_namespace: str = "def
     notes += [f"{key}: {format_loc(('spec', k))} is not imported"
               for k in sorted(set(spec) - _SPEC_KEYS)]
     counts = {k: _count(spec.get(k), ("spec", k)) for k in (*DEFAULTS, "idleReplicaCount")}
-    converted, sync_period = _triggers(spec, counts, cron or CronWindows())
+    converted, sync_period = _triggers(spec, counts, cron or CronWindows(),
+                                       (namespace, authentications or {}))
     table: dict[str, Any] = {"namespace": namespace,
                              "scaleTargetRef": _target(spec.get("scaleTargetRef"))}
     words = _Words(key=key, converted=converted)
@@ -164,15 +168,16 @@ def _target(value: Any) -> dict[str, Any]:
             "name": ref["name"]}
 
 
-def _triggers(spec: Mapping[str, Any], counts: Mapping[str, int | None],
-              cron: CronWindows) -> tuple[Converted, str | None]:
+def _triggers(spec: Mapping[str, Any], counts: Mapping[str, int | None], cron: CronWindows,
+              auth: tuple[str, Authentications]) -> tuple[Converted, str | None]:
     """The converted triggers, and the sync period KEDA's pollingInterval stands for."""
     listed = read.array(spec.get("triggers"), ("spec", "triggers"))
     if not listed:
         raise ManifestError(("spec", "triggers"), "must list at least one trigger")
     supported = supported_keys(ExternalSourceModel)
     converted = Converted()
-    triggers = [read_trigger(i, value, ("spec", "triggers", i)) for i, value in enumerate(listed)]
+    triggers = [read_trigger(i, value, ("spec", "triggers", i), namespace=auth[0],
+                             authentications=auth[1]) for i, value in enumerate(listed)]
     for trigger in triggers:
         convert_trigger(trigger, converted, supported=supported, cron=cron)
     polling = counts["pollingInterval"]

@@ -135,9 +135,44 @@ class Trigger:
     auth: str | None
     """The TriggerAuthentication (or ``ClusterTriggerAuthentication/x``) it names."""
     cached: bool
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    """Where that TriggerAuthentication takes each parameter from, when it was in the input
+    (``bearerToken`` -> ``key token of Secret prom``)."""
 
 
-def read_trigger(index: int, value: Any, loc: Loc) -> Trigger:
+Authentications = Mapping[str, Mapping[str, str]]
+"""TriggerAuthentications of the input by ``namespace/name`` (``ClusterTriggerAuthentication/
+name`` for cluster ones): parameter -> where its value comes from."""
+
+
+def read_authentication(document: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """A (Cluster)TriggerAuthentication's key and its parameters' sources, if readable.
+
+    Only for comments: one that cannot be read is left out, never an error.
+    """
+    metadata, spec = as_mapping(document.get("metadata")), as_mapping(document.get("spec"))
+    name, namespace = metadata.get("name"), metadata.get("namespace", "default")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        return None
+    sources: dict[str, str] = {}
+    for secret in map(as_mapping, _listed(spec.get("secretTargetRef"))):
+        if all(isinstance(secret.get(k), str) for k in ("parameter", "name", "key")):
+            sources[secret["parameter"]] = (f"key {plain(secret['key'])} of Secret "
+                                            f"{plain(secret['name'])}")
+    for env in map(as_mapping, _listed(spec.get("env"))):
+        if isinstance(env.get("parameter"), str) and isinstance(env.get("name"), str):
+            sources[env["parameter"]] = f"env {plain(env['name'])} of the workload"
+    provider = as_mapping(spec.get("podIdentity")).get("provider")
+    if isinstance(provider, str):
+        sources["podIdentity"] = plain(provider)
+    kind = document.get("kind")
+    key = f"ClusterTriggerAuthentication/{name}" if kind == "ClusterTriggerAuthentication" \
+        else f"{namespace}/{name}"
+    return key, sources
+
+
+def read_trigger(index: int, value: Any, loc: Loc, *, namespace: str = "default",
+                 authentications: Authentications | None = None) -> Trigger:
     entry = read.mapping(value, loc)
     kind = read.string(entry.get("type"), (*loc, "type"))
     if not kind:
@@ -153,12 +188,13 @@ def read_trigger(index: int, value: Any, loc: Loc) -> Trigger:
     if not isinstance(cached, bool):
         raise ManifestError((*loc, "useCachedMetrics"), f"must be true or false, got "
                             f"{shown(cached)}")
+    cluster = auth_kind not in (None, "TriggerAuthentication")
+    key = f"{auth_kind}/{auth}" if cluster else f"{namespace}/{auth}"
     return Trigger(index=index, loc=loc, type=kind, cached=cached,
                    name=read.string(entry.get("name"), (*loc, "name")), metric_type=metric_type,
                    metadata=Metadata(entry.get("metadata"), loc),
-                   auth=f"{auth_kind}/{auth}" if auth and auth_kind not in (None,
-                                                                            "TriggerAuthentication")
-                   else auth)
+                   auth=f"{auth_kind}/{auth}" if auth and cluster else auth,
+                   secrets=(authentications or {}).get(key, {}) if auth else {})
 
 
 def convert_trigger(trigger: Trigger, out: Converted, *, supported: frozenset[str],
@@ -281,7 +317,9 @@ def _auth(trigger: Trigger, server: dict[str, Any], comments: dict[str, tuple[st
         "the trigger's TriggerAuthentication"
 
     def todo(parameter: str) -> str:
-        return f"{TODO_MARKER}: a file holding {parameter} of {source}"
+        found = trigger.secrets.get(parameter)
+        where = f" ({found})" if found else ""
+        return f"{TODO_MARKER}: a file holding {parameter} of {source}{where}"
 
     for mode in modes:
         if mode == "bearer":
@@ -306,7 +344,11 @@ def _auth(trigger: Trigger, server: dict[str, Any], comments: dict[str, tuple[st
             comments.setdefault("url", ())
             comments["url"] += (f"TODO: KEDA authModes {shown(mode)} has no counterpart "
                                 "here.",)
-    if trigger.auth and not modes:
+    if (provider := trigger.secrets.get("podIdentity")) is not None:
+        comments.setdefault("url", ())
+        comments["url"] += (f"TODO: KEDA signed in with pod identity {provider}; this daemon "
+                            "sends a bearer token or basic auth only.",)
+    elif trigger.auth and not modes:
         comments.setdefault("url", ())
         comments["url"] += (f"TODO: the trigger names {source} without authModes (pod "
                             "identity, a ca): set caFile or credentials here if it needs them.",)
@@ -402,3 +444,7 @@ def supported_keys(model: type[Any]) -> frozenset[str]:
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -93,7 +93,8 @@ def test_secrets_are_marked_todos() -> None:
     text, _ = convert_files([str(KEDA / "prometheus.yaml")], default_namespace="default")
     servers = tomllib.loads(text)["prometheus"]["servers"]
     assert servers["prometheus"]["bearerTokenFile"] == (
-        "TODO: a file holding bearerToken of TriggerAuthentication keda-prom-creds")
+        "TODO: a file holding bearerToken of TriggerAuthentication keda-prom-creds (key "
+        "bearerToken of Secret keda-prom-secret)")
     assert servers["thanos-query"]["basicAuth"]["passwordFile"].startswith("TODO: ")
     with pytest.raises(ConfigError, match=r"bearerTokenFile: cannot read"):
         parse_config(text, check_files=True)
@@ -431,3 +432,31 @@ def convert_or_error(tmp_path: Path,
         return convert(tmp_path, so)
     except InputError as error:
         return error
+
+
+def test_cli_runs_import_keda(tmp_path: Path) -> None:
+    """`autoscaler import-keda` is a command of the CLI."""
+    from autoscaler.cli import main
+    out = tmp_path / "out.toml"
+    assert main(["import-keda", str(KEDA / "prometheus.yaml"), "-o", str(out)]) == 0
+    assert len(parse_config(out.read_text()).targets) == 3
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"secretTargetRef": [{"parameter": "bearerToken", "name": "prom", "key": "token"}]},
+     "TODO: a file holding bearerToken of TriggerAuthentication creds (key token of Secret "
+     "prom)"),
+    ({"secretTargetRef": 5}, "TODO: a file holding bearerToken of TriggerAuthentication creds"),
+    ({"secretTargetRef": [{"parameter": "bearerToken", "name": "p\n[daemon]", "key": "t"}]},
+     'TODO: a file holding bearerToken of TriggerAuthentication creds (key t of Secret '
+     '"p\\n[daemon]")'),
+], ids=["named", "unreadable-is-left-out", "hostile-name-escaped"])
+def test_trigger_authentication_in_the_input_names_the_secret(
+    tmp_path: Path, spec: dict[str, Any], expected: str
+) -> None:
+    """With its TriggerAuthentication in the input, the secret's TODO names the Secret's key."""
+    auth = {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+            "metadata": {"name": "creds", "namespace": "shop"}, "spec": spec}
+    trigger = {**prometheus(authModes="bearer"), "authenticationRef": {"name": "creds"}}
+    parsed, _, _ = convert(tmp_path, auth, scaled_object(triggers=[trigger]))
+    assert parsed["prometheus"]["bearerTokenFile"] == expected
