@@ -121,6 +121,13 @@ def import_scaled_object(so: Mapping[str, Any], *, default_namespace: str = "def
     if behavior := read.behavior(hpa_config.get("behavior"), behavior_loc):
         table["behavior"] = behavior
     _modifiers(advanced.get("scalingModifiers"), converted, words)
+    for schedule in converted.schedules:
+        if schedule["minReplicas"] > table["maxReplicas"]:
+            # KEDA's HPA caps the cron trigger's desiredReplicas at maxReplicaCount.
+            words.above("schedules", f"KEDA cron {plain(schedule['name'])}: desiredReplicas "
+                        f"{schedule['minReplicas']}, capped at maxReplicaCount as KEDA's HPA "
+                        "capped it.")
+            schedule["minReplicas"] = table["maxReplicas"]
     if converted.schedules:
         table["schedules"] = converted.schedules
     table["metrics"] = converted.metrics

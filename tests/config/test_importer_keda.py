@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.config import ConfigError, parse_config, render_query
+from autoscaler.config.check import command as check_command
 from autoscaler.config.import_keda import command, convert_files
 from autoscaler.config.keda_triggers import supported_keys
 from autoscaler.config.manifests import InputError
@@ -215,6 +216,15 @@ def test_cron_trigger_becomes_a_schedule_only_when_equal(
     parse_config(text)
 
 
+def test_cron_floor_above_max_is_capped(tmp_path: Path) -> None:
+    """desiredReplicas above maxReplicaCount is capped, as KEDA's HPA caps it."""
+    cron = {"type": "cron", "metadata": {"timezone": "UTC", "start": "0 6 * * *",
+                                          "end": "0 7 * * *", "desiredReplicas": "500"}}
+    parsed, _, text = convert(tmp_path, scaled_object(triggers=[prometheus(), cron]))
+    assert parsed["autoscaler"][0]["schedules"][0]["minReplicas"] == 100
+    parse_config(text)
+
+
 def test_cpu_only_min_zero_becomes_one(tmp_path: Path) -> None:
     """KEDA cannot wake a cpu-only object from zero either: minReplicas 1, and a note."""
     cpu = {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}
@@ -356,6 +366,8 @@ def test_command_writes_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "note: skipped ScaledJob batch: it runs Jobs, not a workload's replicas" in err
     assert "note: jobs/worker: KEDA trigger 1 (kafka) is not carried over" in err
     assert out.read_text().startswith("# Written by `autoscaler import-keda` from ")
+    assert command([str(KEDA / "prometheus.yaml"), "-o", str(out)]) == 0
+    assert check_command([str(out), "--syntax-only"]) == 0
 
 
 def test_no_scaled_object_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
