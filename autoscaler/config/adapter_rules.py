@@ -10,11 +10,11 @@ then filled in as the adapter fills it (``<<.Series>>``, ``<<.LabelMatchers>>``,
 ``<<.GroupBy>>``), with our placeholders where the adapter puts the objects it was asked
 about: ``${pod_regex}`` for the pods, ``${namespace}`` for the namespace.
 
-Regular expressions are Go's (RE2), so they are run with RE2 (``google-re2``): the same
-syntax and results, in time linear in the input whatever the pattern. A rule the adapter
+Regular expressions are Go's, so they run on RE2 (``adapter_naming``). A rule the adapter
 itself would refuse (a bad regex, ``as`` missing with two capture groups) is an error naming
 the file, line and field. A series is found from the names alone: that it exists with the
-labels the query uses is for ``autoscaler check --prometheus`` to confirm.
+labels the query uses is for ``autoscaler check --prometheus`` to confirm. Templates are
+read in linear time and filled to at most ``MAX_QUERY`` characters.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import re2
-
 from autoscaler.config import manifest_fields as read
+from autoscaler.config.adapter_naming import Naming, compile_regex, series_for
 from autoscaler.config.errors import Loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
@@ -41,19 +40,13 @@ from autoscaler.config.toml_out import key as toml_key
 from autoscaler.config.toml_out import string
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _ACTION = re.compile(r"<<(-\s)?\s*(.*?)\s*(\s-)?>>", re.DOTALL)
 """A Go template action, matched between a ``<<`` and the next ``>>`` only (linear time)."""
 MAX_ACTION = 200
 """The longest ``<<...>>`` read; ``<< .LabelMatchers >>`` is 21."""
 MAX_QUERY = 64 * 1024
 """The longest query a rule may fill to: more is no query anyone meant."""
-_DOLLAR = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)|\$?)")
 _FIELD = re.compile(r"\.([A-Za-z]+)")
-_LITERAL = re.compile(r"(?:[^\\.^$*+?()\[\]{}|]|\\[^A-Za-z0-9])*")
-_GROUP = re.compile(r"\((?:\?P<(\w+)>)?((?:[^()\\]|\\.)*)\)")
-_SERIES_NAME = re.compile(r'^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{|$)')
-_NAME_MATCHER = re.compile(r'__name__\s*(=~|=|!=|!~)\s*"((?:[^"\\]|\\.)*)"')
 _RULE_KEYS = ("rules", "externalRules", "resourceRules")
 
 
@@ -71,11 +64,7 @@ class Rule:
 
     where: str
     """``rules[2]`` or ``externalRules[0]``, with the file it came from."""
-    series_query: str
-    filters: tuple[tuple[bool, Any], ...]
-    """(``is`` rather than ``isNot``, compiled RE2 pattern)."""
-    matches: Any
-    as_: str
+    naming: Naming
     metrics_query: str
     overrides: Mapping[str, tuple[str, str]]
     """Prometheus label -> (group, resource)."""
@@ -102,7 +91,7 @@ class AdapterRules:
         kind = "externalRules" if metric_type == "External" else "rules"
         rules = self.external if metric_type == "External" else self.rules
         found = sorted(((tier, rule, series) for rule in rules
-                        for tier, series in _series_for(rule, str(name))),
+                        for tier, series in series_for(rule.naming, str(name))),
                        key=lambda candidate: candidate[0])
         written: list[tuple[int, Rule, str, str]] = []
         reasons: list[str] = []
@@ -191,10 +180,11 @@ def _rule(rule: Mapping[str, Any], loc: Loc, where: str) -> Rule:
                                 "'is' and 'isNot'")
         field = "is" if "is" in entry else "isNot"
         pattern = read.string(entry[field], (*loc, "seriesFilters", index, field)) or ""
-        filters.append((field == "is", _compile(pattern, (*loc, "seriesFilters", index, field))))
+        where_ = (*loc, "seriesFilters", index, field)
+        filters.append((field == "is", compile_regex(pattern, where_)))
     naming = read.mapping(rule.get("name"), (*loc, "name"))
     matches_text = read.string(naming.get("matches"), (*loc, "name", "matches")) or ".*"
-    matches = _compile(matches_text, (*loc, "name", "matches"))
+    matches = compile_regex(matches_text, (*loc, "name", "matches"))
     as_ = read.string(naming.get("as"), (*loc, "name", "as")) or ""
     if not as_:
         if matches.groups > 1:
@@ -207,9 +197,9 @@ def _rule(rule: Mapping[str, Any], loc: Loc, where: str) -> Rule:
         raise ManifestError((*loc, "resources", "namespaced"),
                             f"must be true or false, got {shown(namespaced)}")
     return Rule(
-        where=where, series_query=read.string(rule.get("seriesQuery"),
-                                              (*loc, "seriesQuery")) or "",
-        filters=tuple(filters), matches=matches, as_=as_,
+        where=where, naming=Naming(
+            series_query=read.string(rule.get("seriesQuery"), (*loc, "seriesQuery")) or "",
+            filters=tuple(filters), matches=matches, as_=as_),
         metrics_query=read.string(rule.get("metricsQuery"), (*loc, "metricsQuery")) or "",
         overrides=_overrides(resources.get("overrides"), (*loc, "resources", "overrides")),
         template=read.string(resources.get("template"), (*loc, "resources", "template")),
@@ -228,167 +218,6 @@ def _overrides(value: Any, loc: Loc) -> dict[str, tuple[str, str]]:
         group = read.string(entry.get("group"), (*loc, label, "group")) or ""
         overrides[label] = (group, resource.lower())
     return overrides
-
-
-def _compile(pattern: str, loc: Loc) -> Any:
-    """``pattern`` as Go compiles it (RE2), quietly: RE2 would log to stderr."""
-    options = re2.Options()
-    options.log_errors = False
-    options.max_mem = 8 << 20
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as error:
-        reason = error.args[0] if error.args else error
-        text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-        raise ManifestError(loc, f"not a valid regular expression: {plain(text)}") from None
-
-
-# --- naming: which series a rule turns into the metric's name ------------------------------
-
-
-def _series_for(rule: Rule, name: str) -> list[tuple[int, str]]:
-    """The series this rule would call ``name``: (0, a series its seriesQuery names) or
-    (1, the series ``matches`` and ``as`` give when read backwards)."""
-    literal = _SERIES_NAME.match(rule.series_query)
-    named = [literal[1]] if literal else [
-        re.sub(r"\\(.)", r"\1", value) for op, value in _NAME_MATCHER.findall(rule.series_query)
-        if op == "="]
-    candidates = [(0, series) for series in named]
-    inverted = _invert(rule, name)
-    if inverted is not None and inverted not in named:
-        candidates.append((1, inverted))
-    return [(tier, series) for tier, series in candidates
-            if _admits(rule, series) and _name_of(rule, series) == name]
-
-
-def _name_of(rule: Rule, series: str) -> str | None:
-    """The API name the adapter gives ``series`` (Go's ``FindStringSubmatchIndex`` then
-    ``ExpandString``), or None when ``matches`` does not match it."""
-    found = rule.matches.search(series)
-    if found is None:
-        return None
-    return expand(rule.as_, found, rule.matches.groupindex)
-
-
-def expand(template: str, found: Any, names: Mapping[str, int]) -> str:
-    """Go's ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``$$``; a reference to a
-    group that did not match (or does not exist) is empty; a malformed one is kept as text."""
-    out = []
-    for part in _template_parts(template):
-        if not isinstance(part, _Reference):
-            out.append(part)
-            continue
-        index = int(part.name) if part.name.isdigit() and len(part.name) < 9 \
-            else names.get(part.name, -1)
-        if 0 <= index <= found.re.groups and found.group(index) is not None:
-            out.append(found.group(index))
-    return "".join(out)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reference:
-    name: str
-
-
-def _template_parts(template: str) -> list[str | _Reference]:
-    """An ``as`` template as text and references, read as Go reads it (``$1x`` names ``1x``;
-    ``$$`` and a malformed ``$`` are a plain ``$``)."""
-    parts: list[str | _Reference] = []
-    at = 0
-    for found in _DOLLAR.finditer(template):
-        parts.append(template[at:found.start()])
-        name = found[1] or found[2]
-        parts.append(_Reference(name) if name else "$")
-        at = found.end()
-    parts.append(template[at:])
-    return parts
-
-
-def _invert(rule: Rule, name: str) -> str | None:
-    """The series whose name ``matches`` and ``as`` turn into ``name``, when ``matches`` is
-    literal text around capture groups and ``as`` refers to each group: ``^(.*)_total$`` with
-    ``${1}_per_second`` turns ``http_requests_per_second`` back into ``http_requests_total``.
-    """
-    body = rule.matches.pattern.removeprefix("^")
-    body = body.removesuffix("$") if not body.endswith("\\$") else body
-    values = _references_in(rule.as_, name)
-    if values is not None and "0" in values:
-        return values["0"]  # the whole match: the series is (at least) the name
-    pieces, groups = _pieces(body)
-    if pieces is None or values is None:
-        return None
-    series = [pieces[0]]
-    for (number, group_name), piece in zip(groups, pieces[1:], strict=True):
-        value = values.get(str(number), values.get(group_name or ""))
-        if value is None:
-            return None
-        series += [value, piece]
-    return "".join(series)
-
-
-def _references_in(template: str, name: str) -> dict[str, str] | None:
-    """What each reference of the ``as`` template stands for in ``name``, or None."""
-    parts = _template_parts(template)
-    references = [part.name for part in parts if isinstance(part, _Reference)]
-    # The template read as a pattern: its text literal, each reference a capture of
-    # anything. RE2, since "$1$2$3..." would make Python's re backtrack without end.
-    pattern = "".join("(.*)" if isinstance(part, _Reference) else _escaped(part)
-                      for part in parts)
-    try:
-        found = _compile(f"(?s){pattern}", ()).fullmatch(name)
-    except ManifestError:  # more groups than RE2 takes
-        return None
-    values: dict[str, str] = {}
-    for ref, value in zip(references, found.groups() if found else (), strict=False):
-        if values.setdefault(ref, value) != value:
-            return None
-    return values if found is not None else None
-
-
-def _escaped(text: str) -> str:
-    """``text`` as an RE2 pattern matching exactly it."""
-    return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}" for c in text)
-
-
-def _pieces(body: str) -> tuple[list[str] | None, list[tuple[int, str | None]]]:
-    """``body`` as literal text between capture groups (unescaped), and the groups' numbers
-    and names; (None, []) when it is not of that shape."""
-    pieces: list[str] = []
-    groups: list[tuple[int, str | None]] = []
-    at = 0
-    for group in _GROUP.finditer(body):
-        text = body[at:group.start()]
-        if not _LITERAL.fullmatch(text) or group[2].startswith("?"):
-            return None, []
-        pieces.append(re.sub(r"\\(.)", r"\1", text))
-        groups.append((len(groups) + 1, group[1]))
-        at = group.end()
-    if not _LITERAL.fullmatch(body[at:]):
-        return None, []
-    pieces.append(re.sub(r"\\(.)", r"\1", body[at:]))
-    return pieces, groups
-
-
-def _admits(rule: Rule, series: str) -> bool:
-    """Whether the rule's seriesQuery names and seriesFilters let ``series`` through."""
-    if not _METRIC_NAME.fullmatch(series):
-        return False
-    literal = _SERIES_NAME.match(rule.series_query)
-    if literal and literal[1] != series:
-        return False
-    for op, value in _NAME_MATCHER.findall(rule.series_query):
-        text = re.sub(r"\\(.)", r"\1", value)
-        if op in ("=", "!=") and (text == series) != (op == "="):
-            return False
-        if op in ("=~", "!~"):
-            try:
-                anchored = _compile(f"^(?:{text})$", ())
-            except ManifestError:
-                return False
-            if (anchored.search(series) is not None) != (op == "=~"):
-                return False
-    return all((pattern.search(series) is not None) == positive
-               for positive, pattern in rule.filters)
 
 
 # --- querying: the metricsQuery filled in ---------------------------------------------------

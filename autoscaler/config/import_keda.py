@@ -23,7 +23,7 @@ from autoscaler.config.import_out import Imported, ServerTable, render
 from autoscaler.config.importer import emit, namespace_argument
 from autoscaler.config.keda import find_scaled_objects, import_scaled_object
 from autoscaler.config.keda_cron import CronWindows
-from autoscaler.config.keda_triggers import Authentications, read_authentication
+from autoscaler.config.keda_metadata import Authentications, read_authentication
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
     MAX_INPUT_BYTES,

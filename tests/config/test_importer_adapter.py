@@ -11,7 +11,8 @@ import pytest
 import re2
 
 from autoscaler.config import parse_config, render_query
-from autoscaler.config.adapter_rules import expand, read_adapter_rules
+from autoscaler.config.adapter_naming import expand
+from autoscaler.config.adapter_rules import read_adapter_rules
 from autoscaler.config.importer import command, convert_files
 from autoscaler.config.manifests import InputError
 from tests.config.test_importer import assert_same, fill_todos, manifest_hpas
