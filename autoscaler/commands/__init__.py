@@ -28,6 +28,7 @@ COMMANDS = {
     "status": "autoscaler.commands.status",
     "simulate": "autoscaler.commands.simulate",
     "import-hpa": "autoscaler.commands.import_hpa",
+    "import-keda": "autoscaler.commands.import_keda",
     "completion": "autoscaler.commands.completion",
 }
 """Command name -> module with ``HELP``, ``add_arguments(parser)`` and ``run(args)``."""

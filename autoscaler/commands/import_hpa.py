@@ -8,8 +8,9 @@ or unsupported input (or an output that cannot be written), 2 usage error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 from autoscaler.commands.conventions import FILE, CommandError, add_out
 
@@ -24,11 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 help="YAML or JSON manifests ('-' reads stdin)")
     files.complete = FILE  # type: ignore[attr-defined]
     add_out(parser, default=None, what="write the TOML to this file (default: stdout)")
-    parser.add_argument("-n", "--namespace", default="default", type=_namespace,
+    parser.add_argument("-n", "--namespace", default="default", type=namespace,
                         help="namespace for HPAs whose manifest names none (default: default)")
+    rules = parser.add_argument(
+        "--adapter-rules", metavar="FILE",
+        help="prometheus-adapter's rules (its ConfigMap, config file or Helm values): write the "
+             "PromQL of the custom and external metrics they serve instead of a TODO")
+    rules.complete = FILE  # type: ignore[attr-defined]
 
 
-def _namespace(value: str) -> str:
+def namespace(value: str) -> str:
+    """``-n``: a namespace name, as the API server checks it."""
     from autoscaler.config.manifests import dns_label_problem
 
     if problem := dns_label_problem(value):
@@ -37,31 +44,30 @@ def _namespace(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.config.importer import convert_files, write_atomically
-    from autoscaler.config.manifests import InputError, plain
+    from autoscaler.config.adapter_rules import read_adapter_rules
+    from autoscaler.config.importer import convert_files
+    from autoscaler.config.manifests import InputError
 
     try:
-        text, notes = convert_files(args.files, default_namespace=args.namespace)
+        rules = read_adapter_rules(args.adapter_rules) if args.adapter_rules else None
+        text, notes = convert_files(args.files, default_namespace=args.namespace, rules=rules)
     except InputError as error:
         raise CommandError(str(error)) from None
+    return write_output(text, notes, out=args.out)
+
+
+def write_output(text: str, notes: Sequence[str], *, out: Path | None) -> int:
+    """The notes on stderr, then ``text`` to stdout or, atomically, to ``out``."""
+    from autoscaler.config.import_out import write_atomically, write_stdout
+    from autoscaler.config.manifests import plain
+
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if args.out is None:
-        return _write_stdout(text)
+    if out is None:
+        return write_stdout(text)
     try:
-        write_atomically(str(args.out), text)
+        write_atomically(str(out), text)
     except OSError as error:
-        raise CommandError(f"cannot write {plain(str(args.out))}: "
+        raise CommandError(f"cannot write {plain(str(out))}: "
                            f"{error.strerror or error}") from None
-    return 0
-
-
-def _write_stdout(text: str) -> int:
-    try:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): say nothing, as cat does, and let exit be quiet.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
     return 0

@@ -19,8 +19,11 @@ nothing outside this package sees pydantic), ``fields`` (field types), ``setting
 ``targets`` (cross-field rules, conversion to ``model``), ``loader`` (the pipeline),
 ``errors`` (issues), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as
 messages), ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking
-the files it names); ``check`` (the summary ``autoscaler check`` prints) and ``importer``
-(with ``hpa`` and ``toml_out``). The commands themselves live in ``autoscaler.commands``.
+the files it names); ``check`` (the summary ``autoscaler check`` prints), ``importer``
+(import-hpa: ``hpa``, ``adapter_rules`` and ``adapter_naming``) and ``import_keda`` (``keda``,
+``keda_metadata``, ``keda_triggers``, ``keda_cron``), which share ``manifests``,
+``manifest_fields``, ``import_out`` and ``toml_out``. The commands themselves live in
+``autoscaler.commands``.
 """
 
 from autoscaler.config.durations import format_duration, parse_duration

@@ -42,7 +42,7 @@ from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.toml_out import string
 
 MAX_INPUT_BYTES = 10 * 2**20
-"""The most ``import-hpa`` reads from one input."""
+"""The most an importer reads from one input."""
 MAX_NESTING = 64
 """How deep mappings and lists may nest; an HPA manifest needs about 10."""
 
@@ -81,7 +81,19 @@ class Document:
 
 def read_manifests(file: str) -> list[Document]:
     """The YAML (or JSON) documents of ``file`` (``-``: stdin); see the module for the bounds."""
-    text = _decode(_read_bytes(file), file)
+    return parse_manifests(_decode(_read_bytes(file), file), file)
+
+
+def parse_manifests(text: str, file: str) -> list[Document]:
+    """The documents of YAML ``text`` already read (a ConfigMap's value), named ``file``.
+
+    The same guarantees as ``read_manifests`` past reading: no aliases, bounded nesting,
+    JSON's values only, every problem one ``InputError`` line.
+    """
+    if bad := _NOT_YAML_TEXT.search(text):
+        line = text.count("\n", 0, bad.start()) + 1
+        raise InputError(f"{plain(file)}:{line}: character U+{ord(bad[0]):04X} is not "
+                         "allowed in YAML")
     return [Document(file=file, index=index, value=value, text=text)
             for index, value in enumerate(_documents(text, file), start=1)]
 
@@ -123,7 +135,7 @@ def _bounded(stream: BinaryIO, file: str) -> bytes:
 
 def _too_large(file: str) -> InputError:
     return InputError(f"{plain(file)}: larger than {MAX_INPUT_BYTES // 2**20} MiB, the most "
-                      "import-hpa reads from one input: split it (one namespace at a time)")
+                      "an import reads from one input: split it (one namespace at a time)")
 
 
 def _decode(data: bytes, file: str) -> str:
@@ -135,10 +147,6 @@ def _decode(data: bytes, file: str) -> str:
         encoding = "UTF-16" if utf16 else "UTF-8"
         raise InputError(f"{plain(file)}:{line}: not {encoding} text (byte "
                          f"{data[error.start]:#04x}); save it as UTF-8") from None
-    if bad := _NOT_YAML_TEXT.search(text):
-        line = text.count("\n", 0, bad.start()) + 1
-        raise InputError(f"{plain(file)}:{line}: character U+{ord(bad[0]):04X} is not "
-                         "allowed in YAML")
     return text
 
 

@@ -39,6 +39,14 @@ def string(text: str) -> str:
     return '"' + "".join(_escaped(char) for char in text) + '"'
 
 
+def literal(text: str) -> str:
+    """``text`` as a TOML literal string (``'...'``, no escapes) when it can be one, else
+    ``string(text)``: PromQL reads as written, quotes and backslashes included."""
+    if text.isprintable() and "'" not in text:
+        return f"'{text}'"
+    return string(text)
+
+
 def _escaped(char: str) -> str:
     if char in _SHORT_ESCAPES:
         return _SHORT_ESCAPES[char]

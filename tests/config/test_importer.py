@@ -24,7 +24,7 @@ from autoscaler.config.manifests import InputError
 
 MANIFESTS = Path(__file__).parent / "manifests"
 FILES = ["v2-full.yaml", "v1.yaml", "kubectl-list.yaml", "hpa-list.json", "no-namespace.yaml"]
-_TODO = re.compile(r'^(\w+)\.query = "TODO[^"]*"$', re.MULTILINE)
+_TODO = re.compile(r"""^(\w+)\.query = (["'])TODO.*\2$""", re.MULTILINE)
 
 
 

@@ -103,7 +103,7 @@ CASES = [
         f"{'  ' * (i + 1)}k{i}:\n" for i in range(200)))), 1,
      "nested deeper than 64 levels", SECONDS, RSS_MIB),
     ("over-10MiB", file(many_hpas(10 * MiB)), 1,
-     "in.yaml: larger than 10 MiB, the most import-hpa reads from one input", SECONDS, RSS_MIB),
+     "in.yaml: larger than 10 MiB, the most an import reads from one input", SECONDS, RSS_MIB),
     ("sparse-5GiB", path("{tmp}/big.yaml", sparse), 1, "big.yaml: larger than 10 MiB",
      SECONDS, RSS_MIB),
     ("dev-zero", path("/dev/zero"), 1, "/dev/zero: not a regular file or a pipe", SECONDS,
@@ -195,7 +195,7 @@ class Run:
     rss_mib: float
 
 
-IMPORT_HPA = f"""
+IMPORT = f"""
 import atexit, os, resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
 def report_peak_rss():
@@ -203,22 +203,23 @@ def report_peak_rss():
         peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
     os.write(int(os.environ["PEAK_RSS_FD"]), peak.encode())
 atexit.register(report_peak_rss)
-sys.argv = ["autoscaler", "import-hpa", *sys.argv[1:]]
+sys.argv = ["autoscaler", *sys.argv[1:]]
 runpy.run_module("autoscaler", run_name="__main__", alter_sys=True)
 """
-"""``python -m autoscaler import-hpa ARGS`` with its address space capped, reporting its peak
+"""``python -m autoscaler COMMAND ARGS`` with its address space capped, reporting its peak
 RSS at exit. The peak is the process's own (VmHWM, since exec): wait4's ru_maxrss would count
 the RSS of pytest, which the child is forked from."""
 
 
-def run_import(args: list[str], stdin_path: str | None, timeout: float) -> Run:
-    """Run import-hpa in a child; its exit code, output, wall time and peak RSS."""
+def run_import(args: list[str], stdin_path: str | None, timeout: float,
+               command: str = "import-hpa") -> Run:
+    """Run an import command in a child; its exit code, output, wall time and peak RSS."""
     peak_read, peak_write = os.pipe()
     with (open(stdin_path or os.devnull, "rb") as stdin_file,
           tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err):
         started = time.monotonic()
         child = subprocess.Popen(
-            [sys.executable, "-c", IMPORT_HPA, *args], cwd=REPO, stdin=stdin_file,
+            [sys.executable, "-c", IMPORT, command, *args], cwd=REPO, stdin=stdin_file,
             stdout=out, stderr=err, pass_fds=(peak_write,),
             env={**os.environ, "PEAK_RSS_FD": str(peak_write)})
         os.close(peak_write)

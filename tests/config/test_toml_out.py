@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.config.toml_out import assignment, comment, key, string
+from autoscaler.config.toml_out import assignment, comment, key, literal, string
 
 scalars = st.one_of(st.text(), st.integers(-(2**63), 2**63 - 1), st.booleans(),
                     st.floats(allow_nan=False, allow_infinity=False))
@@ -56,3 +56,19 @@ def test_comment_refuses_a_second_line() -> None:
     assert comment("TODO: write it") == "# TODO: write it"
     with pytest.raises(ValueError, match="one printable line"):
         comment("x\n[prometheus]")
+
+
+@given(st.text())
+def test_literal_shows_every_character(text: str) -> None:
+    """A literal is one printable line that parses back to itself; PromQL keeps its quotes."""
+    written = literal(text)
+    assert written.isprintable()
+    assert tomllib.loads(f"v = {written}\n") == {"v": text}
+
+
+@pytest.mark.parametrize(("text", "written"), [
+    ('sum(x{a="b\\\\c"})', "'sum(x{a=\"b\\\\c\"})'"), ("it's", '"it\'s"'), ("a\nb", '"a\\nb"'),
+], ids=["promql", "apostrophe", "newline"])
+def test_literal_falls_back_to_a_basic_string(text: str, written: str) -> None:
+    """Text a literal cannot hold (an apostrophe, a line break) becomes an escaped string."""
+    assert literal(text) == written
