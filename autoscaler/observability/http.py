@@ -14,8 +14,10 @@ authorization (``pods/portforward``) decides who reads it.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +52,18 @@ def build_app(probes: Probes, metrics: DaemonMetrics, *,
         ok, why = probes.ready()
         return web.Response(status=200 if ok else 503, text=why + "\n")
 
-    async def metrics_handler(_: web.Request) -> web.Response:
-        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics_handler(request: web.Request) -> web.StreamResponse:
+        # Off the event loop: 10,000 targets are ~260,000 lines (bench/daemon_scale.py).
+        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
+        pieces = await asyncio.to_thread(_exposition, metrics, gzip=gzip)
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+        if gzip:
+            response.headers["Content-Encoding"] = "gzip"
+        await response.prepare(request)
+        for piece in pieces:
+            await response.write(piece)
+        await response.write_eof()
+        return response
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
@@ -60,6 +72,18 @@ def build_app(probes: Probes, metrics: DaemonMetrics, *,
     if with_status:
         app.router.add_get("/status", _status_handler(probes))
     return app
+
+
+def _exposition(metrics: DaemonMetrics, *, gzip: bool) -> list[bytes]:
+    """The text format in pieces, gzipped as it is written if asked (level 1: 10,000
+    targets' 29 MB become ~1.2 MB; higher levels cost several times the time for a few
+    percent less), so no copy of the whole exposition is ever held."""
+    if not gzip:
+        return list(metrics.exposition())
+    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip wrapper
+    packed = [packer.compress(piece) for piece in metrics.exposition()]
+    packed.append(packer.flush())
+    return packed
 
 
 def status_app(probes: Probes) -> web.Application:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 
 from prometheus_client import (
@@ -207,6 +207,13 @@ class DaemonMetrics:
     def kube_request(self, verb: str, code: str) -> None:
         self.kube_requests.labels(verb=verb, code=code).inc()
 
+    def exposition(self) -> Iterator[bytes]:
+        """The text format in pieces: the daemon-wide series, then each per-target family.
+        Safe to run off the event loop (what it reads is replaced, not resized, by a pass)."""
+        yield generate_latest(self.registry)
+        series = list(self.per_target.values())  # one step: the loop may add or drop some
+        for family in render(series, dry_run=self.is_dry_run):
+            yield family.encode()
+
     def render(self) -> bytes:
-        per_target = render(list(self.per_target.values()), dry_run=self.is_dry_run)
-        return generate_latest(self.registry) + per_target.encode()
+        return b"".join(self.exposition())

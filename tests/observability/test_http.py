@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from gzip import decompress as gzip_decompress
 
 import aiohttp
 import pytest
@@ -112,3 +113,19 @@ def test_split_address(address: str, expected: tuple[str, int]) -> None:
 def test_status_stays_on_loopback(listen: str, apart: str | None) -> None:
     """/status shares a loopback listener; beside any other it moves to 127.0.0.1."""
     assert status_address(listen) == apart
+
+
+@pytest.mark.parametrize("gzip", [True, False], ids=["gzip", "identity"])
+async def test_metrics_are_gzipped_when_asked(
+    endpoint: tuple[str, Probes, DaemonMetrics], gzip: bool,
+) -> None:
+    """Prometheus asks for gzip: the body comes compressed and says so; else plain text."""
+    url, _, metrics = endpoint
+    metrics.target("ns/Deployment/web").desired = 7
+    headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+    async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(
+            url + "/metrics", headers=headers) as response:
+        body = await response.read()
+    assert response.headers.get("Content-Encoding") == ("gzip" if gzip else None)
+    text = (gzip_decompress(body) if gzip else body).decode()
+    assert 'autoscaler_desired_replicas{namespace="ns",kind="Deployment",name="web"} 7' in text

@@ -3,7 +3,9 @@ start at 0, dry-run counted apart, and an exposition ``promtool check metrics`` 
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +232,12 @@ def test_promtool_check_metrics_accepts_the_exposition() -> None:
     checked = subprocess.run([promtool, "check", "metrics"], input=populated().render(),
                              capture_output=True, timeout=30, check=False)
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, b"")
+
+
+def test_readme_documents_every_series() -> None:
+    """The README's tables name exactly the series the daemon exports, each with its type."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    documented = dict(re.findall(r"^\| `(autoscaler_\w+)` \| (\w+) \|", readme, re.MULTILINE))
+    exported = dict(re.findall(r"^# TYPE (autoscaler_\w+) (\w+)$", exposition(populated()),
+                               re.MULTILINE))
+    assert documented == exported
