@@ -83,7 +83,7 @@ def _exposition(metrics: DaemonMetrics, *, gzip: bool) -> list[bytes]:
     packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip wrapper
     packed = [packer.compress(piece) for piece in metrics.exposition()]
     packed.append(packer.flush())
-    return packed
+    return [piece for piece in packed if piece]  # zlib holds most pieces back: b""
 
 
 def status_app(probes: Probes) -> web.Application:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monitoring import generate
 from tests.e2e.harness import DaemonProcess, LoadModel, daemon, daemon_config, eventually
@@ -151,3 +152,59 @@ def dry_metrics(process: DaemonProcess) -> str:
         return process.metrics()
     except OSError:
         return ""
+
+
+LEADER_ELECTION = """
+[daemon.leaderElection]
+enabled = true
+leaseName = "autoscaler"
+leaseNamespace = "default"
+leaseDuration = "4s"
+renewDeadline = "3s"
+retryPeriod = "1s"
+"""
+
+
+def rule(alert: str) -> str:
+    """The alert's expression, for the scrape job of this rig ("test")."""
+    (expr,) = [r["expr"] for g in yaml.safe_load(generate.RULES.read_text())["groups"]
+               for r in g["rules"] if r.get("alert") == alert]
+    return str(expr).replace('job="autoscaler"', 'job="test"')
+
+
+def instances(prometheus: PrometheusProcess, promql: str) -> set[str]:
+    return {series["metric"]["instance"] for series in prometheus.query(promql)}
+
+
+async def test_one_leader_and_only_its_view_of_the_targets(watched: Watched,
+                                                           tmp_path: Path) -> None:
+    """Two replicas with leader election: one leads, the standby shows no per-target series
+    (sums count the targets once), the leader alerts stay quiet; when the leader stops, the
+    standby takes over the lease and the series."""
+    rig = watched
+    rig.load.demand = 200
+    first, second = (f"127.0.0.1:{port}" for port in rig.ports)
+
+    def config(port: int) -> str:
+        text = daemon_config(prometheus_url=rig.prometheus.url, kubeconfig=rig.api.kubeconfig,
+                             listen_port=port, state_file=tmp_path / "unused",
+                             extra_daemon=LEADER_ELECTION)
+        return text.replace(f'stateFile = "{tmp_path / "unused"}"\n', "")
+
+    leader_of = 'autoscaler_leader{lease="autoscaler"} == 1'
+    with daemon(config(rig.ports[0]), tmp_path, name="first", port=rig.ports[0]) as a:
+        await eventually(lambda: a.target().get("lastOutcome") == "ok", timeout=30,
+                         what="the first instance leading")
+        with daemon(config(rig.ports[1]), tmp_path, name="second", port=rig.ports[1]):
+            await asyncio.to_thread(rig.prometheus.wait_for, "count(autoscaler_leader) == 2",
+                                    timeout=30)
+            await asyncio.sleep(2)
+            assert instances(rig.prometheus, leader_of) == {first}
+            assert instances(rig.prometheus, "autoscaler_current_replicas") == {first}
+            assert rig.prometheus.query(rule("AutoscalerNoLeader")) == []
+            assert rig.prometheus.query(rule("AutoscalerMultipleLeaders")) == []
+            assert await a.stop_async() == 0  # releases the lease
+            await asyncio.to_thread(
+                rig.prometheus.wait_for, f'autoscaler_current_replicas{{instance="{second}"}}',
+                timeout=30)
+            assert instances(rig.prometheus, leader_of) == {second}
