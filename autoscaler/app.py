@@ -30,7 +30,7 @@ from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_
 from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
 from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
-from autoscaler.observability.http import Probes, build_app, serve
+from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.history import HistoryKeeper, Restored
@@ -127,7 +127,8 @@ class Daemon:
             loop.add_signal_handler(sig, self.stop.set)
         loop.add_signal_handler(signal.SIGHUP, self.reload_requested.set)
         connections = contextlib.AsyncExitStack()
-        components = await connections.enter_async_context(connect(self.config))
+        components = await connections.enter_async_context(
+            connect(self.config, telemetry=self.telemetry))
         try:
             return await self._serve(components)
         finally:
@@ -146,9 +147,10 @@ class Daemon:
         self.keeper = HistoryKeeper(self._state_store(components), self.reconciler.states)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
         self._install_probes()
-        address = self.config.daemon.listen_address
-        runner = await serve(build_app(self.probes, self.telemetry), address)
-        log.info("listening", address=address)
+        self.telemetry.config_loaded(None)
+        listen = self.config.daemon.listen_address
+        runners = await serve_endpoints(self.probes, self.telemetry, listen,
+                                        status_listen=status_address(listen))
         try:
             await self._apply_targets(self.config)
             start = self.supervisor.start
@@ -164,7 +166,8 @@ class Daemon:
             await self._shut_down()
         finally:
             await self.supervisor.cancel_all(timeout=1.0)
-            await runner.cleanup()
+            for runner in runners:
+                await runner.cleanup()
         log.info("stopped")
         return 0
 
@@ -229,8 +232,9 @@ class Daemon:
 
     async def _leadership(self) -> None:
         election = self.config.daemon.leader_election
+        lease = self._lease_names()[0]
         if not election.enabled:
-            self.telemetry.leader.set(1)
+            self.telemetry.set_leader(lease, True)
             await self._restore()
             return
         name, namespace = self._lease_names()
@@ -238,13 +242,14 @@ class Daemon:
             namespace=namespace, name=name, identity=self.identity,
             lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
             retry_period=election.retry_period))
+        self.telemetry.set_leader(lease, False)
         self.supervisor.start("lease", self.elector.run())
         restoring: asyncio.Task[Any] | None = None
         while True:
             await self.elector.changed.wait()
             self.elector.changed.clear()
             leading = self.elector.is_leader
-            self.telemetry.leader.set(1 if leading else 0)
+            self.telemetry.set_leader(lease, leading)
             if leading:
                 # Take over the previous leader's windows before acting.
                 if restoring is None or restoring.done():
@@ -254,6 +259,7 @@ class Daemon:
                 if restoring is not None:
                     restoring.cancel()
                 self.keeper.invalidate()
+                self.telemetry.forget_targets()  # the new leader's view is the one to read
 
     async def _restore(self) -> None:
         """Read the history (retrying as long as it takes), then let passes run."""
@@ -303,6 +309,8 @@ class Daemon:
             if target.key not in self.reconciler.states:
                 self.keeper.revive(self.reconciler.state(target.key))
         self.telemetry.targets.set(len(targets))
+        self.telemetry.set_periods({t.sync_period for t in targets})
+        self.telemetry.set_dry_run(config.daemon.dry_run)
         await watch_namespaces(self.components, {t.namespace for t in targets})
 
     async def _reloads(self) -> None:
@@ -335,7 +343,7 @@ class Daemon:
                 log.error("config reload rejected: keeping the running config",
                           file=str(self.config_path), trigger=trigger,
                           errors=[f"{self.config_path}: {type(error).__name__}: {error}"])
-                self.telemetry.config_reloads.labels(result="rejected").inc()
+                self.telemetry.config_loaded("rejected")
                 return False
 
     async def _reload(self, trigger: str) -> bool:
@@ -344,7 +352,7 @@ class Daemon:
         except ConfigError as error:
             log.error("config reload rejected: keeping the running config",
                       file=str(self.config_path), trigger=trigger, errors=str(error).splitlines())
-            self.telemetry.config_reloads.labels(result="rejected").inc()
+            self.telemetry.config_loaded("rejected")
             return False
         fresh = self.overrides.apply(fresh)
         pending = _restart_only_changes(self.config, fresh)
@@ -357,12 +365,12 @@ class Daemon:
         self.reconciler.options = self._options(self.config)
         await self._apply_targets(self.config)
         if pending:
-            self.telemetry.config_reloads.labels(result="restart_required").inc()
+            self.telemetry.config_loaded("restart_required")
             log.warning("config reloaded, but some changes take effect only on restart",
                         file=str(self.config_path), trigger=trigger, restart_for=pending,
                         targets=len(self.scheduler_targets))
         else:
-            self.telemetry.config_reloads.labels(result="applied").inc()
+            self.telemetry.config_loaded("applied")
             log.info("config reloaded", file=str(self.config_path), trigger=trigger,
                      targets=len(self.scheduler_targets))
         return True

@@ -16,6 +16,10 @@ class TransientError(AutoscalerError):
     """Worth retrying: timeouts, refused connections, 5xx, 429."""
 
 
+class TimedOutError(TransientError):
+    """No answer in time: the request's timeout or the pass's deadline passed."""
+
+
 class ThrottledError(TransientError):
     """The server asked us to slow down (HTTP 429), after ``retry_after`` seconds if it said."""
 

@@ -27,6 +27,7 @@ from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.adapters.prometheus import PrometheusSource, TargetRequest
 from autoscaler.algorithm import Pod
 from autoscaler.config import Config, TargetConfig
+from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 
 
@@ -80,9 +81,15 @@ class Components:
 
 
 @asynccontextmanager
-async def connect(config: Config, *, record_events: bool = True) -> AsyncIterator[Components]:
-    """Open every adapter the config needs; close them all on exit."""
-    async with KubeSession.connect(config.kubernetes) as session:
+async def connect(config: Config, *, record_events: bool = True,
+                  telemetry: DaemonMetrics | None = None) -> AsyncIterator[Components]:
+    """Open every adapter the config needs; close them all on exit. With ``telemetry``, every
+    API request and PromQL query is counted there."""
+    if telemetry is not None:
+        telemetry.prometheus_servers(config.prometheus_servers)
+    async with KubeSession.connect(
+            config.kubernetes,
+            on_request=None if telemetry is None else telemetry.kube_request) as session:
         client = session.api_client
         discovery = Discovery(client)
         # Deployments, StatefulSets and ReplicaSets are watched, so a pass reads their /scale
@@ -93,7 +100,8 @@ async def connect(config: Config, *, record_events: bool = True) -> AsyncIterato
         pod_cache = PodCache(client, scope=scope)
         owners = OwnerCache(client, scope=scope)
         source = PrometheusSource(
-            config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)))
+            config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)),
+            observe=None if telemetry is None else telemetry.prometheus_query)
         try:
             async with EventRecorder(client, uid_of=scales.uid_of) as events:
                 yield Components(

@@ -15,8 +15,10 @@ requests the simulator saw, and right after each pass the Prometheus floor (the 
 queries sent directly, JSON decoded, nothing else; the median of a few), measured from a
 child process so its decoded answers never count toward the daemon's peak RSS. Afterwards, in the
 same process and against the same servers: the per-target baseline (one query per target and
-metric, through the same client class), and N GET /scale over HTTP on their own (what the
-workload watch cache saves a pass).
+metric, through the same client class), N GET /scale over HTTP on their own (what the
+workload watch cache saves a pass), and a scrape of the passes' ``/metrics``: the exposition
+rendered in-process (median time, bytes, lines; gzipped at the level the endpoint uses) and
+GET /metrics over loopback HTTP as Prometheus sends it (Accept-Encoding: gzip).
 
 Diagnostics (environment, passed through by ``daemon_scale.py``): ``BENCH_TRACEMALLOC=1``
 prints the top allocations at each pass's metrics fetch, ``=sync`` those held once the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import multiprocessing
 import os
@@ -50,6 +53,7 @@ from autoscaler.adapters.prometheus import TargetRequest, batch, queries
 from autoscaler.adapters.prometheus.client import PrometheusClient
 from autoscaler.adapters.prometheus.parse import parse_result
 from autoscaler.config import Config, TargetConfig, load_config
+from autoscaler.observability.http import Probes, bound_port, build_app, serve
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
@@ -217,6 +221,40 @@ async def scale_reads(components: Components, targets: Sequence[TargetConfig],
     return time.monotonic() - started
 
 
+async def scrape(telemetry: DaemonMetrics, repeats: int = 5) -> dict[str, Any]:
+    """What a scrape of the daemon's /metrics costs once the passes have filled it: GET
+    /metrics over loopback as Prometheus sends it (gzip), the peak RSS it adds, then the
+    exposition rendered whole in-process (time, bytes, lines) and gzipped at level 1."""
+    runner = await serve(build_app(Probes(), telemetry), "127.0.0.1:0")
+    url = f"http://127.0.0.1:{bound_port(runner)}/metrics"
+
+    def get() -> tuple[float, int]:
+        request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            size = len(answer.read())
+        return time.perf_counter() - started, size
+
+    rss_before = _max_rss()
+    try:
+        gets = [await asyncio.to_thread(get) for _ in range(repeats)]
+    finally:
+        await runner.cleanup()
+    rss_scraped = _max_rss()
+    renders, body = [], b""
+    for _ in range(repeats):
+        started = time.perf_counter()
+        body = telemetry.render()
+        renders.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    packed = gzip.compress(body, compresslevel=1)
+    gzip_s = time.perf_counter() - started
+    return {"render_s": statistics.median(renders), "bytes": len(body),
+            "lines": body.count(b"\n"), "gzip_bytes": len(packed), "gzip_s": gzip_s,
+            "http_s": statistics.median(g[0] for g in gets), "http_bytes": gets[0][1],
+            "http_rss_added_mb": (rss_scraped - rss_before) / 2**20}
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     if os.environ.get("BENCH_TRACEMALLOC") == "sync":
         import tracemalloc
@@ -227,9 +265,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     workers = min(8, max(2, config.daemon.concurrency))  # as wiring.connect sizes the pool
     async with connect(config) as components:
         metrics = TimedMetrics(components.metrics)
+        telemetry = DaemonMetrics()
         reconciler = Reconciler(
             scales=components.scales, pods=components.pods, metrics=metrics,
-            events=components.events, owners=components.owners, telemetry=DaemonMetrics(),
+            events=components.events, owners=components.owners, telemetry=telemetry,
             options=ReconcileOptions(algorithm=config.daemon.algorithm, dry_run=True,
                                      concurrency=config.daemon.concurrency))
         started = time.monotonic()
@@ -262,11 +301,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         floor_s = statistics.median(p["floor"] for p in passes[1:] or passes)
         base = await baseline(config, metrics.wanted, workers) if args.baseline else None
         scale_s = await scale_reads(components, targets, config.daemon.concurrency)
+        scraped = await scrape(telemetry)
     return {"targets": len(targets), "sync_seconds": synced, "passes": passes,
             "peak_rss_bytes": peak_rss, "peak_rss_after_sync_bytes": peak_after_sync,
             "floor_seconds": floor_s,
             "floor_queries": len(batched), "baseline": base, "scale_reads_seconds": scale_s,
-            "concurrency": config.daemon.concurrency}
+            "concurrency": config.daemon.concurrency, "scrape": scraped}
 
 
 if __name__ == "__main__":

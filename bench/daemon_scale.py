@@ -199,6 +199,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "baseline_cpu_s": base["cpu"] if base else None,
         "scale_reads_s": result["scale_reads_seconds"], "sync_s": result["sync_seconds"],
         "series": result.get("series"), "concurrency": result["concurrency"],
+        "scrape": result["scrape"],
     }
 
 
@@ -234,6 +235,19 @@ def breakdown(rows: Sequence[dict[str, Any]]) -> str:
     lines += [f"| {r['targets']:,} | {r['observe_s']:.3f} | {r['fetch_s']:.3f} | "
               f"{r['decide_s']:.3f} | {r['first_pass_s']:.3f} | {r['sync_s']:.1f} | "
               f"{r['sync_rss_mb']:.0f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def scrapes(rows: Sequence[dict[str, Any]]) -> str:
+    """What a scrape of /metrics costs once the passes have filled it."""
+    head = ("| targets | /metrics lines | /metrics (MB) | render (s) | gzip level 1 (s) | "
+            "gzipped (MB) | GET /metrics, gzip (s) | peak RSS added by the GETs (MB) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s = r["scrape"]
+        lines.append(f"| {r['targets']:,} | {s['lines']:,} | {s['bytes'] / 1e6:.1f} | "
+                     f"{s['render_s']:.3f} | {s['gzip_s']:.3f} | {s['gzip_bytes'] / 1e6:.2f} | "
+                     f"{s['http_s']:.3f} | {s['http_rss_added_mb']:.0f} |")
     return "\n".join(lines)
 
 
@@ -310,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               concurrency=args.concurrency,
                                               baseline=args.baseline, workdir=workdir,
                                               profile=args.profile)))
-    text = table(rows) + "\n\n" + breakdown(rows)
+    text = table(rows) + "\n\n" + breakdown(rows) + "\n\n" + scrapes(rows)
     if spread := across_runs(rows):
         text += "\n\n" + spread
     print(text)

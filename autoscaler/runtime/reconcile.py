@@ -45,7 +45,7 @@ from autoscaler.errors import (
     ThrottledError,
 )
 from autoscaler.observability.logs import debug_traceback
-from autoscaler.observability.metrics import SCALE_DIRECTIONS, DaemonMetrics, MetricReading
+from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 from autoscaler.record import record
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.ports import (
@@ -238,7 +238,8 @@ class Reconciler:
         finally:
             for target in targets:
                 self.state(target.key).in_flight = False
-            self.telemetry.pass_duration.observe(time.monotonic() - started)
+            self.telemetry.observe_pass(period=targets[0].sync_period if targets else 0.0,
+                                        seconds=time.monotonic() - started)
 
     async def _each(
         self, items: Sequence[U], work: Callable[[U], Awaitable[T]], *,
@@ -400,7 +401,7 @@ class Reconciler:
         state.drift = None
         if expected is not None and observed != expected:
             state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
-            self.telemetry.drift.labels(target=target.key).inc()
+            self.telemetry.target(target.key).drift += 1
             log.warning("drift", target=target.key, expected=expected, observed=observed)
             self._spawn_event(target, warning=False, reason="ScaleDrift", message=state.drift)
         state.expected_replicas = observed
@@ -435,7 +436,6 @@ class Reconciler:
                 pods={})
         finally:
             self.telemetry.query_duration.observe(time.monotonic() - started)
-        self.telemetry.queries.inc(fetched.queries_issued)
         return fetched
 
     # --- decide and act ---------------------------------------------------------------
@@ -625,12 +625,16 @@ class Reconciler:
 
     def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
+        series = self.telemetry.target(target.key)
         if not target.schedules:
+            series.bounds, series.schedules = None, ()
             return None
         at = datetime.fromtimestamp(now, UTC)
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:
             self.state(target.key).schedules = schedule_status(target.schedules, active, at)
+            series.bounds = (active.min_replicas, active.max_replicas)
+            series.schedules = tuple((s.name, s.name in active.active) for s in target.schedules)
         return bounds
 
     def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
@@ -657,8 +661,7 @@ class Reconciler:
         target, current = observed.target, observed.scale.spec_replicas
         if self.options.dry_run:
             log.info("would scale", current=current, desired=desired, reason=reason)
-            self.telemetry.scale_events.labels(
-                target=target.key, direction=_direction(current, desired)).inc()
+            self.telemetry.target(target.key).would_scale(current, desired)
             await self._event(target, warning=False, reason="WouldScale",
                               message=f"New size: {desired}; reason: {reason} (dry-run)")
             return
@@ -762,9 +765,7 @@ class Reconciler:
                     message=f"the autoscaler was able to update the target scale to {new}",
                     last_transition_time=condition.last_transition_time
                     if condition.status else now)
-        self.telemetry.scale_events.labels(
-            target=target.key, direction=_direction(previous, new)).inc()
-        self.telemetry.target(target.key).desired = new
+        self.telemetry.target(target.key).scaled(previous, new)
 
     # --- bookkeeping ------------------------------------------------------------------
 
@@ -772,8 +773,9 @@ class Reconciler:
         series = self.telemetry.target(target.key)
         series.current = decision.current_replicas
         series.desired = decision.desired_replicas
+        series.recommended = decision.stabilized
         series.metrics = tuple(
-            MetricReading(outcome.spec.name, outcome.proposal is not None,
+            MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
                           *_metric_numbers(outcome))
             for outcome in decision.metrics)
 
@@ -805,9 +807,10 @@ class Reconciler:
                 error: str | None = None) -> None:
         now = self.clock()
         state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        series = self.telemetry.target(target.key)
-        series.last_reconcile = now
-        series.reconciles[outcome] = series.reconciles.get(outcome, 0) + 1
+        self.telemetry.target(target.key).settled(
+            outcome, at=now, spec=target.spec, settings=self.options.algorithm,
+            conditions=state.conditions, paused=state.pause is not None,
+            fallback_active=state.fallback_active)
 
     async def _event(self, target: TargetConfig, *, warning: bool, reason: str,
                      message: str) -> None:
@@ -842,11 +845,6 @@ def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:
     if decision.proposal is None and decision.error:
         events.append(("FailedComputeMetricsReplicas", decision.error))
     return tuple(events)
-
-
-def _direction(previous: int, new: int) -> str:
-    up, down = SCALE_DIRECTIONS
-    return up if new > previous else down
 
 
 def _metric_numbers(outcome: MetricOutcome) -> tuple[float | None, float | None]:

@@ -38,6 +38,9 @@ def test_smoke_run_counts(tmp_path: Path) -> None:
         assert row["floor_s"] > 0
         assert row["pass_s"] > 0
         assert row["peak_rss_mb"] > 0
+        scrape = row["scrape"]  # every target's series, over HTTP as Prometheus asks
+        assert scrape["lines"] > 20 * row["targets"]
+        assert 0 < scrape["http_bytes"] < scrape["bytes"]  # gzipped
     assert "| targets | pass (s) |" in finished.stdout
 
 

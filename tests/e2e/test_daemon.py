@@ -59,9 +59,11 @@ async def test_scales_up_under_load_within_the_default_rate_limit(rig: Rig, tmp_
         status = proc.target()
         assert status["currentMetrics"][0]["proposal"] == 8
         exposition = proc.metrics()
-        assert f'autoscaler_desired_replicas{{target="{WEB}"}} 8.0' in exposition
-        assert f'autoscaler_scale_events_total{{direction="up",target="{WEB}"}} 2.0' in exposition
-        assert f'autoscaler_metric_target{{metric="app_load",target="{WEB}"}} 100.0' in exposition
+        web = 'namespace="default",kind="Deployment",name="web"'
+        assert f"autoscaler_desired_replicas{{{web}}} 8\n" in exposition
+        assert f'autoscaler_scale_events_total{{{web},direction="up"}} 2\n' in exposition
+        assert (f'autoscaler_metric_target{{{web},metric="app_load",metric_type="Pods"}} 100.0\n'
+                in exposition)
         assert "autoscaler_reconcile_duration_seconds_count" in exposition
         assert proc.stop() == 0
 

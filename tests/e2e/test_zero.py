@@ -127,7 +127,7 @@ async def test_shadow_mode_compares_with_the_live_hpa_and_never_writes(
     with daemon(text, tmp_path) as proc:
         await eventually(lambda: proc.target().get("shadow", {}).get("agree") is True,
                          timeout=40, what="agreement with the HPA")
-        assert 'autoscaler_shadow_agreement{target="default/Deployment/web"} 1.0' in (
+        assert 'autoscaler_shadow_agreement{namespace="default",kind="Deployment",name="web"} 1\n' in (
             proc.metrics())
         set_hpa_desired(rig, 7)
         await eventually(lambda: proc.target().get("shadow", {}).get("agree") is False,
@@ -137,6 +137,6 @@ async def test_shadow_mode_compares_with_the_live_hpa_and_never_writes(
             and "wants 7" in e["message"]
             for e in rig.api.store.list(("", "events"), "default")), timeout=10,
             what="the ShadowDisagreement event")
-        assert 'autoscaler_shadow_agreement{target="default/Deployment/web"} 0.0' in (
+        assert 'autoscaler_shadow_agreement{namespace="default",kind="Deployment",name="web"} 0\n' in (
             proc.metrics())
     assert rig.api.count(verb="update", resource="deployments/scale") == 0

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from gzip import decompress as gzip_decompress
 
 import aiohttp
 import pytest
 
-from autoscaler.observability.http import Probes, bound_port, build_app, serve, split_address
+from autoscaler.observability.http import (
+    Probes,
+    bound_port,
+    build_app,
+    serve,
+    serve_endpoints,
+    split_address,
+    status_address,
+)
 from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 
 
@@ -40,7 +49,7 @@ async def test_metrics_are_exposed(endpoint: tuple[str, Probes, DaemonMetrics]) 
     metrics.target("ns/Deployment/web").desired = 7
     status, text = await get(url + "/metrics")
     assert status == 200
-    assert 'autoscaler_desired_replicas{target="ns/Deployment/web"} 7.0' in text
+    assert 'autoscaler_desired_replicas{namespace="ns",kind="Deployment",name="web"} 7' in text
 
 
 async def test_status_whole_and_per_target(endpoint: tuple[str, Probes, DaemonMetrics]) -> None:
@@ -51,13 +60,31 @@ async def test_status_whole_and_per_target(endpoint: tuple[str, Probes, DaemonMe
     assert (await get(url + "/status?target=b"))[0] == 404
 
 
+async def test_status_apart_is_served_on_its_listener_alone() -> None:
+    """With a status listener of its own, /status is not on the scrape port, and is there."""
+    probes = Probes()
+    probes.status = lambda: {"identity": "me"}
+    runners = await serve_endpoints(probes, DaemonMetrics(), "127.0.0.1:0",
+                                    status_listen="127.0.0.1:0")
+    try:
+        scrape, status = (f"http://127.0.0.1:{bound_port(r)}" for r in runners)
+        assert (await get(scrape + "/status"))[0] == 404
+        assert (await get(scrape + "/metrics"))[0] == 200
+        assert await get(status + "/status") == (200, '{\n  "identity": "me"\n}\n')
+        assert (await get(status + "/metrics"))[0] == 404
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
 def test_forget_drops_a_removed_targets_series() -> None:
     """After forget(), no series of that target remains in the exposition."""
     metrics = DaemonMetrics()
-    metrics.target("t").current = 2
-    metrics.target("t").metrics = (MetricReading("cpu", True, 80.0, 50.0),)
-    metrics.forget("t")
-    assert b'target="t"' not in metrics.render()
+    metrics.target("ns/Deployment/t").current = 2
+    metrics.target("ns/Deployment/t").metrics = (
+        MetricReading("cpu", "Resource", True, 80.0, 50.0),)
+    metrics.forget("ns/Deployment/t")
+    assert b'name="t"' not in metrics.render()
 
 
 @pytest.mark.parametrize(
@@ -68,3 +95,37 @@ def test_forget_drops_a_removed_targets_series() -> None:
 def test_split_address(address: str, expected: tuple[str, int]) -> None:
     """Listen addresses parse into host and port."""
     assert split_address(address) == expected
+
+
+@pytest.mark.parametrize(("listen", "apart"), [
+    ("127.0.0.1:8080", None),
+    ("127.0.0.2:8080", None),
+    ("[::1]:8080", None),
+    ("localhost:8080", None),
+    ("0.0.0.0:8080", "127.0.0.1:8081"),
+    (":8080", "127.0.0.1:8081"),
+    ("[::]:8080", "127.0.0.1:8081"),
+    ("10.1.2.3:9000", "127.0.0.1:9001"),
+    ("autoscaler.example:8080", "127.0.0.1:8081"),
+    ("0.0.0.0:65535", "127.0.0.1:65534"),
+], ids=["loopback", "loopback-range", "ipv6-loopback", "localhost", "any-ipv4", "any",
+        "any-ipv6", "pod-ip", "host-name", "highest-port"])
+def test_status_stays_on_loopback(listen: str, apart: str | None) -> None:
+    """/status shares a loopback listener; beside any other it moves to 127.0.0.1."""
+    assert status_address(listen) == apart
+
+
+@pytest.mark.parametrize("gzip", [True, False], ids=["gzip", "identity"])
+async def test_metrics_are_gzipped_when_asked(
+    endpoint: tuple[str, Probes, DaemonMetrics], gzip: bool,
+) -> None:
+    """Prometheus asks for gzip: the body comes compressed and says so; else plain text."""
+    url, _, metrics = endpoint
+    metrics.target("ns/Deployment/web").desired = 7
+    headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+    async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(
+            url + "/metrics", headers=headers) as response:
+        body = await response.read()
+    assert response.headers.get("Content-Encoding") == ("gzip" if gzip else None)
+    text = (gzip_decompress(body) if gzip else body).decode()
+    assert 'autoscaler_desired_replicas{namespace="ns",kind="Deployment",name="web"} 7' in text

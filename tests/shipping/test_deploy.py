@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import yaml
 
 from autoscaler.config import parse_config
+from autoscaler.observability.http import status_address
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 ROOT = Path(__file__).parents[2]
@@ -85,3 +88,88 @@ def test_pyproject_names_the_console_script() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "autoscaler"
     assert project["scripts"]["autoscaler"] == "autoscaler.cli:main"
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize`` (the real kubectl) of ``directory``."""
+    built = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert built.returncode == 0, built.stderr
+    return [d for d in yaml.safe_load_all(built.stdout) if d]
+
+
+def with_operator_component(tmp_path: Path) -> Path:
+    """An overlay of deploy/ that turns the prometheus-operator component on, as a user's."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(DEPLOY, overlay)
+    (overlay / "kustomization.yaml").write_text(
+        f"resources: [{base}]\ncomponents: [{base}/prometheus-operator]\n")
+    return overlay
+
+
+BASE_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+              "RoleBinding", "ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
+              "NetworkPolicy"}
+
+
+def test_kustomize_builds_the_base_without_operator_kinds() -> None:
+    """`kubectl kustomize deploy/` builds every manifest, and nothing that needs the
+    prometheus-operator CRDs."""
+    built = kustomize(DEPLOY)
+    assert {d["kind"] for d in built} == BASE_KINDS
+    assert {d["metadata"].get("namespace", "autoscaler") for d in built} == {"autoscaler"}
+
+
+def test_kustomize_builds_the_operator_component(tmp_path: Path) -> None:
+    """With the component on: the same, plus a ServiceMonitor and a PrometheusRule."""
+    kinds = [d["kind"] for d in kustomize(with_operator_component(tmp_path))]
+    assert sorted(kinds) == sorted([*BASE_KINDS, "ServiceMonitor", "PrometheusRule"])
+
+
+def test_disruption_budget_keeps_one_of_the_two() -> None:
+    """A drain takes one replica at a time; an unhealthy pod never blocks it."""
+    (budget,) = by_kind("PodDisruptionBudget")
+    (deployment,) = by_kind("Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["spec"]["minAvailable"] == 1 < deployment["spec"]["replicas"]
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_network_policy_admits_only_scrapes_of_the_metrics_port() -> None:
+    """Ingress to the daemon's pods: Prometheus's pods alone, on the http port alone."""
+    (policy,) = by_kind("NetworkPolicy")
+    (deployment,) = by_kind("Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    (source,) = rule["from"]
+    assert set(source) == {"namespaceSelector", "podSelector"}  # both: one AND-ed peer
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert [p["name"] for p in container["ports"]] == ["http"]
+
+
+def test_status_is_off_the_pod_network() -> None:
+    """The shipped listen address is the pod's: /status moves to loopback beside it."""
+    (configmap,) = by_kind("ConfigMap")
+    config = parse_config(configmap["data"]["autoscaler.toml"], source="deploy/configmap.yaml")
+    assert status_address(config.daemon.listen_address) == "127.0.0.1:8081"
+
+
+def test_service_monitor_scrapes_the_service_as_the_rules_expect(tmp_path: Path) -> None:
+    """It selects the Service's http port, keeps the targets' namespace label, and names the
+    job "autoscaler" (the rules' selector)."""
+    built = kustomize(with_operator_component(tmp_path))
+    (monitor,) = [d for d in built if d["kind"] == "ServiceMonitor"]
+    (service,) = [d for d in built if d["kind"] == "Service"]
+    spec = monitor["spec"]
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    (endpoint,) = spec["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert (endpoint["path"], endpoint["honorLabels"]) == ("/metrics", True)
+    assert service["metadata"]["labels"][spec["jobLabel"]] == "autoscaler"

@@ -10,12 +10,16 @@ A token kept in a file (a kubeconfig user's ``tokenFile``, the in-cluster servic
 token) is followed as it rotates (``token_file.py``): every request carries the file's current
 token, and a 401 makes the client read the file again and retry that request once with the new
 token. Watches need nothing more: each (re)connection is a request of this client.
+
+Every request's verb and answer (HTTP code, or ``<error>`` when none came) can be reported
+to an observer (``on_request``), for the daemon's own metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +39,15 @@ from kubernetes_asyncio.config.incluster_config import (
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from autoscaler.adapters.kube.token_file import TokenFile, bearer
+from autoscaler.adapters.kube.verbs import request_verb
 from autoscaler.config import KubernetesSettings
 from autoscaler.errors import InvalidConfigError
 
 log = structlog.get_logger("autoscaler.kube.session")
+
+RequestObserver = Callable[[str, str], None]
+"""Told of each request's end: its verb and its HTTP code ("<error>" if no answer came)."""
+NO_ANSWER = "<error>"
 
 
 class SessionApiClient(ApiClient):
@@ -46,16 +55,18 @@ class SessionApiClient(ApiClient):
     once with a re-read token when the server answers 401 to a token kept in a file."""
 
     def __init__(self, configuration: Configuration, *, request_timeout: float,
-                 token: TokenFile | None = None) -> None:
+                 token: TokenFile | None = None,
+                 on_request: RequestObserver | None = None) -> None:
         super().__init__(configuration)
         self.request_timeout = request_timeout
         self.token = token
+        self.on_request = on_request
 
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = self.request_timeout
         try:
-            response = await super().request(method, url, *args, **kwargs)
+            response = await self._observed(method, url, *args, **kwargs)
         except ApiException as error:
             if error.status != 401 or not self._renew_token(kwargs):
                 raise
@@ -64,7 +75,26 @@ class SessionApiClient(ApiClient):
             if getattr(response, "status", None) != 401 or not self._renew_token(kwargs):
                 return response
             response.release()
-        return await super().request(method, url, *args, **kwargs)
+        return await self._observed(method, url, *args, **kwargs)
+
+    async def _observed(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.on_request is None:
+            return await super().request(method, url, *args, **kwargs)
+        code: str | None = NO_ANSWER
+        try:
+            response = await super().request(method, url, *args, **kwargs)
+            code = str(getattr(response, "status", NO_ANSWER))
+            return response
+        except ApiException as error:
+            code = str(error.status) if error.status else NO_ANSWER
+            raise
+        except asyncio.CancelledError:  # we stopped waiting (a watch restarted, a stop)
+            code = None
+            raise
+        finally:
+            if code is not None:
+                query = args[0] if args else kwargs.get("query_params")
+                self.on_request(request_verb(method, url, query), code)
 
     def _renew_token(self, kwargs: dict[str, Any]) -> bool:
         """After a 401: read the token file again (client-go drops its cached token on a 401)
@@ -207,10 +237,12 @@ class KubeSession:
         *,
         environ: Mapping[str, str] | None = None,
         files: InClusterFiles | None = None,
+        on_request: RequestObserver | None = None,
     ) -> AsyncIterator[KubeSession]:
         connection = await build_configuration(settings, environ=environ, files=files)
         client = SessionApiClient(connection.configuration, token=connection.token,
-                                  request_timeout=settings.request_timeout)
+                                  request_timeout=settings.request_timeout,
+                                  on_request=on_request)
         try:
             yield cls(client)
         finally:

@@ -45,7 +45,7 @@ from urllib3.exceptions import InsecureRequestWarning
 
 from autoscaler.adapters.prometheus import transport
 from autoscaler.adapters.prometheus.model import ServerSettings
-from autoscaler.errors import TransientError
+from autoscaler.errors import TimedOutError, TransientError
 
 log = structlog.get_logger(__name__)
 
@@ -198,7 +198,7 @@ class PrometheusClient:
                        parse: Callable[[Any], Any] | None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TransientError("the pass's deadline passed before the query was sent")
+            raise TimedOutError("the pass's deadline passed before the query was sent")
         timeout = min(self._servers[server].settings.timeout, remaining)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._pool, self._run, server, promql, at, timeout, parse)
@@ -206,7 +206,7 @@ class PrometheusClient:
             # Also bounds the wait for a free worker when the pool is busy.
             return await asyncio.wait_for(future, timeout=remaining)
         except TimeoutError:
-            raise TransientError(f"no answer within {remaining:.2f}s (pass deadline)") from None
+            raise TimedOutError(f"no answer within {remaining:.2f}s (pass deadline)") from None
 
     def _run(self, server: str, promql: str, at: float, timeout: float,
              parse: Callable[[Any], Any] | None = None) -> Any:

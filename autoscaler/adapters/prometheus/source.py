@@ -32,10 +32,13 @@ from autoscaler.adapters.prometheus.parse import (
 )
 from autoscaler.adapters.prometheus.split import Splitter
 from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
-from autoscaler.errors import AutoscalerError, BadDataError, TransientError
+from autoscaler.errors import AutoscalerError, BadDataError, TimedOutError
 from autoscaler.observability.repeats import RepeatedWarnings
 
 log = structlog.get_logger(__name__)
+
+QueryObserver = Callable[[str, float, AutoscalerError | None], None]
+"""Told of each query's end: its server, its seconds (retries included) and its error."""
 
 
 class PrometheusSource:
@@ -51,6 +54,7 @@ class PrometheusSource:
         retry: RetryPolicy | None = None,
         clock: Callable[[], float] = time.time,
         series_in_flight: int = 60_000,
+        observe: QueryObserver | None = None,
     ) -> None:
         """``max_workers`` bounds concurrent queries (all servers);
         ``max_series_per_metric`` is the number of series one (target, metric) may bring
@@ -61,7 +65,7 @@ class PrometheusSource:
         ``series_in_flight`` bounds the series of the answers being fetched and decoded at
         once (by the plan's estimate; a larger query runs alone): a decoded answer costs ~750
         bytes per series, and two 50,000-series answers at once were most of the daemon's
-        peak memory at 10,000 targets."""
+        peak memory at 10,000 targets; ``observe`` is told of every query's end."""
         policy = retry or RetryPolicy(attempts=retry_attempts)
         self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
         self._servers = servers
@@ -69,6 +73,7 @@ class PrometheusSource:
         self._series_in_flight = series_in_flight
         self._clock = clock
         self._repeats = RepeatedWarnings(log)
+        self._observe = observe
 
     def __repr__(self) -> str:
         return (f"PrometheusSource({self._client!r}, "
@@ -118,7 +123,7 @@ class PrometheusSource:
         answers: dict[QueryKey, Answer | AutoscalerError] = {
             tasks[task]: task.result() for task in done}
         for task in pending:
-            answers[tasks[task]] = TransientError("no answer before the pass's deadline")
+            answers[tasks[task]] = TimedOutError("no answer before the pass's deadline")
         return answers
 
     async def _run(
@@ -127,17 +132,26 @@ class PrometheusSource:
     ) -> Answer | AutoscalerError:
         bound = log.bind(server=key.server, query=key.promql[:300])
         parse = functools.partial(parse_pod_answer if per_pod else parse_result, fresh=fresh)
+        started: float | None = None
+        outcome: AutoscalerError | None = TimedOutError("cut off at the pass's deadline")
         try:
             async with budget.hold(expected):
+                started = time.monotonic()
                 answer: Answer = await self._client.query(
                     key.server, key.promql, at=at, deadline=deadline, parse=parse)
             check_series_count(answer, max_series)
+            outcome = None
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
+            outcome = error
             return error
         except Exception as error:
             bound.exception("query failed unexpectedly")
-            return BadDataError(f"unexpected {type(error).__name__} while querying")
+            outcome = BadDataError(f"unexpected {type(error).__name__} while querying")
+            return outcome
+        finally:
+            if started is not None and self._observe is not None:
+                self._observe(key.server, time.monotonic() - started, outcome)
         bound.debug("query answered", series=len(answer))
         return answer
 

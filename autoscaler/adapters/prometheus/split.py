@@ -39,7 +39,9 @@ _KINDS: Mapping[type[AutoscalerError], str] = {
 
 def describe(error: AutoscalerError) -> str:
     """A reason for status and events: what kind of failure, then the detail."""
-    return f"{_KINDS.get(type(error), 'query failed')}: {error}"
+    kind = next((text for base, text in _KINDS.items() if isinstance(error, base)),
+                "query failed")
+    return f"{kind}: {error}"
 
 
 class Splitter:

@@ -43,7 +43,14 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from autoscaler.adapters.prometheus.model import FollowRedirects
-from autoscaler.errors import AccessDeniedError, BadDataError, BadQueryError, TransientError
+from autoscaler.errors import (
+    AccessDeniedError,
+    BadDataError,
+    BadQueryError,
+    ThrottledError,
+    TimedOutError,
+    TransientError,
+)
 
 MAX_REDIRECTS = 5
 _CHUNK = 1 << 16
@@ -90,9 +97,9 @@ def query(session: requests.Session, endpoint: str, *, params: Mapping[str, str]
     return _decode(body, exchange)
 
 
-def _too_slow(exchange: Exchange) -> TransientError:
+def _too_slow(exchange: Exchange) -> TimedOutError:
     """A read timeout or the exchange's deadline: either way the answer was not there in time."""
-    return TransientError(f"{exchange.url} timed out after {exchange.timeout:.2f}s "
+    return TimedOutError(f"{exchange.url} timed out after {exchange.timeout:.2f}s "
                           "(answer too slow)")
 
 
@@ -276,7 +283,9 @@ def _status_error(status: int, body: bytes) -> Exception:
     text = f"HTTP {status}" + (f": {detail[:300]}" if detail else "")
     if status in (401, 403):
         return AccessDeniedError(f"{text} (check the credentials)")
-    if status == 429 or status >= 500:
+    if status == 429:
+        return ThrottledError(text)
+    if status >= 500:
         return TransientError(text)
     return BadQueryError(text)
 
