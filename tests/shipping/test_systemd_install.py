@@ -50,8 +50,10 @@ def install_script(sources: dict[str, str]) -> str:
     """The README's commands with the operator's files filled in."""
     commands = readme_commands()
     assert commands[0] == PIP_INSTALL, "README: the first command changed; update this test"
+    packages = Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
     script = "\n".join([OFFLINE_INSTALL.format(environment=sys.prefix,
-                                                 packages=sysconfig.get_paths()["purelib"]),
+                                                 checkout=MACHINE_CHECKOUT,
+                                                 packages=f"{MACHINE_VENV}/{packages}"),
                         *commands[1:]])
     for placeholder, files in sources.items():
         script = script.replace(placeholder, files)
@@ -60,14 +62,18 @@ def install_script(sources: dict[str, str]) -> str:
 
 
 PIP_INSTALL = "python3 -m venv /opt/autoscaler && /opt/autoscaler/bin/pip install ."
+MACHINE_CHECKOUT, MACHINE_VENV = "/srv/autoscaler/checkout", "/srv/autoscaler/venv"
+"""Where the machine sees this checkout and its virtualenv: outside /tmp, which the unit's
+``PrivateTmp=yes`` hides from the service (a clean clone in CI may well be under /tmp)."""
 OFFLINE_INSTALL = """\
 python3 -m venv --without-pip /opt/autoscaler
-echo "import site; site.addsitedir('{packages}')" \\
+printf '%s\\n' '{checkout}' "import site; site.addsitedir('{packages}')" \\
   > "$(/opt/autoscaler/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/checkout.pth"
 sed '1s|.*|#!/opt/autoscaler/bin/python3|' {environment}/bin/autoscaler > /opt/autoscaler/bin/autoscaler
 chmod 755 /opt/autoscaler/bin/autoscaler"""
 """``PIP_INSTALL`` without a download: the machine's own python3 makes the virtualenv, which
-takes this checkout's installed packages (mounted read-only) and console script instead."""
+takes this checkout (first on its path) and its installed packages (both mounted read-only,
+outside /tmp) and console script instead."""
 
 
 def python_mismatch() -> str | None:
@@ -217,7 +223,8 @@ async def test_readme_install_starts_under_systemd(apiserver: SimApiServer,
         sources = operator_files(tmp_path / "operator", apiserver,
                                  prometheus_url=prometheus.url, port=port)
         async with nspawn.booted(machine_script(sources), workdir=tmp_path, read_only=[
-                str(REPO), sys.prefix, str(tmp_path / "operator")]) as machine:
+                str(REPO), sys.prefix, str(tmp_path / "operator"),
+                f"{REPO}:{MACHINE_CHECKOUT}", f"{sys.prefix}:{MACHINE_VENV}"]) as machine:
             installed = await machine.wait_for("installed", timeout=120)
             assert installed.strip() == "0", machine.diagnostics()
 
