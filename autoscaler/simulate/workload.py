@@ -69,13 +69,20 @@ class SimPod:
     _core_state: PodState | None = None
 
     def state(self, now: float) -> PodState:
-        return PodState.DELETING if self.deleted_at is not None else self.lifecycle(now)
+        if self.deleted_at is not None:
+            return PodState.DELETING
+        if now < self.running_at:  # ``lifecycle``, inlined: called per pod per step
+            return PodState.PENDING
+        return PodState.STARTING if now < self.ready_at else PodState.READY
 
     def lifecycle(self, now: float) -> PodState:
         """Where the pod is in its start-up at ``now``, deletion aside."""
         if now < self.running_at:
             return PodState.PENDING
         return PodState.STARTING if now < self.ready_at else PodState.READY
+
+
+_NO_PODS = dict.fromkeys(PodState, 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,13 +126,24 @@ class Workload:
         ]
 
     def counts(self, now: float) -> Counts:
-        tally = dict.fromkeys(PodState, 0)
+        return self.observe(now)[0]
+
+    def observe(self, now: float) -> tuple[Counts, list[Pod]]:
+        """The pods by state, and as the core sees them (``core_pods``), in one look at
+        each pod: the simulator's step asks for both."""
+        tally = dict(_NO_PODS)  # (iterating the enum itself is slow: this runs every step)
+        out = []
         for pod in self.pods:
-            tally[pod.state(now)] += 1
-        return Counts(
+            state = pod.state(now)
+            tally[state] += 1
+            if pod._core is None or pod._core_state is not state:
+                pod._core, pod._core_state = self._core_pod(pod, state), state
+            out.append(pod._core)
+        counts = Counts(
             pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
             ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
         )
+        return counts, out
 
     def scale_to(self, replicas: int, now: float) -> None:
         """Create pods, or mark the ReplicaSet's choice of pods as deleting."""
@@ -146,13 +164,7 @@ class Workload:
 
     def core_pods(self, now: float) -> list[Pod]:
         """The pods as the core sees them; rebuilt only when a pod changes state."""
-        out = []
-        for pod in self.pods:
-            state = pod.state(now)
-            if pod._core is None or pod._core_state is not state:
-                pod._core, pod._core_state = self._core_pod(pod, state), state
-            out.append(pod._core)
-        return out
+        return self.observe(now)[1]
 
     def _core_pod(self, pod: SimPod, state: PodState) -> Pod:
         if state is PodState.DELETING and pod.deleted_at is not None:
