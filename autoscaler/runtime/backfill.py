@@ -156,10 +156,13 @@ class HistoryBackfill:
         assert settings is not None  # only predicted metrics are wanted
         try:
             async with self._limit:
-                end = self._clock()
-                start = (math.floor(end / settings.step) - settings.kept_buckets) * settings.step
+                # One point at the start of each closed bucket the series keeps; the bucket
+                # of now is this run's to read.
+                now = math.floor(self._clock() / settings.step)
+                start, end = now - settings.kept_buckets, now - 1
                 points = await self._port.metric_history(
-                    item.target, item.index, start=start, end=end, step=settings.step)
+                    item.target, item.index, start=start * settings.step,
+                    end=end * settings.step, step=settings.step)
         except Exception as error:  # any adapter fault: said, and asked again later
             item.failures += 1
             initial, longest = self._backoff
