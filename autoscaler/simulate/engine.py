@@ -27,6 +27,7 @@ from autoscaler.algorithm import (
     record_scale_event,
 )
 from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
+from autoscaler.record import record
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
@@ -60,7 +61,7 @@ class Scenario:
     """Each metric's ``prediction`` (aligned with ``spec.metrics``; empty: reactive only)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricRow:
     """One metric in one step, in the order of ``spec.metrics``."""
 
@@ -74,7 +75,7 @@ class MetricRow:
     forecast_used: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record  # built every step: a record is cheaper to build than a frozen dataclass
 class Row:
     """One sync: the state observed at ``time`` and the decision taken on it."""
 

@@ -20,6 +20,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
+from autoscaler.record import record
 
 CONTAINER = "app"
 LONG_AGO = 86_400.0
@@ -85,7 +86,7 @@ class SimPod:
 _NO_PODS = dict.fromkeys(PodState, 0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Counts:
     pending: int
     starting: int
@@ -107,6 +108,8 @@ class Workload:
         self._serial = 0
         self._containers = (Container(name=model.container, requests=model.requests),)
         self.pods: list[SimPod] = []
+        self._terminating = 0
+        """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
 
     def _create(self, count: int, *, created: float) -> None:
@@ -120,10 +123,13 @@ class Workload:
 
     def advance(self, now: float) -> None:
         """Pods whose termination ended are gone."""
+        if not self._terminating:  # most steps: nothing to look for
+            return
         grace = self.model.termination
         self.pods = [
             p for p in self.pods if p.deleted_at is None or p.deleted_at + grace > now
         ]
+        self._terminating = sum(p.deleted_at is not None for p in self.pods)
 
     def counts(self, now: float) -> Counts:
         return self.observe(now)[0]
@@ -161,6 +167,8 @@ class Workload:
             pod.deleted_at = now
             if self.model.termination <= 0:
                 self.pods.remove(pod)
+            else:
+                self._terminating += 1
 
     def core_pods(self, now: float) -> list[Pod]:
         """The pods as the core sees them; rebuilt only when a pod changes state."""
