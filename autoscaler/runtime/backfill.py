@@ -93,6 +93,7 @@ class HistoryBackfill:
         self._backoff = backoff
         self._wanted: dict[tuple[str, int], _Wanted] = {}
         self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def want(self, targets: Sequence[TargetConfig], *, again: bool = False) -> None:
         """The targets in force (at start, at each reload). A predicted metric not seen
@@ -127,7 +128,9 @@ class HistoryBackfill:
                     state, item.target, item.index) >= season.season_buckets:
                 item.done = True  # a season is there already (the store had it)
                 continue
-            item.task = asyncio.get_running_loop().create_task(self._fetch(item))
+            item.task = task = asyncio.get_running_loop().create_task(self._fetch(item))
+            self._tasks.add(task)  # a strong reference until done, even if a reload drops it
+            task.add_done_callback(self._tasks.discard)
         return [item.task for item in self._wanted.values() if item.task is not None]
 
     async def settle(self, timeout: float = START_WAIT) -> None:
