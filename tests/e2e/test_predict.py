@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -155,3 +158,21 @@ async def test_acting_scales_up_before_the_load_rises(rig: Rig, tmp_path: Path) 
         assert shown["predictiveReplicas"] >= 4
         scaled = [e for e in process.logs() if e.get("event") == "scaled"]
         assert "(forecast 60s ahead)" in scaled[0]["reason"]
+
+
+@pytest.mark.timeout(120)
+async def test_plan_reads_the_history_and_shows_the_forecast(rig: Rig, tmp_path: Path) -> None:
+    """``autoscaler plan`` reads the history as the daemon does at start: its one pass shows
+    the model usable, the forecast of the rise and what acting on it would do."""
+    await live_load_scraped(rig)
+    path = tmp_path / "plan.toml"
+    path.write_text(config(rig, tmp_path, forecast_only=True).replace("__PORT__", "9"))
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "autoscaler", "plan", "--config", str(path),
+                         "-o", "json"],
+        capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr
+    (shown,) = json.loads(done.stdout)["targets"]
+    assert shown["forecast"]["metrics"][0]["used"] is True
+    assert shown["forecast"]["metrics"][0]["proposal"] == 8
+    assert replicas(rig) == 2
