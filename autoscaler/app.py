@@ -33,6 +33,7 @@ from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
+from autoscaler.runtime.backfill import HistoryBackfill
 from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
@@ -118,6 +119,9 @@ class Daemon:
         self.supervisor = Supervisor()
         self._reloading = asyncio.Lock()
         self.scheduler_targets: list[TargetConfig] = []
+        self.history_read = asyncio.Event()
+        """Set once the saved history is read and the forecast history waited for: passes
+        may run."""
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -145,6 +149,8 @@ class Daemon:
             events=components.events, owners=components.owners,
             options=self._options(self.config), telemetry=self.telemetry)
         self.keeper = HistoryKeeper(self._state_store(components), self.reconciler.states)
+        self.backfill = HistoryBackfill(components.history, self.reconciler.state,
+                                        may_run=self._may_fill)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
         self._install_probes()
         self.telemetry.config_loaded(None)
@@ -158,6 +164,7 @@ class Daemon:
             start("reloads", self._reloads())
             start("config watch", self._watch_config())
             start("passes", self.scheduler.run(self.stop))
+            start("forecast history", self.backfill.run())
             start("cache sync", self._sync_pods(), finishes=True)
             start("leadership", self._leadership(),
                   finishes=not self.config.daemon.leader_election.enabled)
@@ -208,6 +215,11 @@ class Daemon:
         return self.elector is None or self.elector.is_leader
 
     def _may_run(self) -> bool:
+        return self._may_fill() and self.history_read.is_set()
+
+    def _may_fill(self) -> bool:
+        """Forecast history may be applied: the saved history is read (it would overwrite
+        it) and this instance leads."""
         return self._may_write() and self.keeper.restored.is_set()
 
     def _lease_names(self) -> tuple[str, str]:
@@ -263,12 +275,18 @@ class Daemon:
 
     async def _restore(self) -> None:
         """Read the history (retrying as long as it takes), then let passes run."""
+        self.history_read.clear()
         restored = await self.keeper.restore([t.key for t in self.scheduler_targets])
         log.info("history restored", store=self.keeper.store.description,
                  targets=restored.targets, removed_targets_kept=restored.retired,
                  clean_stop=restored.clean)
         if restored.set_aside is not None:
             await self._report_set_aside(restored, restored.set_aside)
+        # Forecast history from Prometheus for the predicted metrics the store had less
+        # than a season of: briefly waited for, so their models are usable on the first pass.
+        self.backfill.want(self.scheduler_targets, again=True)
+        await self.backfill.settle()
+        self.history_read.set()
         self.scheduler.poke()
 
     async def _report_set_aside(self, restored: Restored, error: StateSetAsideError) -> None:
@@ -311,6 +329,7 @@ class Daemon:
         self.telemetry.targets.set(len(targets))
         self.telemetry.set_periods({t.sync_period for t in targets})
         self.telemetry.set_dry_run(config.daemon.dry_run)
+        self.backfill.want(targets)
         await watch_namespaces(self.components, {t.namespace for t in targets})
 
     async def _reloads(self) -> None:

@@ -3,7 +3,8 @@
 It runs the daemon's own reconcile pass in dry-run with events off and returns each target's
 state; ``document`` turns them into ``/status`` bodies whose conditions say what the pass
 would do. With a state file it reads the daemon's history (read-only), so stabilization
-windows are judged as the daemon would. The command is ``autoscaler.commands.plan``.
+windows are judged as the daemon would; a predicted metric's history is read from
+Prometheus as the daemon reads it at start. The command is ``autoscaler.commands.plan``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ import structlog
 from autoscaler.config import Config, TargetConfig
 from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.backfill import HistoryBackfill
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.state import FileStateStore
-from autoscaler.wiring import connect, wait_synced, watch_namespaces
+from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.plan")
 
 SYNC_TIMEOUT = 30.0
 """Seconds the API server gets to list what the watch caches need."""
+HISTORY_WAIT = 10.0
+"""Seconds the forecast history queries get (while the caches fill); a plan without it
+shows the model learning."""
 
 
 async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, TargetState]:
@@ -39,19 +44,31 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
                                      may_write=lambda: False, record_events=False),
             telemetry=DaemonMetrics())
         await _load_history(config, reconciler)
-        namespaces = {t.namespace for t in targets}
-        await watch_namespaces(components, namespaces)
+        # Forecast history from Prometheus, as the daemon reads it at start: a prediction
+        # with history there is shown usable rather than learning.
+        backfill = HistoryBackfill(components.history, reconciler.state)
+        backfill.want(targets)
+        history = asyncio.ensure_future(backfill.settle(HISTORY_WAIT))
         try:
-            await asyncio.wait_for(wait_synced(components, namespaces), timeout=SYNC_TIMEOUT)
-        except TimeoutError:
-            raise TransientError(
-                f"the API server did not list the pods and workloads of {len(namespaces)} "
-                f"namespace{'s' if len(namespaces) != 1 else ''} within {SYNC_TIMEOUT:g}s; "
-                "check that it answers (kubectl get pods) and that the account may list "
-                "them") from None
+            await _sync(components, {t.namespace for t in targets})
+            await history
+        finally:
+            history.cancel()
         period = min((t.sync_period for t in targets), default=15.0)
         await reconciler.run_pass(targets, deadline=time.monotonic() + period)
         return {t.key: reconciler.state(t.key) for t in targets}
+
+
+async def _sync(components: Components, namespaces: set[str]) -> None:
+    await watch_namespaces(components, namespaces)
+    try:
+        await asyncio.wait_for(wait_synced(components, namespaces), timeout=SYNC_TIMEOUT)
+    except TimeoutError:
+        raise TransientError(
+            f"the API server did not list the pods and workloads of {len(namespaces)} "
+            f"namespace{'s' if len(namespaces) != 1 else ''} within {SYNC_TIMEOUT:g}s; "
+            "check that it answers (kubectl get pods) and that the account may list "
+            "them") from None
 
 
 async def _load_history(config: Config, reconciler: Reconciler) -> None:
@@ -64,7 +81,8 @@ async def _load_history(config: Config, reconciler: Reconciler) -> None:
         log.warning("planning without the saved history", error=str(error))
         return
     for key, saved in (snapshot.targets if snapshot is not None else {}).items():
-        reconciler.state(key).history = saved.history
+        state = reconciler.state(key)
+        state.history, state.forecasts = saved.history, dict(saved.forecasts)
 
 
 UNEVALUATED = frozenset({"error", "invalid_metrics", "pending"})

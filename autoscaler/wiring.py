@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.adapters.kube.targets import TargetCache
-from autoscaler.adapters.prometheus import PrometheusSource, TargetRequest
+from autoscaler.adapters.prometheus import HistoryRequest, PrometheusSource, TargetRequest
 from autoscaler.algorithm import Pod
 from autoscaler.config import Config, TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
@@ -68,6 +69,28 @@ class PrometheusMetrics:
             values=result.values, pods=result.pods, queries_issued=result.queries_issued)
 
 
+HISTORY_DEADLINE = 30.0
+"""Seconds one metric's history query may take, retries included."""
+
+
+class PrometheusHistory:
+    """The runtime's ``HistoryPort`` over the Prometheus source's range queries."""
+
+    def __init__(self, source: PrometheusSource) -> None:
+        self.source = source
+
+    async def metric_history(
+        self, target: TargetConfig, index: int, *, start: float, end: float, step: float,
+    ) -> Sequence[tuple[float, float]]:
+        query, ref = target.metric_queries[index], target.scale_target_ref
+        request = HistoryRequest(
+            server=target.prometheus, namespace=target.namespace, name=ref.name, kind=ref.kind,
+            metric=target.spec.metrics[index], query=query.query,
+            history_query=query.history_query, window=query.window)
+        return await self.source.history(request, start=start, end=end, step=step,
+                                         deadline=time.monotonic() + HISTORY_DEADLINE)
+
+
 @dataclass(slots=True, kw_only=True)
 class Components:
     api_client: ApiClient
@@ -78,6 +101,7 @@ class Components:
     events: EventRecorder
     owners: OwnerCache
     metrics: PrometheusMetrics
+    history: PrometheusHistory
 
 
 @asynccontextmanager
@@ -108,7 +132,7 @@ async def connect(config: Config, *, record_events: bool = True,
                     api_client=client, scales=scales, target_cache=target_cache,
                     pods=PodSelectorCache(pod_cache),
                     pod_cache=pod_cache, events=events, owners=owners,
-                    metrics=PrometheusMetrics(source),
+                    metrics=PrometheusMetrics(source), history=PrometheusHistory(source),
                 )
         finally:
             await pod_cache.close()

@@ -6,6 +6,7 @@ Object and External AverageValue targets, which divide by ``status.replicas``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import field
 
@@ -67,6 +68,7 @@ class MetricOutcome:
         return _FAILURE_REASONS.get(self.spec.type, Reason.INVALID_METRIC_SOURCE_TYPE)
 
 
+@functools.lru_cache(maxsize=1024)  # called per metric per decision; specs are few
 def describe(spec: MetricSpec) -> str:
     """The metric's name as upstream's messages and rescale reasons spell it."""
     # Upstream picks the utilization path only when no averageValue is set.

@@ -48,15 +48,18 @@ def group_pods(
     unready: set[str] = set()
     missing: set[str] = set()
     ignored: set[str] = set()
+    cpu = resource == CPU
+    failed, pending = PodPhase.FAILED, PodPhase.PENDING  # (locals: this runs per pod per metric)
     for pod in pods:
-        if pod.deleting or pod.phase is PodPhase.FAILED:
+        phase = pod.phase
+        if pod.deleting or phase is failed:
             ignored.add(pod.name)
-        elif pod.phase is PodPhase.PENDING:
+        elif phase is pending:
             # Pending pods are counted as unready whatever their samples say.
             unready.add(pod.name)
-        elif pod.name not in samples:
+        elif (sample := samples.get(pod.name)) is None:
             missing.add(pod.name)
-        elif resource == CPU and _cpu_sample_untrusted(pod, samples[pod.name], now, settings):
+        elif cpu and _cpu_sample_untrusted(pod, sample, now, settings):
             unready.add(pod.name)
         else:
             ready_count += 1
@@ -109,9 +112,10 @@ def pod_requests(pods: Sequence[Pod], *, resource: str, container: str | None) -
 
 def _pod_request(pod: Pod, resource: str, container: str | None) -> int:
     # A named container takes precedence over pod-level requests (KEP-2837).
-    if container is None and _pod_level_requests_set(pod):
+    if container is None and pod.pod_requests and _pod_level_requests_set(pod):
         return _pod_level_request(pod, resource)
-    counted: tuple[Container, ...] = pod.containers + pod.sidecars
+    counted: tuple[Container, ...] = pod.containers + pod.sidecars if pod.sidecars \
+        else pod.containers
     total = 0
     for entry in counted:
         if container is None or entry.name == container:

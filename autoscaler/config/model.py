@@ -123,6 +123,9 @@ class MetricQuery:
     """Seconds the query's values average over (the readiness rule for cpu samples uses it)."""
     when_empty: Literal["invalid", "zero"] = "invalid"
     """An Object or External answer with no series: invalid (hold), or read as 0."""
+    history_query: str | None = None
+    """``prediction.historyQuery``: the PromQL template whose range query gives the metric's
+    past totals (``None``: derived from ``query``, see ``adapters/prometheus/history.py``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -227,6 +227,7 @@ class PredictionModel(Model):
     forecast_only: bool | None = None
     max_error_percent: Annotated[float, above(0), at_most(1000)] | None = None
     smoothing: SmoothingModel | None = None
+    history_query: QueryTemplate | None = None
 
 
 class MetricModel(Model):

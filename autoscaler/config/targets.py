@@ -202,8 +202,10 @@ def _metric(
     requests = source.requests_from if isinstance(source, ResourceSourceModel) else None
     when_empty = source.when_empty if isinstance(
         source, ObjectSourceModel | ExternalSourceModel) else None
+    history = model.prediction.history_query if model.prediction else None
     query = MetricQuery(query=source.query, **given(
-        window=source.window, requests_source=requests, when_empty=when_empty))
+        window=source.window, requests_source=requests, when_empty=when_empty,
+        history_query=history))
     return spec, query
 
 

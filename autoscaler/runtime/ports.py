@@ -75,6 +75,16 @@ class MetricsPort(Protocol):
         ...
 
 
+class HistoryPort(Protocol):
+    async def metric_history(
+        self, target: TargetConfig, index: int, *, start: float, end: float, step: float,
+    ) -> Sequence[tuple[float, float]]:
+        """Metric ``index`` of ``target``'s past totals (what the forecaster records each
+        pass), one (Unix time, value) every ``step`` seconds from ``start`` to ``end``.
+        Raises one of ``autoscaler.errors``' errors when it cannot."""
+        ...
+
+
 class EventPort(Protocol):
     async def record(
         self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str, message: str

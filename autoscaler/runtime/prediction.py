@@ -28,7 +28,7 @@ from autoscaler.algorithm import (
     ScaleState,
     decide,
 )
-from autoscaler.algorithm.forecast import TargetPredictor, decide_predictive
+from autoscaler.algorithm.forecast import TargetPredictor, decide_predictive, metric_key
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.status import TargetState
 
@@ -66,6 +66,28 @@ def decide_with_prediction(
         settings=settings, bounds=bounds, predictions=predictions, acting=predictor.acting)
     _report(state, target, decision, telemetry, emit)
     return decision
+
+
+def closed_buckets(state: TargetState, target: TargetConfig, index: int) -> int:
+    """How many closed buckets of metric ``index``'s series hold a value (0 without a
+    prediction or a series of its step)."""
+    settings = target.predictions[index] if index < len(target.predictions) else None
+    if settings is None:
+        return 0
+    series = state.forecasts.get(metric_key(index, target.spec.metrics[index]))
+    if series is None or series.step != settings.step:
+        return 0
+    return sum(value is not None for value in series.values)
+
+
+def apply_history(state: TargetState, target: TargetConfig, index: int,
+                  points: Sequence[tuple[float, float]]) -> int:
+    """Fill metric ``index``'s series from a range query's points (a bucket that has a
+    value keeps it; see ``series.backfill``); the closed buckets with a value after."""
+    predictor = _predictor(state, target)
+    predictor.backfill(index, points)
+    state.forecasts = predictor.series
+    return closed_buckets(state, target, index)
 
 
 def _predictor(state: TargetState, target: TargetConfig) -> TargetPredictor:

@@ -21,11 +21,13 @@ from autoscaler.algorithm import (
     MetricOutcome,
     MetricTargetType,
     MetricValues,
+    Pod,
     ScaleState,
     decide,
     record_scale_event,
 )
 from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
+from autoscaler.record import record
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
@@ -59,7 +61,7 @@ class Scenario:
     """Each metric's ``prediction`` (aligned with ``spec.metrics``; empty: reactive only)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricRow:
     """One metric in one step, in the order of ``spec.metrics``."""
 
@@ -73,7 +75,7 @@ class MetricRow:
     forecast_used: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record  # built every step: a record is cheaper to build than a frozen dataclass
 class Row:
     """One sync: the state observed at ``time`` and the decision taken on it."""
 
@@ -159,12 +161,12 @@ class _Target:
         """One reconcile pass at ``now``: observe, decide, write the scale, record it."""
         spec, settings, workload = self._scenario.spec, self._scenario.settings, self._workload
         workload.advance(now)
-        counts = workload.counts(now)
+        counts, pods = workload.observe(now)
         observed = [
             feed.observe(now=now, total=total, ready=counts.ready, pods=workload.pods)
             for feed, total in zip(self._feeds, totals, strict=True)
         ]
-        decision = self._decide(now, counts, [values for values, _ in observed])
+        decision = self._decide(now, counts, pods, [values for values, _ in observed])
         self._history = decision.history
         if decision.rescale:
             # The write succeeds (the model cannot fail it); record it as the daemon does.
@@ -176,10 +178,11 @@ class _Target:
             self._replicas = decision.desired_replicas
         return _row(now, demand, counts, observed, decision)
 
-    def _decide(self, now: float, counts: Counts, values: Sequence[MetricValues]) -> Decision:
+    def _decide(self, now: float, counts: Counts, pods: Sequence[Pod],
+                values: Sequence[MetricValues]) -> Decision:
         """The daemon's decision: with prediction, ``decide_predictive`` (as the daemon's
         ``runtime/prediction.py``), else plain ``decide``."""
-        spec, pods = self._scenario.spec, self._workload.core_pods(now)
+        spec = self._scenario.spec
         scale = ScaleState(spec_replicas=self._replicas, status_replicas=counts.active)
         bounds = bounds_at(self._scenario.schedules, spec,
                            datetime.fromtimestamp(self._origin + now, UTC))[0]

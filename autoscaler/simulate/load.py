@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from autoscaler.algorithm import (
     ExternalMetricValues,
@@ -35,6 +34,7 @@ from autoscaler.algorithm import (
     PodMetricValues,
     PodSample,
 )
+from autoscaler.record import record
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.workload import SimPod, WorkloadModel
 
@@ -44,7 +44,7 @@ RESOURCE_SOURCES = frozenset({MetricSourceType.RESOURCE, MetricSourceType.CONTAI
 PER_POD_SOURCES = RESOURCE_SOURCES | {MetricSourceType.PODS}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MetricLoad:
     """One metric at one step, as it really is (not as the core saw it)."""
 

@@ -20,6 +20,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
+from autoscaler.record import record
 
 CONTAINER = "app"
 LONG_AGO = 86_400.0
@@ -69,7 +70,11 @@ class SimPod:
     _core_state: PodState | None = None
 
     def state(self, now: float) -> PodState:
-        return PodState.DELETING if self.deleted_at is not None else self.lifecycle(now)
+        if self.deleted_at is not None:
+            return PodState.DELETING
+        if now < self.running_at:  # ``lifecycle``, inlined: called per pod per step
+            return PodState.PENDING
+        return PodState.STARTING if now < self.ready_at else PodState.READY
 
     def lifecycle(self, now: float) -> PodState:
         """Where the pod is in its start-up at ``now``, deletion aside."""
@@ -78,7 +83,10 @@ class SimPod:
         return PodState.STARTING if now < self.ready_at else PodState.READY
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_NO_PODS = dict.fromkeys(PodState, 0)
+
+
+@record
 class Counts:
     pending: int
     starting: int
@@ -100,6 +108,8 @@ class Workload:
         self._serial = 0
         self._containers = (Container(name=model.container, requests=model.requests),)
         self.pods: list[SimPod] = []
+        self._terminating = 0
+        """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
 
     def _create(self, count: int, *, created: float) -> None:
@@ -113,19 +123,33 @@ class Workload:
 
     def advance(self, now: float) -> None:
         """Pods whose termination ended are gone."""
+        if not self._terminating:  # most steps: nothing to look for
+            return
         grace = self.model.termination
         self.pods = [
             p for p in self.pods if p.deleted_at is None or p.deleted_at + grace > now
         ]
+        self._terminating = sum(p.deleted_at is not None for p in self.pods)
 
     def counts(self, now: float) -> Counts:
-        tally = dict.fromkeys(PodState, 0)
+        return self.observe(now)[0]
+
+    def observe(self, now: float) -> tuple[Counts, list[Pod]]:
+        """The pods by state, and as the core sees them (``core_pods``), in one look at
+        each pod: the simulator's step asks for both."""
+        tally = dict(_NO_PODS)  # (iterating the enum itself is slow: this runs every step)
+        out = []
         for pod in self.pods:
-            tally[pod.state(now)] += 1
-        return Counts(
+            state = pod.state(now)
+            tally[state] += 1
+            if pod._core is None or pod._core_state is not state:
+                pod._core, pod._core_state = self._core_pod(pod, state), state
+            out.append(pod._core)
+        counts = Counts(
             pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
             ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
         )
+        return counts, out
 
     def scale_to(self, replicas: int, now: float) -> None:
         """Create pods, or mark the ReplicaSet's choice of pods as deleting."""
@@ -143,16 +167,12 @@ class Workload:
             pod.deleted_at = now
             if self.model.termination <= 0:
                 self.pods.remove(pod)
+            else:
+                self._terminating += 1
 
     def core_pods(self, now: float) -> list[Pod]:
         """The pods as the core sees them; rebuilt only when a pod changes state."""
-        out = []
-        for pod in self.pods:
-            state = pod.state(now)
-            if pod._core is None or pod._core_state is not state:
-                pod._core, pod._core_state = self._core_pod(pod, state), state
-            out.append(pod._core)
-        return out
+        return self.observe(now)[1]
 
     def _core_pod(self, pod: SimPod, state: PodState) -> Pod:
         if state is PodState.DELETING and pod.deleted_at is not None:

@@ -85,6 +85,11 @@ CASES = [
      "\"rps\"\npods.target = { type = \"AverageValue\", averageValue = 5 }\npods.query = "
      "'sum by (pod) (rps{${pod_selecter}})'\n", 9, "autoscaler[0].metrics[0].pods.query",
      "unknown placeholder ${pod_selecter}"),
+    ("history-query-placeholder", TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\n"
+     "pods.metric.name = \"rps\"\npods.target = { type = \"AverageValue\", averageValue = 5 }"
+     "\npods.query = 'sum by (pod) (rps{${pod_selector}})'\nprediction = { model = "
+     "\"seasonalNaive\", historyQuery = 'sum(rps{${pods}})' }\n", 10,
+     "autoscaler[0].metrics[0].prediction.historyQuery", "unknown placeholder ${pods}"),
     ("stray-dollar", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name "
      "= \"q\"\nexternal.target = { type = \"Value\", value = 5 }\nexternal.query = "
      "'sum(q{name=~\"web$\"})'\n", 9, "autoscaler[0].metrics[0].external.query",

@@ -247,3 +247,21 @@ def test_not_utf8() -> None:
     """Bytes that are not UTF-8 are one issue, not an exception."""
     with pytest.raises(ConfigError, match="not UTF-8"):
         parse_config(b"\xff\xfe")
+
+
+@pytest.mark.parametrize(("prediction", "history_query"), [
+    ('{ model = "seasonalNaive" }', None),
+    ("{ model = \"holtWinters\", historyQuery = 'sum(rps{app=\"${name}\"})' }",
+     'sum(rps{app="${name}"})'),
+], ids=["derived", "history-query"])
+def test_a_history_query_lands_on_the_metrics_query(prediction: str,
+                                                    history_query: str | None) -> None:
+    """``prediction.historyQuery`` is kept with the metric's query settings (the adapter
+    reads it there); without it the history is derived from ``query``."""
+    (target,) = parse_config(TARGET + "[[autoscaler.metrics]]\ntype = \"Pods\"\n"
+                             "pods.metric.name = \"rps\"\npods.target = { type = "
+                             "\"AverageValue\", averageValue = 5 }\npods.query = "
+                             "'sum by (pod) (rps{${pod_selector}})'\n"
+                             f"prediction = {prediction}\n").targets
+    assert target.metric_queries[0].history_query == history_query
+    assert target.predictions[0] is not None

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.algorithm import Behavior, ScalingRules, SelectPolicy
+from autoscaler.config import load_config
 from autoscaler.simulate.engine import Scenario, simulate
 from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.options import build_settings, load_workload_file
+from autoscaler.simulate.trace import load_trace, make_trace
 from autoscaler.simulate.workload import WorkloadModel
 from tests.simulate.builders import (
     at,
@@ -184,3 +190,41 @@ def test_invariants_on_random_traces(
         assert row.desired <= max(2 * row.current, 4)
         if row.metrics[0].load.total is None:
             assert row.desired >= row.current
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "simulate"
+THREE_DAYS = 3 * 86_400.0
+# sha256 of repr(timeline.rows) of the first three days of week.csv (the last one with the
+# forecast in use), reactive and predictive, taken before the simulator was made faster:
+# speed-ups must not change a single row.
+WEEK_DIGESTS = {
+    "reactive": "d59aa9f43b7ed2f9e3fc9a90009b365293cfab4221dc07692ddf715dd5c21610",
+    "predictive": "8a203859c91e25f3759f50a2e35875fa40b6379a144e82d735e2e75ba715ca14",
+}
+
+
+def week_scenario(*, predictive: bool) -> Scenario:
+    config = load_config(EXAMPLES / "web-predictive.toml", check_files=False)
+    target = config.targets[0]
+    model = build_settings(load_workload_file(EXAMPLES / "workload.toml"),
+                           source="workload.toml").model
+    return Scenario(label="predictive" if predictive else "reactive", spec=target.spec,
+                    model=model, settings=config.daemon.algorithm,
+                    sync_period=config.daemon.sync_period,
+                    windows=tuple(q.window for q in target.metric_queries),
+                    predictions=target.predictions if predictive else ())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("predictive", [False, True], ids=["reactive", "predictive"])
+def test_the_week_backtest_is_unchanged_row_for_row(predictive: bool) -> None:
+    """Three days of the shipped week, reactive and predictive, give exactly the rows they
+    gave before the simulator was optimised (a speed-up that changes a result is a bug)."""
+    week = load_trace(EXAMPLES / "week.csv")
+    cut = sum(1 for t in week.times if t <= THREE_DAYS)
+    days = make_trace(week.times[:cut], {k: v[:cut] for k, v in week.columns.items()},
+                      source="week.csv")
+    scenario = week_scenario(predictive=predictive)
+    timeline = simulate(scenario, days, interpolation="linear")
+    digest = hashlib.sha256(repr(timeline.rows).encode()).hexdigest()
+    assert digest == WEEK_DIGESTS[scenario.label]

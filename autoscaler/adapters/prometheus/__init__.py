@@ -5,10 +5,11 @@
 (thread pool, retries, auth), ``transport`` (one query's HTTP, bounded in bytes, series,
 time and redirects), ``queries`` (PromQL text), ``batch`` (dedup and split),
 ``parse`` (shapes and values), ``kube_requests`` (requests from kube-state-metrics),
-``source`` (the pass).
+``source`` (the pass), ``history`` (a metric's past totals, for the forecaster).
 """
 
 from autoscaler.adapters.prometheus.client import RetryPolicy
+from autoscaler.adapters.prometheus.history import HistoryRequest
 from autoscaler.adapters.prometheus.model import (
     FetchResult,
     QuerySettings,
@@ -18,6 +19,6 @@ from autoscaler.adapters.prometheus.model import (
 from autoscaler.adapters.prometheus.source import PrometheusSource
 
 __all__ = [
-    "FetchResult", "PrometheusSource", "QuerySettings", "RetryPolicy", "ServerSettings",
-    "TargetRequest",
+    "FetchResult", "HistoryRequest", "PrometheusSource", "QuerySettings", "RetryPolicy",
+    "ServerSettings", "TargetRequest",
 ]

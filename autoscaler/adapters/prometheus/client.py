@@ -180,6 +180,21 @@ class PrometheusClient:
 
         Raises ``TransientError``, ``AccessDeniedError``, ``BadQueryError`` or ``BadDataError``.
         """
+        params = {"query": promql, "time": f"{at:.3f}"}
+        return await self._retrying(server, "query", params, deadline=deadline, parse=parse)
+
+    async def query_range(self, server: str, promql: str, *, start: float, end: float,
+                          step: float, deadline: float,
+                          parse: Callable[[Any], Any] | None = None) -> Any:
+        """The raw ``data.result`` (a matrix) of ``promql`` evaluated every ``step`` seconds
+        from ``start`` to ``end`` (Unix times); bounded and retried as ``query``."""
+        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                  "step": f"{step:g}"}
+        return await self._retrying(server, "query_range", params, deadline=deadline,
+                                    parse=parse)
+
+    async def _retrying(self, server: str, endpoint: str, params: Mapping[str, str], *,
+                        deadline: float, parse: Callable[[Any], Any] | None) -> Any:
         policy = self._retry
         async for attempt in AsyncRetrying(
             stop=stop_any(stop_after_attempt(policy.attempts), _StopBeforeDeadline(deadline)),
@@ -190,32 +205,35 @@ class PrometheusClient:
             reraise=True,
         ):
             with attempt:
-                return await self._attempt(server, promql, at=at, deadline=deadline,
+                return await self._attempt(server, endpoint, params, deadline=deadline,
                                            parse=parse)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
-    async def _attempt(self, server: str, promql: str, *, at: float, deadline: float,
-                       parse: Callable[[Any], Any] | None) -> Any:
+    async def _attempt(self, server: str, endpoint: str, params: Mapping[str, str], *,
+                       deadline: float, parse: Callable[[Any], Any] | None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimedOutError("the pass's deadline passed before the query was sent")
         timeout = min(self._servers[server].settings.timeout, remaining)
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, self._run, server, promql, at, timeout, parse)
+        future = loop.run_in_executor(self._pool, self._run, server, endpoint, params, timeout,
+                                      parse)
         try:
             # Also bounds the wait for a free worker when the pool is busy.
             return await asyncio.wait_for(future, timeout=remaining)
         except TimeoutError:
             raise TimedOutError(f"no answer within {remaining:.2f}s (pass deadline)") from None
 
-    def _run(self, server: str, promql: str, at: float, timeout: float,
+    def _run(self, server: str, endpoint: str, params: Mapping[str, str], timeout: float,
              parse: Callable[[Any], Any] | None = None) -> Any:
         """Worker-thread side of one attempt: build auth, query, classify failures, parse."""
         target = self._servers[server]
-        params = {"query": promql, **target.settings.query_params, "time": f"{at:.3f}"}
+        # The server's own query parameters, and ours over them (the evaluation time).
+        sent = {"query": params["query"], **target.settings.query_params, **params}
         raw = transport.query(
-            self._connection(target), f"{target.url}/api/v1/query", params=params,
-            headers=target.headers(), auth=target.auth(), exchange=target.exchange(timeout))
+            self._connection(target), f"{target.url}/api/v1/{endpoint}", params=sent,
+            headers=target.headers(), auth=target.auth(), exchange=target.exchange(timeout),
+            matrix=endpoint == "query_range")
         return raw if parse is None else parse(raw)
 
     def _connection(self, server: _Server) -> requests.Session:

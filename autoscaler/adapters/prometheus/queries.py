@@ -112,3 +112,45 @@ def render(
 @functools.lru_cache(maxsize=1024)
 def _placeholders(template: str) -> frozenset[str]:
     return frozenset(string.Template(template).get_identifiers())
+
+
+_WORKLOAD_POD_NAMES = {
+    "Deployment": "{name}-[a-z0-9]+-[a-z0-9]+",  # <deployment>-<pod-template-hash>-<suffix>
+    "ReplicaSet": "{name}-[a-z0-9]+",
+    "StatefulSet": "{name}-[0-9]+",
+}
+
+
+def workload_pod_regex(kind: str, name: str) -> str:
+    """A regex for every pod the workload creates, past and present, by the names its
+    controller gives them (for a kind we do not know: ``<name>-`` and anything after),
+    escaped for a double-quoted PromQL string."""
+    escaped = _REGEX_META.sub(r"\\\1", name)
+    pattern = _WORKLOAD_POD_NAMES.get(kind, "{name}-.+").format(name=escaped)
+    return promql_string(pattern)
+
+
+def history_query(
+    *, template: str | None, given: str | None, resource: str | None, per_container: bool,
+    namespace: str, name: str, kind: str, container: str, window: float,
+) -> str:
+    """The PromQL whose range query gives a metric's past totals.
+
+    ``given`` (the ``historyQuery``) is used as written; else ``sum`` of the metric's own
+    query (``template``) with the pod placeholders widened to every pod the workload ever
+    had (``workload_pod_regex``), or of the built-in ``resource`` query (``template`` None)
+    restricted to those pods. Raises ``KeyError`` or ``ValueError`` for a template that
+    does not render."""
+    regex = workload_pod_regex(kind, name)
+    selector = f'namespace="{promql_string(namespace)}",pod=~"{regex}"'
+    if given is not None or template is not None:
+        rendered = render_query(
+            given or template or "", namespace=namespace, name=name, kind=kind,
+            container=container, pod_regex=regex, pod_selector=selector)
+        return rendered if given is not None else f"sum({rendered})"
+    if resource not in _USAGE:
+        raise KeyError(f"no built-in query for resource {resource!r}")
+    matchers = f"{CADVISOR_FILTER},{selector}"
+    if per_container:
+        matchers += f',container="{promql_string(container)}"'
+    return f"sum({_USAGE[resource].format(selector=matchers, window=duration(window))})"

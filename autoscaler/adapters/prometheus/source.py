@@ -22,6 +22,12 @@ import structlog
 from autoscaler.adapters.prometheus import batch
 from autoscaler.adapters.prometheus.batch import Answer, Answers, Plan, QueryKey, Slot
 from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
+from autoscaler.adapters.prometheus.history import (
+    HistoryRequest,
+    Point,
+    history_promql,
+    parse_matrix,
+)
 from autoscaler.adapters.prometheus.kube_requests import fold_requests
 from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import (
@@ -32,7 +38,12 @@ from autoscaler.adapters.prometheus.parse import (
 )
 from autoscaler.adapters.prometheus.split import Splitter
 from autoscaler.algorithm import MetricUnavailable, MetricValues, Pod
-from autoscaler.errors import AutoscalerError, BadDataError, TimedOutError
+from autoscaler.errors import (
+    AutoscalerError,
+    BadDataError,
+    BadQueryError,
+    TimedOutError,
+)
 from autoscaler.observability.repeats import RepeatedWarnings
 
 log = structlog.get_logger(__name__)
@@ -91,6 +102,18 @@ class PrometheusSource:
             reason = MetricUnavailable(reason=f"metrics fetch failed: {type(error).__name__}")
             return FetchResult(values={t.key: (reason,) * len(t.metrics) for t in requests},
                                queries_issued=0)
+
+    async def history(self, request: HistoryRequest, *, start: float, end: float, step: float,
+                      deadline: float) -> list[Point]:
+        """The metric's total every ``step`` seconds from ``start`` to ``end`` (Unix times),
+        for the forecaster; raises ``TransientError``, ``AccessDeniedError``,
+        ``BadQueryError`` or ``BadDataError``."""
+        if not self._client.knows(request.server):
+            raise BadQueryError(f"unknown Prometheus server {request.server!r}")
+        points: list[Point] = await self._client.query_range(
+            request.server, history_promql(request), start=start, end=end, step=step,
+            deadline=deadline, parse=parse_matrix)
+        return points
 
     async def close(self) -> None:
         """Returns at once: queries still running are cut off by their own timeout."""

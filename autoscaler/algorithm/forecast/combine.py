@@ -71,17 +71,16 @@ def with_forecast(live: MetricValues, forecast: float, total: float | None = Non
         samples = live.samples
         if total > 0:
             factor = forecast / total
-            return PodMetricValues(samples={
-                name: _scaled(s, round(s.value * factor)) for name, s in samples.items()})
-        each = wanted // len(samples)
-        return PodMetricValues(samples={name: _scaled(s, each) for name, s in samples.items()})
+            return PodMetricValues(samples={  # (PodSample built inline: once per pod per pass)
+                name: PodSample(value=Milli(round(s.value * factor)), timestamp=s.timestamp,
+                                window=s.window) for name, s in samples.items()})
+        each = Milli(wanted // len(samples))
+        return PodMetricValues(samples={
+            name: PodSample(value=each, timestamp=s.timestamp, window=s.window)
+            for name, s in samples.items()})
     if isinstance(live, ObjectMetricValue):
         return ObjectMetricValue(value=Milli(wanted))
     return ExternalMetricValues(values=(Milli(wanted),))
-
-
-def _scaled(sample: PodSample, value: int) -> PodSample:
-    return PodSample(value=Milli(value), timestamp=sample.timestamp, window=sample.window)
 
 
 def decide_predictive(

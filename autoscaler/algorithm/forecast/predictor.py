@@ -63,7 +63,11 @@ class TargetPredictor:
         }
         self._forecasters = {key: Forecaster(s)
                              for key, s in zip(keys, self.settings, strict=True) if s is not None}
+        self._kept = {key: s.kept_buckets
+                      for key, s in zip(keys, self.settings, strict=True) if s is not None}
         self.startup: Seconds | None = None
+        self._startup_of: Sequence[Pod] = ()
+        self._startup_seen: Seconds | None = None
 
     @property
     def acting(self) -> bool:
@@ -82,7 +86,7 @@ class TargetPredictor:
         self, *, metrics: Sequence[MetricValues], pods: Sequence[Pod], now: Seconds
     ) -> tuple[Prediction | None, ...]:
         """Record this pass's live totals, then forecast each metric ``horizon`` ahead."""
-        self.startup = observed_startup(pods) or self.startup
+        self.startup = self._observed_startup(pods) or self.startup
         out: list[Prediction | None] = []
         for key, settings, values, window in zip(self._keys, self.settings, metrics,
                                                  self.windows, strict=True):
@@ -92,13 +96,22 @@ class TargetPredictor:
             total = metric_total(values)
             if total is not None:
                 self.series[key] = observe(self.series[key], at=now, value=total,
-                                           keep=settings.kept_buckets)
+                                           keep=self._kept[key])
             horizon = self.horizon(settings, window)
             forecast = self._forecasters[key].forecast(self.series[key], now=now,
                                                        horizon=horizon)
             out.append(Prediction(model=settings.model.value, horizon=horizon,
                                   forecast=forecast, live=total))
         return tuple(out)
+
+    def _observed_startup(self, pods: Sequence[Pod]) -> Seconds | None:
+        """``observed_startup``, computed again only when some pod changed: pods are
+        immutable values, and the pod cache (and the simulator) hand the same objects over
+        until a pod changes, so most passes find the same ones."""
+        last = self._startup_of
+        if len(pods) != len(last) or any(a is not b for a, b in zip(pods, last, strict=True)):
+            self._startup_of, self._startup_seen = tuple(pods), observed_startup(pods)
+        return self._startup_seen
 
     def backfill(self, index: int, points: Sequence[tuple[float, float]]) -> None:
         """Fill metric ``index``'s gaps from a range query of its own total."""

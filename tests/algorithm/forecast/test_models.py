@@ -110,3 +110,14 @@ def test_no_forecast_before_enough_history(model: OnlineModel, needs: int) -> No
     assert model.forecast(1) is None
     model.update(1.0)
     assert model.forecast(1) is not None
+
+
+@pytest.mark.parametrize("smoothing", [SMOOTHING, Smoothing(level=1.0, trend=0.0, seasonal=0.9),
+                                       Smoothing(level=0.05, trend=0.4, seasonal=0.0)],
+                         ids=["usual", "edges", "slow-level"])
+def test_the_fit_loss_is_the_models_own_errors_to_the_last_bit(smoothing: Smoothing) -> None:
+    """``sse`` (unrolled for speed) is exactly the sum of the model's squared one-step
+    errors: not merely close, so a refit chooses what it chose before."""
+    values = seasonal(3 * M, noise=4.0, slope=0.2)
+    errors = HoltWinters(M, smoothing).errors(values)
+    assert sse(values, M, smoothing) == sum(e * e for e in errors)
