@@ -17,12 +17,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/uv"
 "$work/uv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
-python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
-  > "$work/build.in"
+build_requires=$(python3 -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 
+# The build requirements come on stdin (-): a file would put its temporary path in the output.
 compile() {
   "$work/uv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
-    --custom-compile-command "scripts/lock.sh" pyproject.toml "$work/build.in" "$@"
+    --custom-compile-command "scripts/lock.sh" pyproject.toml - "$@" <<<"$build_requires"
 }
 compile --extra test -o requirements/test.txt "$@"
 compile --extra plot -c requirements/test.txt -o requirements/plot.txt
