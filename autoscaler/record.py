@@ -5,7 +5,7 @@ A ``dataclass(frozen=True)`` guards its fields at run time by setting each one i
 plain slotted dataclass (a five-field record: ~700 ns against ~270 ns). A reconcile pass over
 1,000 targets builds ~36,000 of the core's records (pod samples, proposals, conditions,
 recommendations), so that guard cost 9-16 ms of a pass's ~125 ms of CPU (bench/daemon_scale.py,
-two sets of alternating runs; the README's figures).
+two sets of alternating runs; bench/README.md's figures).
 
 A ``@record`` class is a slotted, hashable, keyword-only dataclass whose immutability is
 checked where it is cheap: statically. ``dataclass_transform(frozen_default=True)`` makes

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the tests need (Debian's prometheus, kubectl check, a virtualenv with the
-# package and its test extras), then lint, type-check, check the architecture contracts and
-# run the whole test suite. Safe to run again: each step is skipped when already done.
+# package and its test extras, as locked in requirements/test.txt), then lint, type-check,
+# check the architecture contracts and run the whole test suite. Safe to run again: each step
+# is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,12 +23,8 @@ fi
 # ships (Debian's kubernetes-client is 1.20, too old for aggregated discovery).
 command -v kubectl >/dev/null || { echo "FATAL: kubectl is not installed; the API-server fidelity tests need it" >&2; exit 1; }
 
-if [ ! -x .venv/bin/python ]; then
-  echo "== creating .venv"
-  python3 -m venv .venv
-fi
-echo "== installing the package and its test dependencies"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+echo "== installing the package and its test dependencies (requirements/test.txt) in .venv"
+bash scripts/install.sh .venv test --editable
 
 echo "== ruff";         .venv/bin/ruff check -q .
 echo "== mypy";         .venv/bin/mypy

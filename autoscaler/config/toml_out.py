@@ -1,13 +1,14 @@
 """Writing TOML that reads like a hand-written config: inline tables, dotted keys, comments.
 
-tomli-w writes nested tables as separate ``[a.b.c]`` sections and cannot write comments;
-``import-hpa`` wants one compact block per target with a comment above each query to fill
-in, so it assembles lines itself and uses these helpers for keys and values.
+A TOML writer (tomli-w) writes nested tables as separate ``[a.b.c]`` sections and cannot
+write comments; ``import-hpa`` and ``import-keda`` want one compact block per target with a
+comment above each query to fill in, so they assemble lines themselves and use these helpers
+for keys and values.
 
 Whatever a string holds, it stays inside its quotes: ``string`` escapes quotes, backslashes
 and every character that is not printable (control characters, U+2028, U+0085, bidi
 overrides...), so no value can end its line, open a table, or show as more than it is.
-Numbers and booleans go through tomli-w.
+Numbers are Python's own text, which is TOML's.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-
-import tomli_w
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
@@ -59,7 +58,9 @@ def _escaped(char: str) -> str:
 def scalar(value: str | int | float | bool) -> str:
     if isinstance(value, str):
         return string(value)
-    return tomli_w.dumps({"v": value}).removeprefix("v = ").rstrip("\n")
+    if isinstance(value, bool):  # before int: a bool is an int
+        return "true" if value else "false"
+    return str(value)  # 42, -1.5, 1e+20, inf, nan: each is TOML as Python prints it
 
 
 def inline(value: Any) -> str:

@@ -45,11 +45,16 @@ REACTIVE = Path()
 PROGRESS_MIN_STEPS = 5_000
 """Runs shorter than this finish before a progress bar would help."""
 
+NO_MATPLOTLIB = ("note: no plot: matplotlib is not installed (pip install 'autoscaler[plot]', "
+                 "or --no-plot to skip it); the timeline and summary are written")
+"""What ``simulate`` says when the ``plot`` extra is missing; it still writes the rest."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outputs:
     directory: Path
     written: tuple[Path, ...]
+    notes: tuple[str, ...] = ()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     for path in outputs.written:
         print(f"wrote {path}")
+    for note in outputs.notes:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -210,9 +217,14 @@ def write_outputs(
             written.append(path)
     write_summary(summaries, out / "summary.json")
     written.append(out / "summary.json")
-    if plot_png:
-        from autoscaler.simulate.plot import plot  # matplotlib takes a while to import
-
-        plot(timelines, out / "simulation.png")
-        written.append(out / "simulation.png")
+    if not plot_png:
+        return Outputs(directory=out, written=tuple(written))
+    try:  # matplotlib is the optional ``plot`` extra, and takes a while to import
+        from autoscaler.simulate.plot import plot
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").partition(".")[0] != "matplotlib":
+            raise
+        return Outputs(directory=out, written=tuple(written), notes=(NO_MATPLOTLIB,))
+    plot(timelines, out / "simulation.png")
+    written.append(out / "simulation.png")
     return Outputs(directory=out, written=tuple(written))

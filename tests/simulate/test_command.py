@@ -183,6 +183,26 @@ def test_cli_entry_point_runs_simulate(tmp_path: Path) -> None:
     assert (out / "summary.json").exists()
 
 
+WITHOUT_MATPLOTLIB = ("import sys; sys.modules['matplotlib'] = None; "  # import fails, as if absent
+                      "from autoscaler.cli import main; sys.exit(main())")
+
+
+def test_without_matplotlib_says_how_to_get_the_plot(tmp_path: Path) -> None:
+    """Without the plot extra, simulate writes the timeline and summary and says so in a line."""
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MATPLOTLIB, "simulate", "--config", str(config(tmp_path)),
+         "--trace", str(csv_trace(tmp_path)), "--out", str(out)],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "note: no plot: matplotlib is not installed (pip install 'autoscaler[plot]', or "
+        "--no-plot to skip it); the timeline and summary are written"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "summary.json", "timeline.csv", "timeline.json"]
+
+
 def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     """On a TTY a long run draws a bar on stderr; piped, stderr stays empty."""
     args = [sys.executable, "-m", "autoscaler", "simulate", "--config", str(config(tmp_path)),
