@@ -1,7 +1,8 @@
 """Kubernetes adapter: every API call the daemon makes, on kubernetes-asyncio.
 
-``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``scale`` (GET/PUT
-``/scale`` with optimistic concurrency), ``targets`` (list-and-watch cache of the apps/v1
+``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``structs`` (the values
+the others share: an object reference, a Scale), ``scale`` (GET/PUT ``/scale`` with
+optimistic concurrency), ``targets`` (list-and-watch cache of the apps/v1
 workloads' scales, so reads of those need no request), ``pods`` (list-and-watch cache of
 pods), ``informer`` (the list-and-watch machinery both caches share), ``events``
 (aggregated core/v1 Events), ``owners`` (other autoscalers on the same target), ``drift``
@@ -20,14 +21,9 @@ from autoscaler.adapters.kube.labels import Selector, format_label_selector, par
 from autoscaler.adapters.kube.owners import Owner, OwnerCheck
 from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.reasons import EventReason, EventType, successful_rescale_message
-from autoscaler.adapters.kube.scale import (
-    ObjectRef,
-    Scale,
-    ScaleClient,
-    ScaleOutcome,
-    scale_with_retry,
-)
+from autoscaler.adapters.kube.scale import ScaleClient, ScaleOutcome, scale_with_retry
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession
+from autoscaler.adapters.kube.structs import ObjectRef, Scale
 from autoscaler.adapters.kube.targets import TargetCache, TargetCounters
 
 __all__ = [

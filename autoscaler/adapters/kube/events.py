@@ -27,7 +27,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.reasons import EventType
-from autoscaler.adapters.kube.scale import ObjectRef
+from autoscaler.adapters.kube.structs import ObjectRef
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 

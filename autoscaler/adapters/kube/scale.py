@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +27,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
 from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.adapters.kube.labels import Selector, parse_selector
-from autoscaler.algorithm import ScaleState
+from autoscaler.adapters.kube.structs import ObjectRef, Scale
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AccessDeniedError, BadDataError, ConflictError, NotFoundError
 
@@ -36,45 +35,6 @@ if TYPE_CHECKING:
     from autoscaler.adapters.kube.targets import TargetCache
 
 log = structlog.get_logger("autoscaler.kube.scale")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ObjectRef:
-    """An object as an Event's ``involvedObject`` names it."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scale:
-    """A target's ``/scale``: what the core reads and what a write must carry back."""
-
-    target: ObjectRef
-    spec_replicas: int
-    status_replicas: int
-    selector: str
-    """``status.selector``: the pods the target owns, as a label-selector string."""
-    resource_version: str
-    annotations: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({}), hash=False)
-    """The target object's ``metadata.annotations`` (pause, ...); a Scale has none itself."""
-
-    @property
-    def state(self) -> ScaleState:
-        return ScaleState(spec_replicas=self.spec_replicas, status_replicas=self.status_replicas)
-
-    def pod_selector(self) -> Selector:
-        """The parsed selector; upstream refuses a target without one ("selector is required")."""
-        if not self.selector.strip():
-            raise BadDataError(
-                f"{self.target.kind} {self.target.namespace}/{self.target.name}: its /scale has "
-                "no status.selector (selector is required; a custom resource needs "
-                "labelSelectorPath in its scale subresource)")
-        return parse_selector(self.selector)
 
 
 def scale_from_json(body: dict[str, Any], target: ObjectRef) -> Scale:

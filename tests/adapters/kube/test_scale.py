@@ -6,8 +6,9 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.kube.discovery import Discovery
-from autoscaler.adapters.kube.scale import Scale, ScaleClient, scale_with_retry
+from autoscaler.adapters.kube.scale import ScaleClient, scale_with_retry
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.structs import Scale
 from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.errors import (
     AccessDeniedError,
@@ -131,7 +132,8 @@ async def test_forbidden_write(kube: KubeSession, apiserver: SimApiServer) -> No
 
 def test_scale_without_selector() -> None:
     """Upstream refuses a target whose /scale has no selector: a clear BadDataError."""
-    from autoscaler.adapters.kube.scale import ObjectRef, scale_from_json
+    from autoscaler.adapters.kube.scale import scale_from_json
+    from autoscaler.adapters.kube.structs import ObjectRef
 
     target = ObjectRef(api_version="example.com/v1", kind="Rollout", namespace="ns", name="r")
     scale = scale_from_json({"spec": {"replicas": 1}, "status": {"replicas": 1}}, target)
