@@ -29,6 +29,7 @@ import structlog
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
 from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
 from autoscaler.adapters.kube.state import ConfigMapStateStore
+from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
@@ -286,7 +287,7 @@ class Daemon:
                 with contextlib.suppress(Exception):  # an event is never worth more
                     await self.components.events.record(
                         target.namespace, target.scale_target_ref, warning=True,
-                        reason="HistoryUnreadable", message=message)
+                        reason=EventReason.HISTORY_UNREADABLE, message=message)
 
         await asyncio.gather(*(event(t) for t in self.scheduler_targets))
 

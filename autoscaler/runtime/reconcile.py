@@ -24,6 +24,7 @@ from autoscaler.algorithm import (
     Bounds,
     ConditionType,
     Decision,
+    EventReason,
     History,
     MetricUnavailable,
     MetricValues,
@@ -34,6 +35,7 @@ from autoscaler.algorithm import (
     bridge_gap,
     decide,
     record_scale_event,
+    rescale_message,
 )
 from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
 from autoscaler.algorithm.metric import MetricOutcome
@@ -84,10 +86,6 @@ NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, Thro
 garbled answer) it may have, and the target's intent stays until a fresh read tells."""
 
 Persist = Callable[[], Awaitable[None]]
-FAILED_EVALUATION = "FailedEvaluation"
-"""Condition and Event reason of a target whose evaluation raised."""
-SHADOW_DISAGREEMENT = "ShadowDisagreement"
-"""Event reason: in shadow mode, our desired count differs from the owning HPA's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -341,7 +339,8 @@ class Reconciler:
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
             self._fail(state, target, Reason.FAILED_GET_SCALE,
                        f"the autoscaler was unable to get the target's current scale: {error}")
-            await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
+            await self._event(target, warning=True, reason=Reason.FAILED_GET_SCALE,
+                              message=str(error))
             return None
         try:
             owners = await self.owners.owners_of(target.namespace, target.scale_target_ref)
@@ -403,7 +402,8 @@ class Reconciler:
             state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
             self.telemetry.target(target.key).drift += 1
             log.warning("drift", target=target.key, expected=expected, observed=observed)
-            self._spawn_event(target, warning=False, reason="ScaleDrift", message=state.drift)
+            self._spawn_event(target, warning=False, reason=EventReason.SCALE_DRIFT,
+                              message=state.drift)
         state.expected_replicas = observed
 
     def _blocked(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
@@ -411,7 +411,8 @@ class Reconciler:
         if state.last_outcome != "blocked":
             log.warning("not acting: target owned elsewhere", target=target.key,
                         owners=state.blocked_by)
-            self._spawn_event(target, warning=True, reason="AutoscalerConflict", message=message)
+            self._spawn_event(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
+                              message=message)
         self._finish(state, target, "blocked", error=message)
         self.telemetry.target(target.key).current = scale.spec_replicas
 
@@ -523,7 +524,8 @@ class Reconciler:
                        f"(current {decision.current_replicas}; ours: {why})")
             log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
                      owner=owner)
-            self._spawn_event(target, warning=False, reason=SHADOW_DISAGREEMENT, message=message)
+            self._spawn_event(target, warning=False, reason=EventReason.SHADOW_DISAGREEMENT,
+                              message=message)
         self._finish(state, target, "shadow", error=None if theirs is not None else
                      "shadow mode: no HPA reports a desired count for this target")
 
@@ -568,7 +570,7 @@ class Reconciler:
                 await self._event(target, warning=True, reason=reason, message=message)
             if pending.held is not None:
                 self._fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
-                await self._event(target, warning=True, reason="FailedRescale",
+                await self._event(target, warning=True, reason=EventReason.FAILED_RESCALE,
                                   message=pending.held)
                 return
             if pending.write is not None:
@@ -662,8 +664,8 @@ class Reconciler:
         if self.options.dry_run:
             log.info("would scale", current=current, desired=desired, reason=reason)
             self.telemetry.target(target.key).would_scale(current, desired)
-            await self._event(target, warning=False, reason="WouldScale",
-                              message=f"New size: {desired}; reason: {reason} (dry-run)")
+            await self._event(target, warning=False, reason=EventReason.WOULD_SCALE,
+                              message=f"{rescale_message(desired, reason)} (dry-run)")
             return
         if not self.options.may_write():
             log.info("not the leader any more: skipping the write", desired=desired)
@@ -681,8 +683,8 @@ class Reconciler:
             self.telemetry.errors.labels(reason="update_scale").inc()
             self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
                        f"the autoscaler was unable to update the target scale: {error}")
-            await self._event(target, warning=True, reason="FailedRescale",
-                              message=f"New size: {desired}; reason: {reason}; error: {error}")
+            await self._event(target, warning=True, reason=EventReason.FAILED_RESCALE,
+                              message=f"{rescale_message(desired, reason)}; error: {error}")
             return
         state.intent = None
         state.write_not_before = None
@@ -690,8 +692,8 @@ class Reconciler:
             return  # after a conflict the target already has the count we want
         self._after_write(target, state, previous=previous, new=desired)
         log.info("scaled", previous=previous, desired=desired, reason=reason)
-        await self._event(target, warning=False, reason="SuccessfulRescale",
-                          message=f"New size: {desired}; reason: {reason}")
+        await self._event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
+                          message=rescale_message(desired, reason))
 
     async def _write_with_conflicts(
         self, observed: _Observed, state: TargetState, desired: int,
@@ -788,8 +790,9 @@ class Reconciler:
         if message != state.last_error:
             log.error("target evaluation failed: holding it", target=target.key,
                       error=message, exc_info=debug_traceback(error))
-            self._spawn_event(target, warning=True, reason=FAILED_EVALUATION, message=message)
-        self._fail(state, target, FAILED_EVALUATION, message)
+            self._spawn_event(target, warning=True, reason=EventReason.FAILED_EVALUATION,
+                              message=message)
+        self._fail(state, target, EventReason.FAILED_EVALUATION, message)
 
     def _fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
         state.conditions = merge_conditions(state.conditions, (), self.clock())
@@ -843,7 +846,7 @@ def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:
     events = [(outcome.failure_reason.value, outcome.error)
               for outcome in decision.metrics if outcome.error is not None]
     if decision.proposal is None and decision.error:
-        events.append(("FailedComputeMetricsReplicas", decision.error))
+        events.append((EventReason.FAILED_COMPUTE_METRICS_REPLICAS.value, decision.error))
     return tuple(events)
 
 

@@ -23,6 +23,7 @@ from autoscaler.algorithm import (
     Condition,
     ConditionType,
     Decision,
+    EventReason,
     History,
     PodMetricValues,
     format_milli,
@@ -240,13 +241,10 @@ def would_conditions(conditions: list[dict[str, Any]], decision: Decision) -> li
     if decision.rescale_reason:
         message += f": {decision.rescale_reason}"
     would = {"type": ConditionType.ABLE_TO_SCALE.value, "status": "True",
-             "reason": WOULD_SCALE, "message": message, "lastTransitionTime": None}
+             "reason": EventReason.WOULD_SCALE.value, "message": message,
+             "lastTransitionTime": None}
     return [would if c["type"] == ConditionType.ABLE_TO_SCALE.value else c
             for c in conditions]
-
-
-WOULD_SCALE = "WouldScale"
-"""Condition reason in a plan (and Event reason in dry-run) for a rescale not written."""
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:
