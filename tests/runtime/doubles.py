@@ -75,6 +75,38 @@ class Quiet:
         return ()
 
 
+@dataclass
+class Events:
+    """Every Event recorded, as (reason, message, warning)."""
+
+    sent: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
+                     message: str) -> None:
+        self.sent.append((reason, message, warning))
+
+    def reasons(self) -> list[str]:
+        return [reason for reason, _, _ in self.sent]
+
+
+@dataclass
+class Owners:
+    """Other autoscalers on every target (``owners``), and the desired count each reports."""
+
+    owners: tuple[str, ...] = ()
+    reported: tuple[tuple[str, int], ...] = ()
+
+    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
+        return self.owners
+
+    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
+        return self.owners
+
+    def reported_desired(self, namespace: str,
+                         ref: ScaleTargetRef) -> tuple[tuple[str, int], ...] | None:
+        return self.reported
+
+
 def depth(units: int) -> ExternalMetricValues:
     """An External metric's one series at ``units``."""
     return ExternalMetricValues(values=(Milli(units * 1000),))
