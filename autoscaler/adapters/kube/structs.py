@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from autoscaler.adapters.kube.labels import Selector, parse_selector
-from autoscaler.algorithm import ScaleState
 from autoscaler.errors import BadDataError
 
 
@@ -39,10 +38,6 @@ class Scale:
     annotations: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}), hash=False)
     """The target object's ``metadata.annotations`` (pause, ...); a Scale has none itself."""
-
-    @property
-    def state(self) -> ScaleState:
-        return ScaleState(spec_replicas=self.spec_replicas, status_replicas=self.status_replicas)
 
     def pod_selector(self) -> Selector:
         """The parsed selector; upstream refuses a target without one ("selector is required")."""
