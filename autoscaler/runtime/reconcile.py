@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -68,6 +68,7 @@ from autoscaler.runtime.status import (
     merge_conditions,
     schedule_status,
 )
+from autoscaler.runtime.workers import WorkerPool
 from autoscaler.schedules import bounds_at
 from autoscaler.state import Intent
 
@@ -75,8 +76,6 @@ if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
 
 log = structlog.get_logger("autoscaler.reconcile")
-T = TypeVar("T")
-U = TypeVar("U")
 
 CONFLICT_RETRIES = 3
 MAX_RETRY_AFTER = 600.0
@@ -202,8 +201,7 @@ class Reconciler:
         self.telemetry = telemetry
         self.clock = clock
         self.states: dict[str, TargetState] = {}
-        self._concurrency = max(1, options.concurrency)
-        self._limit = asyncio.Semaphore(self._concurrency)
+        self.workers = WorkerPool(options.concurrency)
         self._background: set[asyncio.Task[None]] = set()  # strong refs to event tasks
 
     def state(self, key: str) -> TargetState:
@@ -232,62 +230,12 @@ class Reconciler:
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None]
             await self._make_durable(pending)
-            await self._each(pending, self._complete)
+            await self.workers.each(pending, self._complete)
         finally:
             for target in targets:
                 self.state(target.key).in_flight = False
             self.telemetry.observe_pass(period=targets[0].sync_period if targets else 0.0,
                                         seconds=time.monotonic() - started)
-
-    async def _each(
-        self, items: Sequence[U], work: Callable[[U], Awaitable[T]], *,
-        until: float | None = None, timed_out: Callable[[U], T] | None = None,
-    ) -> list[T]:
-        """``work`` on every item, at most ``concurrency`` at once (shared by all passes),
-        by that many workers: not a task per item (10,000 targets made 20,000 tasks a pass).
-
-        With ``until`` (loop time), an item whose work is still waiting then is abandoned
-        and ``timed_out`` gives its result; items after it still run (reads served from the
-        caches finish without waiting). One timer per worker, not one per item.
-        """
-        slots: dict[int, T] = {}
-        queue = iter(enumerate(items))
-
-        async def worker() -> None:
-            current: int | None = None
-            while True:
-                try:
-                    async with asyncio.timeout_at(until) as timer:
-                        for current, item in queue:  # shared: each item goes to one worker
-                            await self._take_slot(timer, until)
-                            try:
-                                slots[current] = await work(item)
-                            finally:
-                                self._limit.release()
-                            if timer.expired():
-                                break  # the work swallowed its cancellation: a fresh timer
-                        else:
-                            return
-                except TimeoutError:
-                    if not timer.expired() or current is None or timed_out is None:
-                        raise
-                    slots[current] = timed_out(items[current])
-
-        workers = min(len(items), self._concurrency)
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        return [slots[index] for index in range(len(items))]
-
-    async def _take_slot(self, timer: asyncio.Timeout, until: float | None) -> None:
-        """One slot of the limit all passes share. Waiting for one while another pass holds
-        them all is not this item's slowness: the deadline is paused meanwhile."""
-        if not self._limit.locked():
-            await self._limit.acquire()  # a free slot is taken without suspending
-            return
-        timer.reschedule(None)
-        try:
-            await self._limit.acquire()
-        finally:
-            timer.reschedule(until)
 
     # --- observe ----------------------------------------------------------------------
 
@@ -302,7 +250,7 @@ class Reconciler:
             # hang cannot hold back the metrics, decisions and writes of all the others.
             budget = max(0.5, (deadline - time.monotonic()) / 2)
             until = asyncio.get_running_loop().time() + budget
-            answered = iter(await self._each(
+            answered = iter(await self.workers.each(
                 asking, self._observe, until=until,
                 timed_out=lambda t: self._observe_timed_out(t, budget)))
             read = [next(answered) if got is _ASK else got for got in read]
