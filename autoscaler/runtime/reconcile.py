@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -50,6 +50,7 @@ from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 from autoscaler.record import record
 from autoscaler.runtime.heap import collector_paused
+from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -128,43 +129,6 @@ class _Pending:
     held: str | None = None
     """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
-
-
-PAUSED_ANNOTATION = "autoscaler.dev/paused"
-PAUSED_REPLICAS_ANNOTATION = "autoscaler.dev/paused-replicas"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pause:
-    """Leave the target alone (``replicas`` None) or hold it at ``replicas``; and why."""
-
-    replicas: int | None
-    source: str
-
-
-def pause_of(target: TargetConfig, annotations: Mapping[str, str]) -> Pause | None:
-    """The config's pause wins; else the target's annotations, as KEDA users expect them.
-
-    An unreadable ``paused-replicas`` pauses without holding: leaving a workload alone is
-    the safe reading of a pause the user asked for but mistyped.
-    """
-    if target.paused_replicas is not None:
-        return Pause(replicas=target.paused_replicas, source="config pausedReplicas")
-    if target.paused:
-        return Pause(replicas=None, source="config paused")
-    held = annotations.get(PAUSED_REPLICAS_ANNOTATION)
-    if held is not None:
-        try:
-            replicas = int(held)
-        except ValueError:
-            replicas = -1
-        if replicas >= 0:
-            return Pause(replicas=replicas, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}")
-        return Pause(replicas=None, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}={held!r} "
-                     "is not a replica count: paused without holding")
-    if annotations.get(PAUSED_ANNOTATION, "").strip().lower() in {"true", "1", "yes"}:
-        return Pause(replicas=None, source=f"annotation {PAUSED_ANNOTATION}")
-    return None
 
 
 class _Ask(Enum):
@@ -413,13 +377,12 @@ class Reconciler:
     def _settle_paused(self, observed: _Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
-        hold = pause.replicas
-        if hold is None or hold == observed.scale.spec_replicas or observed.target.shadow:
+        hold = pause.write_to(observed.scale.spec_replicas, shadow=observed.target.shadow)
+        if hold is None:
             self._finish(state, observed.target, "paused", error=None)
             return None
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
-                        write=_Write(desired=hold, reason=f"paused at {hold} replicas "
-                                     f"({pause.source})", recompute=None))
+                        write=_Write(desired=hold, reason=pause.reason, recompute=None))
 
     def _settle_autoscaled(
         self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None

@@ -15,8 +15,9 @@ import pytest
 from autoscaler.algorithm import MetricUnavailable
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.pause import PAUSED_REPLICAS_ANNOTATION
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
-from autoscaler.runtime.reconcile import PAUSED_REPLICAS_ANNOTATION, ReconcileOptions, Reconciler
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from tests.runtime.doubles import Depths, Fleet, NoPods, depth, targets
 
 
