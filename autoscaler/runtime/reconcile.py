@@ -38,6 +38,7 @@ from autoscaler.algorithm import (
     rescale_message,
 )
 from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
+from autoscaler.algorithm.fallback import fallback_replicas
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import (
     AccessDeniedError,
@@ -552,20 +553,16 @@ class Reconciler:
 
     def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
         """Count passes with every metric invalid, then apply the fallback if one is due."""
-        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
-        state.consecutive_invalid = state.consecutive_invalid + 1 if all_invalid else 0
+        state.consecutive_invalid = (
+            state.consecutive_invalid + 1 if decision.all_metrics_invalid else 0)
         return self._apply_fallback(target, state, decision)
 
     def _apply_fallback(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
-        """Opt-in: after N passes with every metric invalid, go to the configured count."""
-        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
-        fallback = target.fallback
-        state.fallback_active = bool(
-            fallback and all_invalid and state.consecutive_invalid >= fallback.failure_threshold)
-        if not fallback or not state.fallback_active:
-            return decision.desired_replicas
-        current = decision.current_replicas
-        return fallback.replicas if fallback.allow_scale_down else max(fallback.replicas, current)
+        """The decision's count, or the fallback's when it applies (see algorithm.fallback)."""
+        replicas = fallback_replicas(decision, target.fallback,
+                                     consecutive_invalid=state.consecutive_invalid)
+        state.fallback_active = replicas is not None
+        return decision.desired_replicas if replicas is None else replicas
 
     async def _write(
         self, observed: _Observed, state: TargetState, desired: int, reason: str,
