@@ -39,7 +39,6 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
 from autoscaler.algorithm.fallback import fallback_replicas
-from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.errors import (
     AccessDeniedError,
     ConflictError,
@@ -686,7 +685,7 @@ class Reconciler:
         series.recommended = decision.stabilized
         series.metrics = tuple(
             MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
-                          *_metric_numbers(outcome))
+                          outcome.target_value, outcome.current_value)
             for outcome in decision.metrics)
 
     def _failed(self, state: TargetState, target: TargetConfig, error: Exception) -> None:
@@ -756,20 +755,3 @@ def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:
     if decision.proposal is None and decision.error:
         events.append((EventReason.FAILED_COMPUTE_METRICS_REPLICAS.value, decision.error))
     return tuple(events)
-
-
-def _metric_numbers(outcome: MetricOutcome) -> tuple[float | None, float | None]:
-    """(target, current) in the units users read: percent for utilization, else base units."""
-    target = outcome.spec.target
-    if target.average_utilization is not None:
-        wanted: float | None = float(target.average_utilization)
-    else:
-        spec_milli = target.average_value if target.average_value is not None else target.value
-        wanted = None if spec_milli is None else spec_milli / 1000
-    if outcome.proposal is None:
-        return wanted, None
-    current = outcome.proposal.current
-    if target.average_utilization is not None and current.average_utilization is not None:
-        return wanted, float(current.average_utilization)
-    milli = current.average_value if current.average_value is not None else current.value
-    return wanted, None if milli is None else milli / 1000
