@@ -22,7 +22,6 @@ import structlog
 from autoscaler.algorithm import (
     AlgorithmSettings,
     Bounds,
-    ConditionType,
     Decision,
     EventReason,
     History,
@@ -49,6 +48,7 @@ from autoscaler.errors import (
 from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 from autoscaler.record import record
+from autoscaler.runtime.conditions import merge_conditions, rescaled, unable_to_scale
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
@@ -62,13 +62,7 @@ from autoscaler.runtime.ports import (
     ScalePort,
 )
 from autoscaler.runtime.prediction import decide_with_prediction
-from autoscaler.runtime.status import (
-    ShadowReport,
-    StatusCondition,
-    TargetState,
-    merge_conditions,
-    schedule_status,
-)
+from autoscaler.runtime.status import ShadowReport, TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
 from autoscaler.schedules import bounds_at
 from autoscaler.state import Intent
@@ -667,13 +661,7 @@ class Reconciler:
         state.last_scale_time = now
         state.expected_replicas = new
         self._note_zero(state, target, previous=previous, new=new, now=now)
-        for index, condition in enumerate(state.conditions):
-            if condition.type is ConditionType.ABLE_TO_SCALE:
-                state.conditions[index] = StatusCondition(
-                    type=condition.type, status=True, reason=Reason.SUCCEEDED_RESCALE,
-                    message=f"the autoscaler was able to update the target scale to {new}",
-                    last_transition_time=condition.last_transition_time
-                    if condition.status else now)
+        state.conditions = rescaled(state.conditions, new, now)
         self.telemetry.target(target.key).scaled(previous, new)
 
     # --- bookkeeping ------------------------------------------------------------------
@@ -702,15 +690,7 @@ class Reconciler:
         self._fail(state, target, EventReason.FAILED_EVALUATION, message)
 
     def _fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
-        state.conditions = merge_conditions(state.conditions, (), self.clock())
-        failed = StatusCondition(type=ConditionType.ABLE_TO_SCALE, status=False, reason=reason,
-                                 message=message, last_transition_time=self.clock())
-        others = [c for c in state.conditions if c.type is not ConditionType.ABLE_TO_SCALE]
-        previous = next((c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE),
-                        None)
-        if previous is not None and not previous.status:
-            failed.last_transition_time = previous.last_transition_time
-        state.conditions = [failed, *others]
+        state.conditions = unable_to_scale(state.conditions, reason, message, self.clock())
         self._finish(state, target, "error", error=message)
 
     def _finish(self, state: TargetState, target: TargetConfig, outcome: str,
