@@ -45,10 +45,9 @@ from autoscaler.errors import (
     RejectedError,
     ThrottledError,
 )
-from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 from autoscaler.record import record
-from autoscaler.runtime.conditions import merge_conditions, rescaled, unable_to_scale
+from autoscaler.runtime.conditions import merge_conditions, rescaled
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
@@ -62,6 +61,7 @@ from autoscaler.runtime.ports import (
     ScalePort,
 )
 from autoscaler.runtime.prediction import decide_with_prediction
+from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.status import ShadowReport, TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
 from autoscaler.schedules import bounds_at
@@ -154,13 +154,25 @@ class Reconciler:
         telemetry: DaemonMetrics,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.scales, self.pods, self.metrics = scales, pods, metrics
-        self.events, self.owners, self.options = events, owners, options
+        self.scales, self.pods, self.metrics, self.owners = scales, pods, metrics, owners
         self.telemetry = telemetry
         self.clock = clock
         self.states: dict[str, TargetState] = {}
         self.workers = WorkerPool(options.concurrency)
-        self._background: set[asyncio.Task[None]] = set()  # strong refs to event tasks
+        self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
+        self.options = options
+
+    @property
+    def options(self) -> ReconcileOptions:
+        return self._options
+
+    @options.setter
+    def options(self, options: ReconcileOptions) -> None:
+        """Options may be replaced between passes (a config reload); the worker pool keeps
+        the concurrency it started with."""
+        self._options = options
+        self.report.record_events = options.record_events
+        self.report.settings = options.algorithm
 
     def state(self, key: str) -> TargetState:
         state = self.states.get(key)
@@ -219,7 +231,7 @@ class Reconciler:
                    "for observation; skipped this pass")
         log.warning("target skipped", target=target.key, reason=message)
         self.telemetry.errors.labels(reason="observe_timeout").inc()
-        self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
+        self.report.fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
 
     def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
         """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
@@ -243,10 +255,11 @@ class Reconciler:
                                                 fresh=state.intent is not None)
         except Exception as error:  # any adapter fault: this target only, this pass only
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
-            self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the autoscaler was unable to get the target's current scale: {error}")
-            await self._event(target, warning=True, reason=Reason.FAILED_GET_SCALE,
-                              message=str(error))
+            self.report.fail(
+                state, target, Reason.FAILED_GET_SCALE,
+                f"the autoscaler was unable to get the target's current scale: {error}")
+            await self.report.event(target, warning=True, reason=Reason.FAILED_GET_SCALE,
+                                    message=str(error))
             return None
         try:
             owners = await self.owners.owners_of(target.namespace, target.scale_target_ref)
@@ -272,8 +285,8 @@ class Reconciler:
             pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
         except Exception as error:  # namespace not synced yet, or a selector we cannot parse
             log.warning("cannot list the target's pods", target=target.key, error=str(error))
-            self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the pods of the target cannot be listed yet: {error}")
+            self.report.fail(state, target, Reason.FAILED_GET_SCALE,
+                             f"the pods of the target cannot be listed yet: {error}")
             return None
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
@@ -308,7 +321,7 @@ class Reconciler:
             state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
             self.telemetry.target(target.key).drift += 1
             log.warning("drift", target=target.key, expected=expected, observed=observed)
-            self._spawn_event(target, warning=False, reason=EventReason.SCALE_DRIFT,
+            self.report.spawn(target, warning=False, reason=EventReason.SCALE_DRIFT,
                               message=state.drift)
         state.expected_replicas = observed
 
@@ -317,9 +330,9 @@ class Reconciler:
         if state.last_outcome != "blocked":
             log.warning("not acting: target owned elsewhere", target=target.key,
                         owners=state.blocked_by)
-            self._spawn_event(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
+            self.report.spawn(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
                               message=message)
-        self._finish(state, target, "blocked", error=message)
+        self.report.finish(state, target, "blocked", error=message)
         self.telemetry.target(target.key).current = scale.spec_replicas
 
     # --- metrics ----------------------------------------------------------------------
@@ -360,7 +373,7 @@ class Reconciler:
             else:
                 pending = self._settle_autoscaled(observed, state, values)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
-            self._failed(state, target, error)
+            self.report.failed(state, target, error)
             pending = None
         if pending is None:
             self.telemetry.reconcile_duration.observe(time.monotonic() - started)
@@ -373,7 +386,7 @@ class Reconciler:
         state.pause = pause.source
         hold = pause.write_to(observed.scale.spec_replicas, shadow=observed.target.shadow)
         if hold is None:
-            self._finish(state, observed.target, "paused", error=None)
+            self.report.finish(state, observed.target, "paused", error=None)
             return None
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
                         write=_Write(desired=hold, reason=pause.reason, recompute=None))
@@ -407,7 +420,7 @@ class Reconciler:
             write = _Write(desired=desired, reason=reason,
                            recompute=_Recompute(values=values, history=history_before))
         if write is None and not events:
-            self._finish(state, target, outcome, error=decision.error)
+            self.report.finish(state, target, outcome, error=decision.error)
             return None
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
@@ -429,10 +442,10 @@ class Reconciler:
                        f"(current {decision.current_replicas}; ours: {why})")
             log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
                      owner=owner)
-            self._spawn_event(target, warning=False, reason=EventReason.SHADOW_DISAGREEMENT,
+            self.report.spawn(target, warning=False, reason=EventReason.SHADOW_DISAGREEMENT,
                               message=message)
-        self._finish(state, target, "shadow", error=None if theirs is not None else
-                     "shadow mode: no HPA reports a desired count for this target")
+        self.report.finish(state, target, "shadow", error=None if theirs is not None else
+                           "shadow mode: no HPA reports a desired count for this target")
 
     async def _make_durable(self, pending: Sequence[_Pending]) -> None:
         """Put every scale write of this pass on record before any is sent: one store write
@@ -472,19 +485,19 @@ class Reconciler:
         structlog.contextvars.bind_contextvars(target=target.key)
         try:
             for reason, message in pending.events:
-                await self._event(target, warning=True, reason=reason, message=message)
+                await self.report.event(target, warning=True, reason=reason, message=message)
             if pending.held is not None:
-                self._fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
-                await self._event(target, warning=True, reason=EventReason.FAILED_RESCALE,
-                                  message=pending.held)
+                self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
+                await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
+                                        message=pending.held)
                 return
             if pending.write is not None:
                 write = pending.write
                 await self._write(pending.observed, state, write.desired, write.reason,
                                   recompute=write.recompute)
-            self._finish(state, target, pending.outcome, error=pending.error)
+            self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
-            self._failed(state, target, error)
+            self.report.failed(state, target, error)
         finally:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
@@ -514,7 +527,7 @@ class Reconciler:
                 pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
                 settings=arguments["settings"], bounds=arguments["bounds"],
                 telemetry=self.telemetry,
-                emit=lambda reason, message: self._spawn_event(
+                emit=lambda reason, message: self.report.spawn(
                     target, warning=True, reason=reason, message=message))
 
         result = decide_with_zero(
@@ -565,8 +578,8 @@ class Reconciler:
         if self.options.dry_run:
             log.info("would scale", current=current, desired=desired, reason=reason)
             self.telemetry.target(target.key).would_scale(current, desired)
-            await self._event(target, warning=False, reason=EventReason.WOULD_SCALE,
-                              message=f"{rescale_message(desired, reason)} (dry-run)")
+            await self.report.event(target, warning=False, reason=EventReason.WOULD_SCALE,
+                                    message=f"{rescale_message(desired, reason)} (dry-run)")
             return
         if not self.options.may_write():
             log.info("not the leader any more: skipping the write", desired=desired)
@@ -582,10 +595,10 @@ class Reconciler:
                 state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
             log.warning("scale write failed", desired=desired, error=str(error))
             self.telemetry.errors.labels(reason="update_scale").inc()
-            self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
-                       f"the autoscaler was unable to update the target scale: {error}")
-            await self._event(target, warning=True, reason=EventReason.FAILED_RESCALE,
-                              message=f"{rescale_message(desired, reason)}; error: {error}")
+            self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE,
+                             f"the autoscaler was unable to update the target scale: {error}")
+            await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
+                                    message=f"{rescale_message(desired, reason)}; error: {error}")
             return
         state.intent = None
         state.write_not_before = None
@@ -593,8 +606,8 @@ class Reconciler:
             return  # after a conflict the target already has the count we want
         self._after_write(target, state, previous=previous, new=desired)
         log.info("scaled", previous=previous, desired=desired, reason=reason)
-        await self._event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
-                          message=rescale_message(desired, reason))
+        await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
+                                message=rescale_message(desired, reason))
 
     async def _write_with_conflicts(
         self, observed: _Observed, state: TargetState, desired: int,
@@ -675,50 +688,6 @@ class Reconciler:
             MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
                           outcome.target_value, outcome.current_value)
             for outcome in decision.metrics)
-
-    def _failed(self, state: TargetState, target: TargetConfig, error: Exception) -> None:
-        """A target whose evaluation raised (a schedule, a template, a bug) is held. Said
-        once per change of the error (a log line, the condition, an Event) rather than every
-        pass; the traceback only with debug logs. Counted every pass."""
-        message = f"evaluating the target failed: {type(error).__name__}: {error}"
-        self.telemetry.errors.labels(reason="reconcile").inc()
-        if message != state.last_error:
-            log.error("target evaluation failed: holding it", target=target.key,
-                      error=message, exc_info=debug_traceback(error))
-            self._spawn_event(target, warning=True, reason=EventReason.FAILED_EVALUATION,
-                              message=message)
-        self._fail(state, target, EventReason.FAILED_EVALUATION, message)
-
-    def _fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
-        state.conditions = unable_to_scale(state.conditions, reason, message, self.clock())
-        self._finish(state, target, "error", error=message)
-
-    def _finish(self, state: TargetState, target: TargetConfig, outcome: str,
-                error: str | None = None) -> None:
-        now = self.clock()
-        state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        self.telemetry.target(target.key).settled(
-            outcome, at=now, spec=target.spec, settings=self.options.algorithm,
-            conditions=state.conditions, paused=state.pause is not None,
-            fallback_active=state.fallback_active)
-
-    async def _event(self, target: TargetConfig, *, warning: bool, reason: str,
-                     message: str) -> None:
-        if not self.options.record_events:
-            return
-        try:
-            await self.events.record(target.namespace, target.scale_target_ref,
-                                     warning=warning, reason=reason, message=message)
-        except Exception as error:  # an event is never worth failing a pass for
-            log.debug("event not recorded", reason=reason, error=str(error))
-
-    def _spawn_event(self, target: TargetConfig, *, warning: bool, reason: str,
-                     message: str) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._event(target, warning=warning, reason=reason, message=message))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
 
 
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
