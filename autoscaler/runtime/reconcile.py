@@ -1,9 +1,17 @@
-"""One reconcile pass over a set of targets: observe, fetch metrics once, decide, act.
+"""One reconcile pass over a set of targets: observe, fetch, settle, make durable, write.
 
-A pass reads every target's ``/scale`` and pods concurrently (bounded), asks the metrics
-source once for all of them (so shared PromQL is issued once), then decides and writes per
-target. Each target's failure stays its own: it becomes a condition, an event and a log
+A pass reads every target's ``/scale``, owners and pods (from the caches in one loop, else
+from the API server within half the time left), asks the metrics source once for all of
+them (so shared PromQL is issued once), decides every target in one plain loop, puts the
+pass's scale writes on record with one store write, then sends each target's Events and
+write. Each target's failure stays its own: it becomes a condition, an Event and a log
 line, never an exception that stops the others.
+
+What a pass touches lives beside it: ``workers`` (the bounded pool all passes share),
+``pause``, ``intents`` (writes on record before they are sent, settled after),
+``writes`` (the PUT, its 409s and 429s, dry-run), ``landed`` (a scale that landed, with
+ScaledToZero), ``shadow``, ``conditions`` and ``reporting`` (outcomes, Events, evaluation
+failures said once). The fallback rule is the core's (``algorithm.fallback``).
 """
 
 from __future__ import annotations
@@ -11,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -20,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autoscaler.algorithm import (
-    AlgorithmSettings,
     Bounds,
     Decision,
     EventReason,
@@ -33,22 +40,15 @@ from autoscaler.algorithm import (
     Step,
     bridge_gap,
     decide,
-    record_scale_event,
-    rescale_message,
 )
-from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
+from autoscaler.algorithm.activation import decide_with_zero
 from autoscaler.algorithm.fallback import fallback_replicas
-from autoscaler.errors import (
-    AccessDeniedError,
-    ConflictError,
-    NotFoundError,
-    RejectedError,
-    ThrottledError,
-)
-from autoscaler.observability.metrics import DaemonMetrics, MetricReading
+from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.record import record
-from autoscaler.runtime.conditions import merge_conditions, rescaled
+from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
+from autoscaler.runtime.intents import put_on_record, settle_intent
+from autoscaler.runtime.options import ReconcileOptions
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
@@ -62,52 +62,18 @@ from autoscaler.runtime.ports import (
 )
 from autoscaler.runtime.prediction import decide_with_prediction
 from autoscaler.runtime.reporting import Reporter
-from autoscaler.runtime.status import ShadowReport, TargetState, schedule_status
+from autoscaler.runtime.shadow import compare_in_shadow
+from autoscaler.runtime.status import TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
+from autoscaler.runtime.writes import DecideAgain, ScaleWrite, ScaleWriter, retry_after_hold
 from autoscaler.schedules import bounds_at
-from autoscaler.state import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
 
 log = structlog.get_logger("autoscaler.reconcile")
 
-CONFLICT_RETRIES = 3
-MAX_RETRY_AFTER = 600.0
-"""A Retry-After longer than this is capped: a misconfigured proxy must not freeze a target."""
-NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, ThrottledError)
-"""Write failures that prove the PUT did not land; after any other (a timeout, a 5xx, a
-garbled answer) it may have, and the target's intent stays until a fresh read tells."""
-
-Persist = Callable[[], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReconcileOptions:
-    algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
-    dry_run: bool = False
-    concurrency: int = 10
-    may_write: Callable[[], bool] = lambda: True
-    """Checked right before every write: false once this instance is no longer the leader."""
-    record_events: bool = True
-    persist: Persist | None = None
-    """Makes every target's history and intents durable; a pass calls it once before its
-    scale writes and sends none of them if it fails (None: nothing is persisted)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Recompute:
-    """What a decision needs again after a write conflict: the same metrics and history."""
-
-    values: tuple[MetricValues, ...]
-    history: History
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Write:
-    desired: int
-    reason: str
-    recompute: _Recompute | None
+__all__ = ["ReconcileOptions", "Reconciler"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -119,7 +85,7 @@ class _Pending:
     outcome: str
     error: str | None
     events: tuple[tuple[str, str], ...] = ()
-    write: _Write | None = None
+    write: ScaleWrite | None = None
     held: str | None = None
     """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
@@ -160,6 +126,8 @@ class Reconciler:
         self.states: dict[str, TargetState] = {}
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
+        self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
+                                  clock=clock)
         self.options = options
 
     @property
@@ -274,7 +242,8 @@ class Reconciler:
         pods cannot be listed yet."""
         state = self.state(target.key)
         if state.intent is not None:
-            self._resolve_intent(state, target, scale)
+            settle_intent(state, target, scale, now=self.clock(),
+                          settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
         state.blocked_by = () if target.shadow else owners
@@ -291,28 +260,6 @@ class Reconciler:
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
                          pause=pause_of(target, scale.annotations))
-
-    def _resolve_intent(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
-        """A write whose outcome was not known (the process died, or the request failed in
-        a way that does not prove it was not applied): it landed unless the object still
-        has the resourceVersion the write carried. A landed one is counted now, the latest
-        it can have happened, so its policy period ends no earlier than upstream's would."""
-        intent, state.intent = state.intent, None
-        assert intent is not None
-        if scale.resource_version == intent.resource_version:
-            log.info("an earlier scale write did not land", target=target.key,
-                     desired=intent.desired)
-            return
-        now = self.clock()
-        state.history = record_scale_event(
-            state.history, behavior=target.spec.behavior, previous=intent.previous,
-            new=intent.desired, now=now, settings=self.options.algorithm)
-        state.last_scale_time = now
-        state.expected_replicas = scale.spec_replicas
-        self._note_zero(state, target, previous=intent.previous, new=intent.desired, now=now)
-        log.warning("an earlier scale write whose outcome was unknown is counted as made",
-                    target=target.key, previous=intent.previous, desired=intent.desired,
-                    replicas=scale.spec_replicas)
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas
@@ -389,7 +336,9 @@ class Reconciler:
             self.report.finish(state, observed.target, "paused", error=None)
             return None
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
-                        write=_Write(desired=hold, reason=pause.reason, recompute=None))
+                        write=ScaleWrite(target=observed.target, state=state,
+                                         scale=observed.scale, desired=hold,
+                                         reason=pause.reason))
 
     def _settle_autoscaled(
         self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
@@ -409,7 +358,8 @@ class Reconciler:
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
         if target.shadow:
-            self._compare_in_shadow(observed, state, decision, desired)
+            compare_in_shadow(state, target, decision, desired, owners=self.owners,
+                              telemetry=self.telemetry, report=self.report)
             return None
         outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
         events = _metric_error_events(decision)
@@ -417,35 +367,14 @@ class Reconciler:
         if desired != decision.current_replicas:
             reason = decision.rescale_reason or (
                 f"fallback after {state.consecutive_invalid} passes without valid metrics")
-            write = _Write(desired=desired, reason=reason,
-                           recompute=_Recompute(values=values, history=history_before))
+            write = ScaleWrite(target=target, state=state, scale=observed.scale,
+                               desired=desired, reason=reason, decide_again=self._decide_again(
+                                   observed, state, values, history_before))
         if write is None and not events:
             self.report.finish(state, target, outcome, error=decision.error)
             return None
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
-
-    def _compare_in_shadow(self, observed: _Observed, state: TargetState, decision: Decision,
-                           desired: int) -> None:
-        """Shadow mode: decide as usual, write nothing, and compare with the HPA (or the HPA
-        KEDA runs for a ScaledObject) that scales the target. A disagreement is an Event
-        with both numbers and our reason, once per change of the pair."""
-        target = observed.target
-        reported = self.owners.reported_desired(target.namespace, target.scale_target_ref)
-        owner, theirs = (reported[0] if reported else (None, None))
-        previous = state.shadow
-        state.shadow = ShadowReport(ours=desired, theirs=theirs, owner=owner)
-        self.telemetry.target(target.key).shadow = (desired, theirs)
-        if theirs is not None and theirs != desired and previous != state.shadow:
-            why = decision.rescale_reason or ", ".join(decision.steps) or "no change"
-            message = (f"shadow: the autoscaler would scale to {desired}, {owner} wants {theirs} "
-                       f"(current {decision.current_replicas}; ours: {why})")
-            log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
-                     owner=owner)
-            self.report.spawn(target, warning=False, reason=EventReason.SHADOW_DISAGREEMENT,
-                              message=message)
-        self.report.finish(state, target, "shadow", error=None if theirs is not None else
-                           "shadow mode: no HPA reports a desired count for this target")
 
     async def _make_durable(self, pending: Sequence[_Pending]) -> None:
         """Put every scale write of this pass on record before any is sent: one store write
@@ -454,28 +383,21 @@ class Reconciler:
         server (429) is held until then."""
         now = self.clock()
         for item in pending:
-            wait_until = item.state.write_not_before
-            if item.write is not None and wait_until is not None and now < wait_until:
-                item.write, item.held = None, (
-                    f"the API server asked us to wait before writing again (429 Retry-After);"
-                    f" next write in {wait_until - now:.0f}s")
+            if item.write is not None:
+                item.held = retry_after_hold(item.state, now)
+                item.write = item.write if item.held is None else None
         writes = [item for item in pending if item.write is not None]
         persist = self.options.persist
         if not writes or persist is None or self.options.dry_run or not self.options.may_write():
             return
-        for item in writes:
-            assert item.write is not None
-            scale = item.observed.scale
-            item.state.intent = Intent(previous=scale.spec_replicas, desired=item.write.desired,
-                                       resource_version=scale.resource_version, at=now)
         try:
-            await persist()
+            await put_on_record([(item.write.state, item.write.scale, item.write.desired)
+                                 for item in writes if item.write is not None], persist, now=now)
         except Exception as error:
             log.error("cannot put this pass's scale writes on record: not sending them",
                       error=str(error), targets=len(writes))
             self.telemetry.errors.labels(reason="state_save").inc()
             for item in writes:
-                item.state.intent = None
                 item.write, item.held = None, (
                     f"the scale write was held: the history could not be saved first ({error})")
 
@@ -492,9 +414,7 @@ class Reconciler:
                                         message=pending.held)
                 return
             if pending.write is not None:
-                write = pending.write
-                await self._write(pending.observed, state, write.desired, write.reason,
-                                  recompute=write.recompute)
+                await self.writer.write(pending.write, self.options)
             self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
             self.report.failed(state, target, error)
@@ -502,13 +422,23 @@ class Reconciler:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
 
+    def _decide_again(self, observed: _Observed, state: TargetState,
+                      values: tuple[MetricValues, ...], history: History) -> DecideAgain:
+        """After a write conflict: the decision made again from the fresh scale, with the
+        same metrics and history."""
+        def again(scale: Scale) -> int:
+            redo = self._decide(observed.target, scale, observed.pods, values, history)
+            self._record_decision(observed.target, state, redo)
+            return self._apply_fallback(observed.target, state, redo)
+        return again
+
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
     ) -> None:
         state.history = decision.history
         state.last_decision = decision
         state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
-        self._export(target, decision)
+        self.telemetry.target(target.key).decided(decision)
 
     def _decide(
         self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
@@ -569,125 +499,6 @@ class Reconciler:
                                      consecutive_invalid=state.consecutive_invalid)
         state.fallback_active = replicas is not None
         return decision.desired_replicas if replicas is None else replicas
-
-    async def _write(
-        self, observed: _Observed, state: TargetState, desired: int, reason: str,
-        *, recompute: _Recompute | None,
-    ) -> None:
-        target, current = observed.target, observed.scale.spec_replicas
-        if self.options.dry_run:
-            log.info("would scale", current=current, desired=desired, reason=reason)
-            self.telemetry.target(target.key).would_scale(current, desired)
-            await self.report.event(target, warning=False, reason=EventReason.WOULD_SCALE,
-                                    message=f"{rescale_message(desired, reason)} (dry-run)")
-            return
-        if not self.options.may_write():
-            log.info("not the leader any more: skipping the write", desired=desired)
-            state.intent = None
-            return
-        try:
-            previous, desired = await self._write_with_conflicts(
-                observed, state, desired, recompute)
-        except Exception as error:
-            if isinstance(error, NOT_SENT):
-                state.intent = None
-            if isinstance(error, ThrottledError) and error.retry_after is not None:
-                state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
-            log.warning("scale write failed", desired=desired, error=str(error))
-            self.telemetry.errors.labels(reason="update_scale").inc()
-            self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE,
-                             f"the autoscaler was unable to update the target scale: {error}")
-            await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
-                                    message=f"{rescale_message(desired, reason)}; error: {error}")
-            return
-        state.intent = None
-        state.write_not_before = None
-        if previous == desired:
-            return  # after a conflict the target already has the count we want
-        self._after_write(target, state, previous=previous, new=desired)
-        log.info("scaled", previous=previous, desired=desired, reason=reason)
-        await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
-                                message=rescale_message(desired, reason))
-
-    async def _write_with_conflicts(
-        self, observed: _Observed, state: TargetState, desired: int,
-        recompute: _Recompute | None,
-    ) -> tuple[int, int]:
-        """PUT with the resourceVersion we read; on 409 re-read, recompute, try again.
-
-        Returns the replica count we wrote over and the count written. Never overwrites
-        blindly: after a conflict the decision is made again from the fresh scale.
-        """
-        target, scale = observed.target, observed.scale
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                await self.scales.update_scale(
-                    target.namespace, target.scale_target_ref, desired, scale.resource_version)
-            except ConflictError:
-                if attempt == CONFLICT_RETRIES:
-                    raise
-                log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
-                state.intent = None  # a 409: that write did not land
-                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
-                                                    fresh=True)
-                state.expected_replicas = scale.spec_replicas
-                if recompute is not None:
-                    redo = self._decide(target, scale, observed.pods, recompute.values,
-                                        recompute.history)
-                    self._record_decision(target, state, redo)
-                    desired = self._apply_fallback(target, state, redo)
-                if desired == scale.spec_replicas:
-                    return desired, desired
-                await self._record_retry(state, scale, desired)
-                continue
-            return scale.spec_replicas, desired
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _record_retry(self, state: TargetState, scale: Scale, desired: int) -> None:
-        """The retry after a conflict is a new write: on record before it is sent."""
-        persist = self.options.persist
-        if persist is None:
-            return
-        state.intent = Intent(previous=scale.spec_replicas, desired=desired,
-                              resource_version=scale.resource_version, at=self.clock())
-        try:
-            await persist()
-        except Exception:
-            state.intent = None
-            raise
-
-    def _note_zero(self, state: TargetState, target: TargetConfig, *, previous: int, new: int,
-                   now: float) -> None:
-        """Upstream's ScaledToZero after a rescale: whether this daemon took the target to 0
-        (only then is a target at 0 ours to wake up)."""
-        condition = scaled_to_zero_condition(previous=previous, new=new,
-                                             rules=target.scale_to_zero)
-        state.zero = dataclasses.replace(state.zero, scaled_to_zero=condition.status)
-        state.conditions = merge_conditions(state.conditions, (condition,), now)
-
-    def _after_write(self, target: TargetConfig, state: TargetState, *, previous: int,
-                     new: int) -> None:
-        now = self.clock()
-        state.history = record_scale_event(
-            state.history, behavior=target.spec.behavior, previous=previous, new=new, now=now,
-            settings=self.options.algorithm)
-        state.last_scale_time = now
-        state.expected_replicas = new
-        self._note_zero(state, target, previous=previous, new=new, now=now)
-        state.conditions = rescaled(state.conditions, new, now)
-        self.telemetry.target(target.key).scaled(previous, new)
-
-    # --- bookkeeping ------------------------------------------------------------------
-
-    def _export(self, target: TargetConfig, decision: Decision) -> None:
-        series = self.telemetry.target(target.key)
-        series.current = decision.current_replicas
-        series.desired = decision.desired_replicas
-        series.recommended = decision.stabilized
-        series.metrics = tuple(
-            MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
-                          outcome.target_value, outcome.current_value)
-            for outcome in decision.metrics)
 
 
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:

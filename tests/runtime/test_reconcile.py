@@ -17,8 +17,9 @@ import pytest
 from autoscaler.algorithm import ConditionType, MetricUnavailable, MetricValues, Reason
 from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.reconcile import CONFLICT_RETRIES, ReconcileOptions, Reconciler
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
+from autoscaler.runtime.writes import CONFLICT_RETRIES
 from tests.runtime.doubles import Depths, Events, NoPods, Owners, Workload, depth, targets
 
 [WEB] = targets("web")
