@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.config import Config, TargetConfig
+from autoscaler.config import DEFAULT_SYNC_PERIOD, Config, TargetConfig
 from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
@@ -49,7 +49,7 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
                 f"namespace{'s' if len(namespaces) != 1 else ''} within {SYNC_TIMEOUT:g}s; "
                 "check that it answers (kubectl get pods) and that the account may list "
                 "them") from None
-        period = min((t.sync_period for t in targets), default=15.0)
+        period = min((t.sync_period for t in targets), default=DEFAULT_SYNC_PERIOD)
         await reconciler.run_pass(targets, deadline=time.monotonic() + period)
         return {t.key: reconciler.state(t.key) for t in targets}
 

@@ -31,6 +31,7 @@ from autoscaler.config.errors import ConfigError, ConfigIssue
 from autoscaler.config.loader import load_config, parse_config
 from autoscaler.config.model import (
     DEFAULT_SERVER,
+    DEFAULT_SYNC_PERIOD,
     Config,
     DaemonSettings,
     Fallback,
@@ -45,8 +46,8 @@ from autoscaler.config.model import (
 from autoscaler.config.query import PLACEHOLDERS, render_query
 
 __all__ = [
-    "DEFAULT_SERVER", "PLACEHOLDERS", "Config", "ConfigError", "ConfigIssue", "DaemonSettings",
-    "Fallback", "KubernetesSettings", "LeaderElectionSettings", "MetricQuery",
-    "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig", "format_duration",
-    "load_config", "parse_config", "parse_duration", "render_query",
+    "DEFAULT_SERVER", "DEFAULT_SYNC_PERIOD", "PLACEHOLDERS", "Config", "ConfigError",
+    "ConfigIssue", "DaemonSettings", "Fallback", "KubernetesSettings", "LeaderElectionSettings",
+    "MetricQuery", "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig",
+    "format_duration", "load_config", "parse_config", "parse_duration", "render_query",
 ]
