@@ -63,9 +63,7 @@ class PrometheusMetrics:
             )
             for w in wanted
         ]
-        result = await self.source.fetch(requests, deadline=deadline)
-        return FetchedMetrics(
-            values=result.values, pods=result.pods, queries_issued=result.queries_issued)
+        return await self.source.fetch(requests, deadline=deadline)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,7 +7,8 @@ tested against any implementation that speaks these few methods.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 from autoscaler.algorithm import MetricValues, Pod
@@ -58,13 +59,22 @@ class MetricsWanted:
     scale_selector: str
 
 
+_NO_WARNINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchedMetrics:
+    """What one fetch produced, per target key."""
+
     values: Mapping[str, tuple[MetricValues, ...]]
-    """Per target key, aligned with the target's metrics."""
+    """Aligned with the target's metrics; a metric that could not be read is a
+    ``MetricUnavailable`` whose ``reason`` says why."""
     pods: Mapping[str, Sequence[Pod]]
-    """Pods whose requests the source filled in (kube-state-metrics), per target key."""
+    """Pods whose requests the source filled in (kube-state-metrics): the core is given
+    these instead of the watch cache's."""
     queries_issued: int = 0
+    warnings: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_WARNINGS)
+    """Problems that did not invalidate a metric (a pod dropped for a NaN sample)."""
 
 
 class MetricsPort(Protocol):

@@ -292,18 +292,10 @@ class Reconciler:
         if not wanted:
             return FetchedMetrics(values={}, pods={})
         started = time.monotonic()
-        try:
-            fetched = await self.metrics.fetch_metrics(wanted, deadline=deadline)
-        except Exception as error:  # the source promises not to raise; if it does, hold all
-            log.error("metrics fetch failed", error=str(error))
-            self.telemetry.errors.labels(reason="metrics_fetch").inc()
-            reason = MetricUnavailable(reason=f"metrics fetch failed: {error}")
-            return FetchedMetrics(
-                values={w.target.key: (reason,) * len(w.target.spec.metrics) for w in wanted},
-                pods={})
+        try:  # the port never raises: what it cannot read is MetricUnavailable
+            return await self.metrics.fetch_metrics(wanted, deadline=deadline)
         finally:
             self.telemetry.query_duration.observe(time.monotonic() - started)
-        return fetched
 
     # --- decide and act ---------------------------------------------------------------
 

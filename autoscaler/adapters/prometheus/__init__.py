@@ -1,23 +1,17 @@
 """Metrics from Prometheus (or a Thanos/Mimir query endpoint) for every HPA metric type.
 
 ``PrometheusSource.fetch`` is the whole public surface the daemon uses: give it one
-``TargetRequest`` per target and a deadline, get a ``FetchResult``. Modules: ``client``
-(thread pool, retries, auth), ``transport`` (one query's HTTP, bounded in bytes, series,
-time and redirects), ``queries`` (PromQL text), ``batch`` (dedup and split),
-``parse`` (shapes and values), ``kube_requests`` (requests from kube-state-metrics),
-``source`` (the pass).
+``TargetRequest`` per target and a deadline, get the runtime's ``FetchedMetrics`` (this
+adapter implements the runtime's ``MetricsPort``). Modules: ``client`` (thread pool,
+retries, auth), ``transport`` (one query's HTTP, bounded in bytes, series, time and
+redirects), ``queries`` (PromQL text), ``batch`` (dedup and split), ``parse`` (shapes and
+values), ``kube_requests`` (requests from kube-state-metrics), ``source`` (the pass).
 """
 
 from autoscaler.adapters.prometheus.client import RetryPolicy
-from autoscaler.adapters.prometheus.model import (
-    FetchResult,
-    QuerySettings,
-    ServerSettings,
-    TargetRequest,
-)
+from autoscaler.adapters.prometheus.model import QuerySettings, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.source import PrometheusSource
 
 __all__ = [
-    "FetchResult", "PrometheusSource", "QuerySettings", "RetryPolicy", "ServerSettings",
-    "TargetRequest",
+    "PrometheusSource", "QuerySettings", "RetryPolicy", "ServerSettings", "TargetRequest",
 ]
