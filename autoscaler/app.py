@@ -27,27 +27,21 @@ from typing import Any
 import structlog
 
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
-from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
+from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, wants_in_cluster
 from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
+from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
+from autoscaler.runtime.shards import targets_for_shard
 from autoscaler.runtime.supervisor import Supervisor
 from autoscaler.state import FileStateStore, MemoryStateStore, StateSetAsideError, StateStore
-from autoscaler.wiring import (
-    Components,
-    connect,
-    pod_namespace,
-    settle_heap,
-    targets_for_shard,
-    wait_synced,
-    watch_namespaces,
-)
+from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.app")
 
@@ -397,7 +391,7 @@ class Daemon:
         dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
         components = getattr(self, "components", None)
         if components is not None:
-            dead += [*components.pod_cache.failures(), *components.target_cache.failures(),
+            dead += [*components.pods.failures(), *components.target_cache.failures(),
                      *components.owners.failures()]
         return dead
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from autoscaler.wiring import shard_of, targets_for_shard
+from autoscaler.runtime.shards import shard_of, targets_for_shard
 
 
 @dataclass(frozen=True)
