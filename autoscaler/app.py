@@ -26,21 +26,23 @@ from typing import Any
 
 import structlog
 
+from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
 from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, wants_in_cluster
-from autoscaler.adapters.kube.state import ConfigMapStateStore
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
+from autoscaler.errors import StateSetAsideError
 from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
+from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
 from autoscaler.runtime.shards import targets_for_shard
 from autoscaler.runtime.supervisor import Supervisor
-from autoscaler.state import FileStateStore, MemoryStateStore, StateSetAsideError, StateStore
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.app")

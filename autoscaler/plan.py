@@ -15,12 +15,12 @@ from typing import Any
 
 import structlog
 
+from autoscaler.adapters.local_state import FileStateStore
 from autoscaler.config import DEFAULT_SYNC_PERIOD, Config, TargetConfig
 from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import FileStateStore
 from autoscaler.wiring import connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.plan")

@@ -20,7 +20,7 @@ from autoscaler.runtime.landed import count_scale
 from autoscaler.runtime.options import Persist
 from autoscaler.runtime.ports import Scale
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import Intent
+from autoscaler.snapshot import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig

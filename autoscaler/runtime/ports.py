@@ -16,6 +16,7 @@ from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
+    from autoscaler.snapshot import Snapshot
 
 
 class Scale(Protocol):
@@ -105,4 +106,22 @@ class OwnersPort(Protocol):
         """Each HPA on the object with the ``status.desiredReplicas`` it reports (KEDA's
         ScaledObjects through the HPA KEDA makes for them), from memory; ``None`` when
         memory cannot tell (shadow mode compares with them)."""
+        ...
+
+
+class StateStore(Protocol):
+    @property
+    def description(self) -> str:
+        """Where the state lives, for messages: ``state file /var/...``, ``ConfigMap ns/n``."""
+        ...
+
+    async def load(self) -> Snapshot | None:
+        """The saved snapshot, or ``None`` when there is provably none.
+
+        Raises ``StateUnavailableError`` (retry) or ``StateSetAsideError`` (start fresh, loudly).
+        """
+        ...
+
+    async def save(self, data: bytes) -> None:
+        """Replace the stored state with ``data`` (``autoscaler.snapshot.encode``'s bytes)."""
         ...

@@ -32,7 +32,7 @@ from autoscaler.algorithm.forecast.report import ForecastReport
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.runtime.conditions import StatusCondition
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
-from autoscaler.state import Intent
+from autoscaler.snapshot import Intent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from autoscaler.config import parse_config
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from autoscaler.state import Intent
+from autoscaler.snapshot import Intent
 from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload
 
 # Scale events are kept only for a target with a behavior, as upstream's storeScaleEvent.

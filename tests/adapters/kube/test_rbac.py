@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 
+from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
@@ -18,13 +19,12 @@ from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
 from autoscaler.adapters.kube.pods import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.state import ConfigMapStateStore
 from autoscaler.adapters.kube.targets import TargetCache
 from autoscaler.algorithm import History
 from autoscaler.config import parse_config
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from autoscaler.state import SavedTarget, Snapshot, encode
+from autoscaler.snapshot import SavedTarget, Snapshot, encode
 from tests.adapters.kube.conftest import Ref, _as_resource_request
 from tests.adapters.kube.rbac import custom_resource_template, granted
 from tests.runtime.doubles import NoPods, QueueDepth, Quiet
