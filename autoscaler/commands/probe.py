@@ -37,8 +37,8 @@ from autoscaler.adapters.prometheus.queries import promql_string, requests_query
 from autoscaler.algorithm import MetricSourceType, MetricSpec
 from autoscaler.commands.reach import unreachable
 from autoscaler.config import Config, ConfigIssue, MetricQuery, TargetConfig, render_query
-from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.files import read_config_file
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.locate import LineFinder
 from autoscaler.config.query import promql_problem
 from autoscaler.errors import AutoscalerError, BadDataError

@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from autoscaler.algorithm.quantity import QuantityError, milli_value, parse_quantity
 from autoscaler.config.durations import DurationError, format_duration, parse_duration
-from autoscaler.config.errors import quote
+from autoscaler.config.issues import quote
 from autoscaler.config.query import template_problems
 
 INT32_MAX = 2**31 - 1

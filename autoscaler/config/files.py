@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config.errors import Loc, Problem, quote
+from autoscaler.config.issues import Loc, Problem, quote
 
 MAX_CONFIG_BYTES = 4 * 2**20
 """About 30,000 small targets (10,000 are 1.4 MiB): anything bigger is not a config."""

@@ -290,7 +290,7 @@ class FallbackModel(Model):
 
 
 class ScheduleModel(Model):
-    """One entry of a target's ``schedules`` (converted in ``config/schedules.py``)."""
+    """One entry of a target's ``schedules`` (converted in ``config/schedule_tables.py``)."""
 
     name: NonEmpty | None = None
     timezone: NonEmpty | None = None

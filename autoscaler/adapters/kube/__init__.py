@@ -7,12 +7,12 @@ scales, so reads of those need no request), ``pods`` (list-and-watch cache of po
 ``informer`` (the list-and-watch machinery both caches share), ``events`` (aggregated
 core/v1 Events), ``owners`` (other autoscalers on the same target), ``labels`` (selector
 strings), ``pod_json`` and ``pod_index`` (pods as the core sees them, indexed by label),
-``errors`` (the boundary into ``autoscaler.errors``). ``leader`` and ``configmap_store``
+``api_errors`` (the boundary into ``autoscaler.errors``). ``leader`` and ``configmap_store``
 hold the Lease elector and the ConfigMap state store.
 """
 
+from autoscaler.adapters.kube.api_errors import RejectedError
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.errors import RejectedError
 from autoscaler.adapters.kube.events import EventRecorder, EventType, SpamPolicy
 from autoscaler.adapters.kube.informer import Backoff, WatchCounters
 from autoscaler.adapters.kube.labels import Selector, format_label_selector, parse_selector

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, cast
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.errors import (
     AutoscalerError,
     ConflictError,

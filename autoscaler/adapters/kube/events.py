@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.structs import ObjectRef
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.errors import api_errors
 from autoscaler.adapters.kube.structs import ObjectRef, Scale
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AccessDeniedError, BadDataError, NotFoundError

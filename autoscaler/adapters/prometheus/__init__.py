@@ -9,7 +9,7 @@ values), ``kube_requests`` (requests from kube-state-metrics), ``source`` (the p
 """
 
 from autoscaler.adapters.prometheus.client import RetryPolicy
-from autoscaler.adapters.prometheus.model import QuerySettings, ServerSettings, TargetRequest
+from autoscaler.adapters.prometheus.inputs import QuerySettings, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.source import PrometheusSource
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autoscaler.adapters.prometheus.model import TargetRequest
+from autoscaler.adapters.prometheus.inputs import TargetRequest
 from autoscaler.adapters.prometheus.source import PrometheusSource
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 
