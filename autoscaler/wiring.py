@@ -17,10 +17,10 @@ from kubernetes_asyncio.client import ApiClient
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.owners import OwnerCache
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.adapters.prometheus.port import PrometheusMetrics
 from autoscaler.config import Config

@@ -16,7 +16,7 @@ Query templates take these placeholders (``string.Template`` syntax; ``$$`` is a
 
 Modules: ``validated`` (the validated dataclasses), ``schema`` (the file's shape, pydantic;
 nothing outside this package sees pydantic), ``fields`` (field types), ``settings``,
-``targets``, ``schedule_tables`` and ``prediction`` (cross-field rules, conversion to
+``targets``, ``schedule_tables`` and ``prediction_table`` (cross-field rules, conversion to
 ``validated``), ``loader`` (the pipeline), ``issues`` (problems with their file, line and
 field path), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as messages),
 ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking the files

@@ -28,7 +28,7 @@ from autoscaler.algorithm import (
 from autoscaler.algorithm.activation import ScaleToZero
 from autoscaler.config.fields import show
 from autoscaler.config.issues import Loc, Problems, did_you_mean
-from autoscaler.config.prediction import convert_prediction
+from autoscaler.config.prediction_table import convert_prediction
 from autoscaler.config.query import known_placeholders
 from autoscaler.config.schedule_tables import convert_schedules
 from autoscaler.config.schema import (

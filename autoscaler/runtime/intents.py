@@ -17,8 +17,8 @@ import structlog
 
 from autoscaler.algorithm import AlgorithmSettings
 from autoscaler.runtime.landed import count_scale
-from autoscaler.runtime.options import Persist
 from autoscaler.runtime.ports import Scale
+from autoscaler.runtime.reconcile_options import Persist
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import Intent
 

@@ -48,7 +48,6 @@ from autoscaler.record import record
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.intents import put_on_record, settle_intent
-from autoscaler.runtime.options import ReconcileOptions
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
@@ -61,6 +60,7 @@ from autoscaler.runtime.ports import (
     ScalePort,
 )
 from autoscaler.runtime.prediction import decide_with_prediction
+from autoscaler.runtime.reconcile_options import ReconcileOptions
 from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.shadow import compare_in_shadow
 from autoscaler.runtime.status import TargetState, schedule_status

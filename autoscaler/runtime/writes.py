@@ -30,8 +30,8 @@ from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.conditions import rescaled
 from autoscaler.runtime.intents import put_on_record
 from autoscaler.runtime.landed import count_scale
-from autoscaler.runtime.options import ReconcileOptions
 from autoscaler.runtime.ports import Scale, ScalePort
+from autoscaler.runtime.reconcile_options import ReconcileOptions
 from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.status import TargetState
 

@@ -2,8 +2,8 @@
 
 ``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``structs`` (the values
 the others share: an object reference, a Scale), ``scale`` (GET/PUT ``/scale`` with
-optimistic concurrency), ``targets`` (list-and-watch cache of the apps/v1 workloads'
-scales, so reads of those need no request), ``pods`` (list-and-watch cache of pods),
+optimistic concurrency), ``target_cache`` (list-and-watch cache of the apps/v1 workloads'
+scales, so reads of those need no request), ``pod_cache`` (list-and-watch cache of pods),
 ``informer`` (the list-and-watch machinery both caches share), ``events`` (aggregated
 core/v1 Events), ``owners`` (other autoscalers on the same target), ``labels`` (selector
 strings), ``pod_json`` and ``pod_index`` (pods as the core sees them, indexed by label),
@@ -17,11 +17,11 @@ from autoscaler.adapters.kube.events import EventRecorder, EventType, SpamPolicy
 from autoscaler.adapters.kube.informer import Backoff, WatchCounters
 from autoscaler.adapters.kube.labels import Selector, format_label_selector, parse_selector
 from autoscaler.adapters.kube.owners import Owner, OwnerCheck
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession
 from autoscaler.adapters.kube.structs import ObjectRef, Scale
-from autoscaler.adapters.kube.targets import TargetCache, TargetCounters
+from autoscaler.adapters.kube.target_cache import TargetCache, TargetCounters
 
 __all__ = [
     "Backoff", "Discovery", "EventRecorder", "EventType", "InClusterFiles", "KubeSession",

@@ -30,7 +30,7 @@ from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AccessDeniedError, BadDataError, NotFoundError
 
 if TYPE_CHECKING:
-    from autoscaler.adapters.kube.targets import TargetCache
+    from autoscaler.adapters.kube.target_cache import TargetCache
 
 log = structlog.get_logger("autoscaler.kube.scale")
 

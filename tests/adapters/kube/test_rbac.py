@@ -16,10 +16,10 @@ from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
 from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.algorithm import History
 from autoscaler.config import parse_config
 from autoscaler.observability.metrics import DaemonMetrics

@@ -7,7 +7,7 @@ import pytest
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.errors import (
     AccessDeniedError,
     BadDataError,
@@ -116,7 +116,7 @@ async def test_object_read_denied_fails_closed(kube: KubeSession,
 )
 def test_scale_from_object(raw: dict[str, Any], expected: tuple[int, int, str]) -> None:
     """An apps/v1 object's Scale: spec.replicas defaults to 1, status.replicas to 0."""
-    from autoscaler.adapters.kube.targets import scale_from_object
+    from autoscaler.adapters.kube.target_cache import scale_from_object
 
     raw["metadata"] = {"name": "web", "namespace": "shop", "resourceVersion": "7",
                        "annotations": {"a": "b"}}
@@ -127,7 +127,7 @@ def test_scale_from_object(raw: dict[str, Any], expected: tuple[int, int, str]) 
 
 def test_scale_from_garbage_object() -> None:
     """An object without a name or with a non-numeric replicas is a BadDataError."""
-    from autoscaler.adapters.kube.targets import scale_from_object
+    from autoscaler.adapters.kube.target_cache import scale_from_object
 
     with pytest.raises(BadDataError, match="not a valid object"):
         scale_from_object({"metadata": {"namespace": "shop"}}, kind="Deployment")

@@ -11,7 +11,7 @@ import structlog
 from kubernetes_asyncio.client import Configuration
 
 from autoscaler.adapters.kube.discovery import Discovery
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import (
     InClusterFiles,
