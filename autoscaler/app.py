@@ -26,28 +26,25 @@ from typing import Any
 
 import structlog
 
+from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
-from autoscaler.adapters.kube.session import InClusterFiles, wants_in_cluster
-from autoscaler.adapters.kube.state import ConfigMapStateStore
+from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, wants_in_cluster
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
+from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
+from autoscaler.errors import StateSetAsideError
 from autoscaler.observability.http import Probes, serve_endpoints, status_address
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.backfill import HistoryBackfill
+from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
+from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
+from autoscaler.runtime.shards import targets_for_shard
 from autoscaler.runtime.supervisor import Supervisor
-from autoscaler.state import FileStateStore, MemoryStateStore, StateSetAsideError, StateStore
-from autoscaler.wiring import (
-    Components,
-    connect,
-    pod_namespace,
-    settle_heap,
-    targets_for_shard,
-    wait_synced,
-    watch_namespaces,
-)
+from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.app")
 
@@ -304,7 +301,7 @@ class Daemon:
                 with contextlib.suppress(Exception):  # an event is never worth more
                     await self.components.events.record(
                         target.namespace, target.scale_target_ref, warning=True,
-                        reason="HistoryUnreadable", message=message)
+                        reason=EventReason.HISTORY_UNREADABLE, message=message)
 
         await asyncio.gather(*(event(t) for t in self.scheduler_targets))
 
@@ -415,7 +412,7 @@ class Daemon:
         dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
         components = getattr(self, "components", None)
         if components is not None:
-            dead += [*components.pod_cache.failures(), *components.target_cache.failures(),
+            dead += [*components.pods.failures(), *components.target_cache.failures(),
                      *components.owners.failures()]
         return dead
 

@@ -55,3 +55,17 @@ class BadDataError(AutoscalerError):
 
 class InvalidConfigError(AutoscalerError):
     """The configuration is invalid; the message lists every problem with its field path."""
+
+
+class StateUnavailableError(TransientError):
+    """The history store cannot be read now (I/O error, API error, timeout): try again
+    later; nothing may be written meanwhile."""
+
+
+class StateSetAsideError(AutoscalerError):
+    """The stored history could not be decoded; it was moved aside to ``kept_as`` (never
+    overwritten) and the caller starts fresh, loudly."""
+
+    def __init__(self, message: str, *, kept_as: str) -> None:
+        super().__init__(message)
+        self.kept_as = kept_as

@@ -16,13 +16,13 @@ from typing import Any
 
 import structlog
 
-from autoscaler.config import Config, TargetConfig
+from autoscaler.adapters.local_state import FileStateStore
+from autoscaler.config import DEFAULT_SYNC_PERIOD, Config, TargetConfig
 from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.backfill import HistoryBackfill
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import FileStateStore
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.plan")
@@ -54,7 +54,7 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
             await history
         finally:
             history.cancel()
-        period = min((t.sync_period for t in targets), default=15.0)
+        period = min((t.sync_period for t in targets), default=DEFAULT_SYNC_PERIOD)
         await reconciler.run_pass(targets, deadline=time.monotonic() + period)
         return {t.key: reconciler.state(t.key) for t in targets}
 

@@ -1,17 +1,14 @@
-"""Build the adapters a config asks for and bind them to the runtime's ports.
+"""The composition root of the adapters: build those a config asks for, as the runtime's
+ports, and close them.
 
-Used by ``run`` (the daemon) and ``plan`` (one pass that changes nothing), so both talk to
-Prometheus and the API server through exactly the same code.
+Used by ``run`` (the daemon, ``app.py``) and ``plan`` (one pass that changes nothing), so
+both talk to Prometheus and the API server through exactly the same code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import os
-import time
-import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -19,76 +16,15 @@ from kubernetes_asyncio.client import ApiClient
 
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
-from autoscaler.adapters.kube.labels import parse_selector
 from autoscaler.adapters.kube.owners import OwnerCache
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
-from autoscaler.adapters.prometheus import HistoryRequest, PrometheusSource, TargetRequest
-from autoscaler.algorithm import Pod
-from autoscaler.config import Config, TargetConfig
+from autoscaler.adapters.kube.target_cache import TargetCache
+from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMetrics
+from autoscaler.config import Config
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
-
-
-class PodSelectorCache:
-    """The runtime's ``PodPort`` over the watch cache: selectors parsed once, not per pass."""
-
-    def __init__(self, cache: PodCache) -> None:
-        self.cache = cache
-        self._parsed: dict[str, object] = {}
-
-    def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]:
-        parsed = self._parsed.get(selector)
-        if parsed is None:
-            parsed = self._parsed[selector] = parse_selector(selector)
-        return self.cache.pods_for(namespace, parsed)  # type: ignore[arg-type]
-
-
-class PrometheusMetrics:
-    """The runtime's ``MetricsPort`` over the batched Prometheus source."""
-
-    def __init__(self, source: PrometheusSource) -> None:
-        self.source = source
-
-    async def fetch_metrics(
-        self, wanted: Sequence[MetricsWanted], *, deadline: float
-    ) -> FetchedMetrics:
-        requests = [
-            TargetRequest(
-                key=w.target.key, namespace=w.target.namespace,
-                name=w.target.scale_target_ref.name, kind=w.target.scale_target_ref.kind,
-                server=w.target.prometheus, pods=w.pods, metrics=w.target.spec.metrics,
-                queries=w.target.metric_queries,
-            )
-            for w in wanted
-        ]
-        result = await self.source.fetch(requests, deadline=deadline)
-        return FetchedMetrics(
-            values=result.values, pods=result.pods, queries_issued=result.queries_issued)
-
-
-HISTORY_DEADLINE = 30.0
-"""Seconds one metric's history query may take, retries included."""
-
-
-class PrometheusHistory:
-    """The runtime's ``HistoryPort`` over the Prometheus source's range queries."""
-
-    def __init__(self, source: PrometheusSource) -> None:
-        self.source = source
-
-    async def metric_history(
-        self, target: TargetConfig, index: int, *, start: float, end: float, step: float,
-    ) -> Sequence[tuple[float, float]]:
-        query, ref = target.metric_queries[index], target.scale_target_ref
-        request = HistoryRequest(
-            server=target.prometheus, namespace=target.namespace, name=ref.name, kind=ref.kind,
-            metric=target.spec.metrics[index], query=query.query,
-            history_query=query.history_query, window=query.window)
-        return await self.source.history(request, start=start, end=end, step=step,
-                                         deadline=time.monotonic() + HISTORY_DEADLINE)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -96,8 +32,7 @@ class Components:
     api_client: ApiClient
     scales: ScaleClient
     target_cache: TargetCache
-    pods: PodSelectorCache
-    pod_cache: PodCache
+    pods: PodCache
     events: EventRecorder
     owners: OwnerCache
     metrics: PrometheusMetrics
@@ -130,8 +65,7 @@ async def connect(config: Config, *, record_events: bool = True,
             async with EventRecorder(client, uid_of=scales.uid_of) as events:
                 yield Components(
                     api_client=client, scales=scales, target_cache=target_cache,
-                    pods=PodSelectorCache(pod_cache),
-                    pod_cache=pod_cache, events=events, owners=owners,
+                    pods=pod_cache, events=events, owners=owners,
                     metrics=PrometheusMetrics(source), history=PrometheusHistory(source),
                 )
         finally:
@@ -144,49 +78,11 @@ async def connect(config: Config, *, record_events: bool = True,
 async def watch_namespaces(components: Components, namespaces: set[str]) -> None:
     """Watch pods, workloads and other autoscalers in exactly these namespaces (those with
     targets)."""
-    await components.pod_cache.set_namespaces(namespaces)
+    await components.pods.set_namespaces(namespaces)
     await components.target_cache.set_namespaces(namespaces)
     await components.owners.set_namespaces(namespaces)
 
 
 async def wait_synced(components: Components, namespaces: set[str]) -> None:
-    await asyncio.gather(*(components.pod_cache.wait_synced(ns) for ns in namespaces),
+    await asyncio.gather(*(components.pods.wait_synced(ns) for ns in namespaces),
                          *(components.target_cache.wait_synced(ns) for ns in namespaces))
-
-
-def settle_heap() -> None:
-    """Once the caches hold their first full LIST: move everything alive now (modules, the
-    caches) out of the collector's reach and make young collections rarer.
-
-    A pass allocates a few hundred thousand short-lived objects at 10,000 targets (JSON
-    answers, samples, decisions); with the default thresholds each of its ~hundreds of
-    collections also walks the long-lived caches. Measured by bench/daemon_scale.py at 1,000
-    targets: a pass takes ~40 % less time. Garbage is still collected, only in larger steps.
-    """
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-
-
-def shard_of(key: str, total: int) -> int:
-    """A stable shard for a target key (crc32: the same on every replica and restart)."""
-    return zlib.crc32(key.encode()) % total
-
-
-def targets_for_shard(
-    targets: Sequence[TargetConfig], shard: int | None, total: int | None
-) -> list[TargetConfig]:
-    if shard is None or not total or total <= 1:
-        return list(targets)
-    return [t for t in targets if shard_of(t.key, total) == shard]
-
-
-def pod_namespace() -> str:
-    """The namespace this pod runs in (downward API or the service account), else default."""
-    env = os.environ.get("POD_NAMESPACE")
-    if env:
-        return env
-    try:
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as handle:
-            return handle.read().strip() or "default"
-    except OSError:
-        return "default"

@@ -52,20 +52,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autoscaler.adapters.prometheus import TargetRequest, batch, queries
 from autoscaler.adapters.prometheus.client import PrometheusClient
 from autoscaler.adapters.prometheus.parse import parse_result
+from autoscaler.adapters.prometheus.port import PrometheusMetrics
 from autoscaler.config import Config, TargetConfig, load_config
 from autoscaler.observability.http import Probes, bound_port, build_app, serve
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from autoscaler.wiring import (
-    Components,
-    PrometheusMetrics,
-    connect,
-    settle_heap,
-    wait_synced,
-    watch_namespaces,
-)
+from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 FLOOR_REPEATS = 3
 BASELINE_TEMPLATES = {

@@ -21,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autoscaler.adapters.local_state import FileStateStore
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import FileStateStore, Intent, SavedTarget, Snapshot, encode
+from autoscaler.snapshot import Intent, SavedTarget, Snapshot, encode
 
 
 def snapshot(targets: int) -> Snapshot:

@@ -37,16 +37,22 @@ from autoscaler.algorithm.model import (
     SelectPolicy,
 )
 from autoscaler.algorithm.quantity import QuantityError, format_milli, parse_milli
-from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.algorithm.reasons import (
+    ConditionType,
+    EventReason,
+    Reason,
+    Step,
+    rescale_message,
+)
 from autoscaler.algorithm.replicas import MetricCurrent, MetricProposal, Tolerances
 
 __all__ = [
     "AlgorithmSettings", "AutoscalerSpec", "Behavior", "Bounds", "Condition", "ConditionStatus",
-    "ConditionType", "Container", "Decision", "ExternalMetricValues", "History", "MetricCurrent",
-    "MetricOutcome", "MetricProposal", "MetricSourceType", "MetricSpec", "MetricTarget",
-    "MetricTargetType", "MetricUnavailable", "MetricValues", "Milli", "ObjectMetricValue", "Pod",
-    "PodMetricValues", "PodPhase", "PodSample", "PolicyType", "QuantityError", "Reason",
-    "Recommendation", "ScaleEvent", "ScaleState", "ScalingPolicy", "ScalingRules",
-    "SelectPolicy", "Step", "Tolerances", "bridge_gap", "decide", "format_milli", "parse_milli",
-    "record_scale_event", "resolve_behavior",
+    "ConditionType", "Container", "Decision", "EventReason", "ExternalMetricValues", "History",
+    "MetricCurrent", "MetricOutcome", "MetricProposal", "MetricSourceType", "MetricSpec",
+    "MetricTarget", "MetricTargetType", "MetricUnavailable", "MetricValues", "Milli",
+    "ObjectMetricValue", "Pod", "PodMetricValues", "PodPhase", "PodSample", "PolicyType",
+    "QuantityError", "Reason", "Recommendation", "ScaleEvent", "ScaleState", "ScalingPolicy",
+    "ScalingRules", "SelectPolicy", "Step", "Tolerances", "bridge_gap", "decide", "format_milli",
+    "parse_milli", "record_scale_event", "rescale_message", "resolve_behavior",
 ]

@@ -100,6 +100,12 @@ class Decision:
     def rescale(self) -> bool:
         return self.desired_replicas != self.current_replicas
 
+    @property
+    def all_metrics_invalid(self) -> bool:
+        """Every metric was evaluated and none gave a proposal (the fallback counts these
+        passes); false when no metric was evaluated at all (replica bounds, disabled)."""
+        return bool(self.metrics) and all(m.proposal is None for m in self.metrics)
+
     def earliest_scale_down(self) -> Seconds | None:
         """The earliest moment a scale-down can happen if the metrics dropped now; ``None``
         at minReplicas, with scale-down disabled, or when this decision did not get that far

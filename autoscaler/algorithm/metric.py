@@ -67,6 +67,29 @@ class MetricOutcome:
     def failure_reason(self) -> Reason:
         return _FAILURE_REASONS.get(self.spec.type, Reason.INVALID_METRIC_SOURCE_TYPE)
 
+    @property
+    def target_value(self) -> float | None:
+        """The spec's target in the units users read: percent for a utilization target,
+        else base units (``"500m"`` is 0.5)."""
+        target = self.spec.target
+        if target.average_utilization is not None:
+            return float(target.average_utilization)
+        milli = target.average_value if target.average_value is not None else target.value
+        return None if milli is None else milli / 1000
+
+    @property
+    def current_value(self) -> float | None:
+        """The current value the proposal was made from, in the target's units (as
+        ``target_value``); ``None`` without a proposal."""
+        if self.proposal is None:
+            return None
+        current = self.proposal.current
+        if self.spec.target.average_utilization is not None \
+                and current.average_utilization is not None:
+            return float(current.average_utilization)
+        milli = current.average_value if current.average_value is not None else current.value
+        return None if milli is None else milli / 1000
+
 
 @functools.lru_cache(maxsize=1024)  # called per metric per decision; specs are few
 def describe(spec: MetricSpec) -> str:

@@ -53,13 +53,14 @@ def parse_quantity(text: str | int | float) -> Fraction:
     return -value if match["sign"] == "-" else value
 
 
-def to_milli(value: Fraction) -> Milli:
-    """Milli-units, rounded up like ``Quantity.MilliValue()``."""
+def milli_value(value: Fraction) -> Milli:
+    """Milli-units, rounded up like ``Quantity.MilliValue()`` (a Prometheus sample is
+    rounded to the nearest instead: ``adapters.prometheus.parse.sample_milli``)."""
     return Milli(math.ceil(value * 1000))
 
 
 def parse_milli(text: str | int | float) -> Milli:
-    return to_milli(parse_quantity(text))
+    return milli_value(parse_quantity(text))
 
 
 def format_milli(milli: int) -> str:

@@ -1,7 +1,9 @@
-"""Condition types and reasons, named as upstream's HPA reports them, plus the explain vocabulary.
+"""Condition types, condition and Event reasons, named as upstream's HPA reports them, plus the
+explain vocabulary.
 
-Upstream's reasons are the public contract (``kubectl describe hpa`` users know them), so they
-are kept verbatim; the messages beside them speak of this autoscaler, not of upstream's HPA
+Upstream's reasons are the public contract (``kubectl describe hpa`` users know them, and
+``kubectl get events --field-selector reason=FailedGetScale`` finds them), so they are kept
+verbatim; the messages beside them speak of this autoscaler, not of upstream's HPA
 controller. ``Step`` is our small, stable vocabulary for *why* a number came out as it did,
 after the names in upstream's decision-trace proposal.
 """
@@ -54,6 +56,39 @@ class Reason(StrEnum):
     FORECAST_ONLY = "ForecastOnly"
     FORECAST_UNRELIABLE = "ForecastUnreliable"
     FORECAST_NOT_READY = "ForecastNotReady"
+
+
+class EventReason(StrEnum):
+    """Reasons of the Events recorded on a target, in one place: upstream's and ours.
+
+    An Event about a failed read or metric carries the condition's reason, as upstream's
+    does (``Reason.FAILED_GET_SCALE``, ``MetricOutcome.failure_reason``); these are the rest.
+    """
+
+    # upstream pkg/controller/podautoscaler/horizontal.go
+    SUCCESSFUL_RESCALE = "SuccessfulRescale"
+    FAILED_RESCALE = "FailedRescale"
+    """A scale write failed or was held (also the AbleToScale reason's Event)."""
+    FAILED_COMPUTE_METRICS_REPLICAS = "FailedComputeMetricsReplicas"
+    # ours
+    WOULD_SCALE = "WouldScale"
+    """Dry run: what a live daemon would have written (and, in a plan, the AbleToScale
+    condition's reason)."""
+    SCALE_DRIFT = "ScaleDrift"
+    """Replicas changed between passes without our write (GitOps, kubectl scale)."""
+    AUTOSCALER_CONFLICT = "AutoscalerConflict"
+    """Another HPA or KEDA ScaledObject targets the same object: we do not act on it."""
+    FAILED_EVALUATION = "FailedEvaluation"
+    """The target's evaluation raised; it is held (also the AbleToScale condition's reason)."""
+    SHADOW_DISAGREEMENT = "ShadowDisagreement"
+    """Shadow mode: our desired count differs from the owning HPA's."""
+    HISTORY_UNREADABLE = "HistoryUnreadable"
+    """The saved history could not be decoded: every target's windows start fresh."""
+
+
+def rescale_message(new_size: int, reason: str) -> str:
+    """Upstream's rescale Event message: ``New size: %d; reason: %s``."""
+    return f"New size: {new_size}; reason: {reason}"
 
 
 class Step(StrEnum):

@@ -136,7 +136,7 @@ class Report:
         return 1
 
     def valid(self, config: Any) -> None:
-        from autoscaler.config.check import summary, summary_json
+        from autoscaler.commands.config_summary import summary, summary_json
 
         if self.json:
             self.document.update(valid=True, targets=summary_json(config))

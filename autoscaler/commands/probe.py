@@ -26,14 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy, redact_url
-from autoscaler.adapters.prometheus.parse import Sample, all_values, parse_result, single_value
-from autoscaler.adapters.prometheus.parse import to_milli as value_milli
+from autoscaler.adapters.prometheus.parse import (
+    Sample,
+    all_values,
+    parse_result,
+    sample_milli,
+    single_value,
+)
 from autoscaler.adapters.prometheus.queries import promql_string, requests_query, usage_query
 from autoscaler.algorithm import MetricSourceType, MetricSpec
 from autoscaler.commands.reach import unreachable
 from autoscaler.config import Config, ConfigIssue, MetricQuery, TargetConfig, render_query
-from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.files import read_config_file
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.locate import LineFinder
 from autoscaler.config.query import promql_problem
 from autoscaler.errors import AutoscalerError, BadDataError
@@ -207,7 +212,7 @@ def _per_pod(samples: Sequence[Sample], *, per_container: bool) -> None:
             raise BadDataError(f"pod {pod} has several series; aggregate with sum by (pod)")
         seen.add(key)
         try:
-            value_milli(sample.raw)
+            sample_milli(sample.raw)
         except BadDataError as error:
             raise BadDataError(f"pod {pod}: {error}") from None
 

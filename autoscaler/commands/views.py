@@ -10,11 +10,12 @@ distance from ``now``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.durations import format_duration
+from autoscaler.terminal import columns
 
 Body = Mapping[str, Any]
 NONE = "<none>"
@@ -76,12 +77,6 @@ def _paint_last(line: str, cell: str, name: str) -> str:
     if not name or not line.endswith(cell):
         return line
     return f"{line[:-len(cell)]}{_TONES[name]}{cell}\033[0m"
-
-
-def columns(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-                     .rstrip() for row in rows)
 
 
 def targets_cell(body: Body) -> str:

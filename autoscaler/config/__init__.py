@@ -14,23 +14,25 @@ Query templates take these placeholders (``string.Template`` syntax; ``$$`` is a
 - ``${pod_regex}``: the target's current pod names, regex-escaped and joined with ``|``;
 - ``${container}``: a ContainerResource metric's container (empty otherwise).
 
-Modules: ``model`` (the validated dataclasses), ``schema`` (the file's shape, pydantic;
-nothing outside this package sees pydantic), ``fields`` (field types), ``settings`` and
-``targets`` (cross-field rules, conversion to ``model``), ``loader`` (the pipeline),
-``errors`` (issues), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as
-messages), ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking
-the files it names); ``check`` (the summary ``autoscaler check`` prints), ``importer``
-(import-hpa: ``hpa``, ``adapter_rules`` and ``adapter_naming``) and ``import_keda`` (``keda``,
-``keda_metadata``, ``keda_triggers``, ``keda_cron``), which share ``manifests``,
-``manifest_fields``, ``import_out`` and ``toml_out``. The commands themselves live in
-``autoscaler.commands``.
+Modules: ``validated`` (the validated dataclasses), ``schema`` (the file's shape, pydantic;
+nothing outside this package sees pydantic), ``fields`` (field types), ``settings``,
+``targets``, ``schedule_tables`` and ``prediction_table`` (cross-field rules, conversion to
+``validated``), ``loader`` (the pipeline), ``issues`` (problems with their file, line and
+field path), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as messages),
+``query`` (templates), ``durations``, ``files`` (reading the file safely, checking the files
+it names); ``importer`` (import-hpa: ``hpa``, ``adapter_rules`` and ``adapter_naming``) and
+``import_keda`` (``keda``, ``keda_metadata``, ``keda_triggers``, ``keda_cron``), which share
+``manifests``, ``manifest_fields``, ``import_out`` and ``toml_out``. The commands themselves
+live in ``autoscaler.commands`` (with the summary ``check`` prints, ``config_summary``).
 """
 
 from autoscaler.config.durations import format_duration, parse_duration
-from autoscaler.config.errors import ConfigError, ConfigIssue
+from autoscaler.config.issues import ConfigError, ConfigIssue
 from autoscaler.config.loader import load_config, parse_config
-from autoscaler.config.model import (
+from autoscaler.config.query import PLACEHOLDERS, render_query
+from autoscaler.config.validated import (
     DEFAULT_SERVER,
+    DEFAULT_SYNC_PERIOD,
     Config,
     DaemonSettings,
     Fallback,
@@ -42,11 +44,10 @@ from autoscaler.config.model import (
     ScaleTargetRef,
     TargetConfig,
 )
-from autoscaler.config.query import PLACEHOLDERS, render_query
 
 __all__ = [
-    "DEFAULT_SERVER", "PLACEHOLDERS", "Config", "ConfigError", "ConfigIssue", "DaemonSettings",
-    "Fallback", "KubernetesSettings", "LeaderElectionSettings", "MetricQuery",
-    "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig", "format_duration",
-    "load_config", "parse_config", "parse_duration", "render_query",
+    "DEFAULT_SERVER", "DEFAULT_SYNC_PERIOD", "PLACEHOLDERS", "Config", "ConfigError",
+    "ConfigIssue", "DaemonSettings", "Fallback", "KubernetesSettings", "LeaderElectionSettings",
+    "MetricQuery", "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig",
+    "format_duration", "load_config", "parse_config", "parse_duration", "render_query",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 import re2
 
-from autoscaler.config.errors import Loc
+from autoscaler.config.issues import Loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import plain
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from autoscaler.config import manifest_fields as read
 from autoscaler.config.adapter_naming import Naming, compile_regex, series_for
-from autoscaler.config.errors import Loc
+from autoscaler.config.issues import Loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
     Document,

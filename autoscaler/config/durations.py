@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from autoscaler.config.errors import quote
+from autoscaler.config.issues import quote
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")

@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from autoscaler.algorithm.quantity import QuantityError, parse_quantity, to_milli
+from autoscaler.algorithm.quantity import QuantityError, milli_value, parse_quantity
 from autoscaler.config.durations import DurationError, format_duration, parse_duration
-from autoscaler.config.errors import quote
+from autoscaler.config.issues import quote
 from autoscaler.config.query import template_problems
 
 INT32_MAX = 2**31 - 1
@@ -121,7 +121,7 @@ def _quantity(value: object, expected: str, limit: str) -> Fraction:
         parsed = parse_quantity(value)
     except (QuantityError, ValueError):  # ValueError: more digits than int() converts
         raise fail(f"{expected}, got {show(value)}") from None
-    if to_milli(abs(parsed)) > INT64_MAX:
+    if milli_value(abs(parsed)) > INT64_MAX:
         raise fail(f"{limit}, got {show(value)}")
     return parsed
 

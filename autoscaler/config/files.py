@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config.errors import Loc, Problem, quote
+from autoscaler.config.issues import Loc, Problem, quote
 
 MAX_CONFIG_BYTES = 4 * 2**20
 """About 30,000 small targets (10,000 are 1.4 MiB): anything bigger is not a config."""
 
 GZIP_MAGIC = b"\x1f\x8b"
-"""How every state file starts (``autoscaler.state.encode`` writes gzip-compressed JSON)."""
+"""How every state file starts (``autoscaler.snapshot.encode`` writes gzip-compressed JSON)."""
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",

@@ -24,8 +24,8 @@ from typing import Any
 
 from autoscaler.config import manifest_fields as read
 from autoscaler.config.adapter_rules import Resolved
-from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.import_out import Imported, Todo
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import (
     dns_label_problem,

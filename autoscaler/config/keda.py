@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoscaler.config import manifest_fields as read
-from autoscaler.config.errors import Loc, format_loc
 from autoscaler.config.import_out import Imported, Todo
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.keda_cron import CronWindows
 from autoscaler.config.keda_metadata import Authentications, read_trigger
 from autoscaler.config.keda_triggers import (

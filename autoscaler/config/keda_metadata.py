@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.config import manifest_fields as read
-from autoscaler.config.errors import Loc
+from autoscaler.config.issues import Loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import plain, shown
 

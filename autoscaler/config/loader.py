@@ -24,7 +24,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from autoscaler.config.errors import (
+from autoscaler.config.fields import show
+from autoscaler.config.files import UnusableFileError, named_file_problems, read_config_file
+from autoscaler.config.issues import (
     MAX_ISSUES,
     ConfigError,
     ConfigIssue,
@@ -33,15 +35,13 @@ from autoscaler.config.errors import (
     Problems,
     format_loc,
 )
-from autoscaler.config.errors import did_you_mean as _hint
-from autoscaler.config.fields import show
-from autoscaler.config.files import UnusableFileError, named_file_problems, read_config_file
+from autoscaler.config.issues import did_you_mean as _hint
 from autoscaler.config.locate import LineFinder
-from autoscaler.config.model import DEFAULT_SERVER, Config, TargetConfig
 from autoscaler.config.schema import DaemonModel, KubernetesModel, PrometheusModel, TargetModel
 from autoscaler.config.settings import daemon_settings, kubernetes_settings, prometheus_servers
 from autoscaler.config.targets import check_metrics, convert_target
 from autoscaler.config.translate import problems_from
+from autoscaler.config.validated import DEFAULT_SERVER, Config, TargetConfig
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -18,7 +18,7 @@ import re
 import tomllib
 from typing import Any
 
-from autoscaler.config.errors import Loc
+from autoscaler.config.issues import Loc
 
 _CLOSERS = ("", "\n]", "\n]]", "\n]]]")
 _TARGET_HEADER = re.compile(r"\s*\[\[\s*autoscaler\s*\]\]\s*(#.*)?$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autoscaler.config.errors import Loc, format_loc
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.manifests import path_segment_problem, plain, shown
 
 RULE_KEYS = ("stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance")

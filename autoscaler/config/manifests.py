@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 import yaml
 from yaml.nodes import ScalarNode
 
-from autoscaler.config.errors import Loc, format_loc
+from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.toml_out import string
 
 MAX_INPUT_BYTES = 10 * 2**20

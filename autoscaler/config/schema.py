@@ -217,7 +217,7 @@ class SmoothingModel(Model):
 
 
 class PredictionModel(Model):
-    """A metric's ``prediction`` (issue #27; converted in ``config/prediction.py``)."""
+    """A metric's ``prediction`` (issue #27; converted in ``config/prediction_table.py``)."""
 
     model: Literal["seasonalNaive", "linearTrend", "holtWinters"]
     season: Annotated[PositiveDuration, shortest(60), longest(28 * DAY)] | None = None
@@ -291,7 +291,7 @@ class FallbackModel(Model):
 
 
 class ScheduleModel(Model):
-    """One entry of a target's ``schedules`` (converted in ``config/schedules.py``)."""
+    """One entry of a target's ``schedules`` (converted in ``config/schedule_tables.py``)."""
 
     name: NonEmpty | None = None
     timezone: NonEmpty | None = None

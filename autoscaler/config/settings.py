@@ -12,20 +12,20 @@ from types import MappingProxyType
 from typing import Any
 
 from autoscaler.algorithm import AlgorithmSettings
-from autoscaler.config.errors import Problems
-from autoscaler.config.model import (
-    DEFAULT_SERVER,
-    DaemonSettings,
-    KubernetesSettings,
-    LeaderElectionSettings,
-    PrometheusServer,
-)
+from autoscaler.config.issues import Problems
 from autoscaler.config.schema import (
     DaemonModel,
     KubernetesModel,
     LeaderElectionModel,
     PrometheusModel,
     ServerModel,
+)
+from autoscaler.config.validated import (
+    DEFAULT_SERVER,
+    DaemonSettings,
+    KubernetesSettings,
+    LeaderElectionSettings,
+    PrometheusServer,
 )
 
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"

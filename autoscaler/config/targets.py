@@ -26,19 +26,11 @@ from autoscaler.algorithm import (
     parse_milli,
 )
 from autoscaler.algorithm.activation import ScaleToZero
-from autoscaler.config.errors import Loc, Problems, did_you_mean
 from autoscaler.config.fields import show
-from autoscaler.config.model import (
-    DEFAULT_SERVER,
-    Fallback,
-    MetricQuery,
-    ScaleTargetRef,
-    TargetConfig,
-    target_key,
-)
-from autoscaler.config.prediction import convert_prediction
+from autoscaler.config.issues import Loc, Problems, did_you_mean
+from autoscaler.config.prediction_table import convert_prediction
 from autoscaler.config.query import known_placeholders
-from autoscaler.config.schedules import convert_schedules
+from autoscaler.config.schedule_tables import convert_schedules
 from autoscaler.config.schema import (
     SOURCE_KEYS,
     BehaviorModel,
@@ -53,6 +45,14 @@ from autoscaler.config.schema import (
     TargetModel,
 )
 from autoscaler.config.settings import given
+from autoscaler.config.validated import (
+    DEFAULT_SERVER,
+    Fallback,
+    MetricQuery,
+    ScaleTargetRef,
+    TargetConfig,
+    target_key,
+)
 
 BUILT_IN_RESOURCES = frozenset({"cpu", "memory"})
 """Resources with a built-in cAdvisor query (``adapters/prometheus/queries.py``)."""

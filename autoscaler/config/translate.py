@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from autoscaler.config.errors import Loc, Problem, did_you_mean
 from autoscaler.config.fields import show
+from autoscaler.config.issues import Loc, Problem, did_you_mean
 
 _TYPE_WORDS = {
     "int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",

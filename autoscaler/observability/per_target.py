@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec, ConditionType
+from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec, ConditionType, Decision
 from autoscaler.algorithm.behavior import tolerances_for
 from autoscaler.algorithm.forecast.report import ForecastReport, MetricForecast
 from autoscaler.record import record
@@ -88,6 +88,16 @@ class TargetSeries:
     _tolerance: tuple[AutoscalerSpec | None, AlgorithmSettings | None, str] = (None, None, "")
     """The tolerance lines, and the spec and settings they were written for."""
     _metric_labels: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def decided(self, decision: Decision) -> None:
+        """The counts and metric values of the target's decision this pass."""
+        self.current = decision.current_replicas
+        self.desired = decision.desired_replicas
+        self.recommended = decision.stabilized
+        self.metrics = tuple(
+            MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
+                          outcome.target_value, outcome.current_value)
+            for outcome in decision.metrics)
 
     def scaled(self, previous: int, new: int) -> None:
         """A scale write landed."""

@@ -28,16 +28,10 @@ from typing import TypeVar
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from autoscaler.errors import StateSetAsideError, StateUnavailableError
+from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import (
-    SavedTarget,
-    Snapshot,
-    StateSetAsideError,
-    StateStore,
-    StateUnavailableError,
-    encode_entries,
-    encode_entry,
-)
+from autoscaler.snapshot import SavedTarget, Snapshot, encode_entries, encode_entry
 
 log = structlog.get_logger("autoscaler.history")
 T = TypeVar("T")

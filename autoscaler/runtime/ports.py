@@ -7,7 +7,8 @@ tested against any implementation that speaks these few methods.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 from autoscaler.algorithm import MetricValues, Pod
@@ -15,6 +16,7 @@ from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
+    from autoscaler.snapshot import Snapshot
 
 
 class Scale(Protocol):
@@ -58,13 +60,22 @@ class MetricsWanted:
     scale_selector: str
 
 
+_NO_WARNINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchedMetrics:
+    """What one fetch produced, per target key."""
+
     values: Mapping[str, tuple[MetricValues, ...]]
-    """Per target key, aligned with the target's metrics."""
+    """Aligned with the target's metrics; a metric that could not be read is a
+    ``MetricUnavailable`` whose ``reason`` says why."""
     pods: Mapping[str, Sequence[Pod]]
-    """Pods whose requests the source filled in (kube-state-metrics), per target key."""
+    """Pods whose requests the source filled in (kube-state-metrics): the core is given
+    these instead of the watch cache's."""
     queries_issued: int = 0
+    warnings: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_WARNINGS)
+    """Problems that did not invalidate a metric (a pod dropped for a NaN sample)."""
 
 
 class MetricsPort(Protocol):
@@ -105,4 +116,22 @@ class OwnersPort(Protocol):
         """Each HPA on the object with the ``status.desiredReplicas`` it reports (KEDA's
         ScaledObjects through the HPA KEDA makes for them), from memory; ``None`` when
         memory cannot tell (shadow mode compares with them)."""
+        ...
+
+
+class StateStore(Protocol):
+    @property
+    def description(self) -> str:
+        """Where the state lives, for messages: ``state file /var/...``, ``ConfigMap ns/n``."""
+        ...
+
+    async def load(self) -> Snapshot | None:
+        """The saved snapshot, or ``None`` when there is provably none.
+
+        Raises ``StateUnavailableError`` (retry) or ``StateSetAsideError`` (start fresh, loudly).
+        """
+        ...
+
+    async def save(self, data: bytes) -> None:
+        """Replace the stored state with ``data`` (``autoscaler.snapshot.encode``'s bytes)."""
         ...

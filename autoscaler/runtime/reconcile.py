@@ -1,9 +1,17 @@
-"""One reconcile pass over a set of targets: observe, fetch metrics once, decide, act.
+"""One reconcile pass over a set of targets: observe, fetch, settle, make durable, write.
 
-A pass reads every target's ``/scale`` and pods concurrently (bounded), asks the metrics
-source once for all of them (so shared PromQL is issued once), then decides and writes per
-target. Each target's failure stays its own: it becomes a condition, an event and a log
+A pass reads every target's ``/scale``, owners and pods (from the caches in one loop, else
+from the API server within half the time left), asks the metrics source once for all of
+them (so shared PromQL is issued once), decides every target in one plain loop, puts the
+pass's scale writes on record with one store write, then sends each target's Events and
+write. Each target's failure stays its own: it becomes a condition, an Event and a log
 line, never an exception that stops the others.
+
+What a pass touches lives beside it: ``workers`` (the bounded pool all passes share),
+``pause``, ``intents`` (writes on record before they are sent, settled after),
+``writes`` (the PUT, its 409s and 429s, dry-run), ``landed`` (a scale that landed, with
+ScaledToZero), ``shadow``, ``conditions`` and ``reporting`` (outcomes, Events, evaluation
+failures said once). The fallback rule is the core's (``algorithm.fallback``).
 """
 
 from __future__ import annotations
@@ -11,19 +19,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autoscaler.algorithm import (
-    AlgorithmSettings,
     Bounds,
-    ConditionType,
     Decision,
+    EventReason,
     History,
     MetricUnavailable,
     MetricValues,
@@ -33,21 +40,15 @@ from autoscaler.algorithm import (
     Step,
     bridge_gap,
     decide,
-    record_scale_event,
 )
-from autoscaler.algorithm.activation import decide_with_zero, scaled_to_zero_condition
-from autoscaler.algorithm.metric import MetricOutcome
-from autoscaler.errors import (
-    AccessDeniedError,
-    ConflictError,
-    NotFoundError,
-    RejectedError,
-    ThrottledError,
-)
-from autoscaler.observability.logs import debug_traceback
-from autoscaler.observability.metrics import DaemonMetrics, MetricReading
+from autoscaler.algorithm.activation import decide_with_zero
+from autoscaler.algorithm.fallback import fallback_replicas
+from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.record import record
+from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
+from autoscaler.runtime.intents import put_on_record, settle_intent
+from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -59,63 +60,20 @@ from autoscaler.runtime.ports import (
     ScalePort,
 )
 from autoscaler.runtime.prediction import decide_with_prediction
-from autoscaler.runtime.status import (
-    ShadowReport,
-    StatusCondition,
-    TargetState,
-    merge_conditions,
-    schedule_status,
-)
+from autoscaler.runtime.reconcile_options import ReconcileOptions
+from autoscaler.runtime.reporting import Reporter
+from autoscaler.runtime.shadow import compare_in_shadow
+from autoscaler.runtime.status import TargetState, schedule_status
+from autoscaler.runtime.workers import WorkerPool
+from autoscaler.runtime.writes import DecideAgain, ScaleWrite, ScaleWriter, retry_after_hold
 from autoscaler.schedules import bounds_at
-from autoscaler.state import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
 
 log = structlog.get_logger("autoscaler.reconcile")
-T = TypeVar("T")
-U = TypeVar("U")
 
-CONFLICT_RETRIES = 3
-MAX_RETRY_AFTER = 600.0
-"""A Retry-After longer than this is capped: a misconfigured proxy must not freeze a target."""
-NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, ThrottledError)
-"""Write failures that prove the PUT did not land; after any other (a timeout, a 5xx, a
-garbled answer) it may have, and the target's intent stays until a fresh read tells."""
-
-Persist = Callable[[], Awaitable[None]]
-FAILED_EVALUATION = "FailedEvaluation"
-"""Condition and Event reason of a target whose evaluation raised."""
-SHADOW_DISAGREEMENT = "ShadowDisagreement"
-"""Event reason: in shadow mode, our desired count differs from the owning HPA's."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReconcileOptions:
-    algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
-    dry_run: bool = False
-    concurrency: int = 10
-    may_write: Callable[[], bool] = lambda: True
-    """Checked right before every write: false once this instance is no longer the leader."""
-    record_events: bool = True
-    persist: Persist | None = None
-    """Makes every target's history and intents durable; a pass calls it once before its
-    scale writes and sends none of them if it fails (None: nothing is persisted)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Recompute:
-    """What a decision needs again after a write conflict: the same metrics and history."""
-
-    values: tuple[MetricValues, ...]
-    history: History
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Write:
-    desired: int
-    reason: str
-    recompute: _Recompute | None
+__all__ = ["ReconcileOptions", "Reconciler"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -127,47 +85,10 @@ class _Pending:
     outcome: str
     error: str | None
     events: tuple[tuple[str, str], ...] = ()
-    write: _Write | None = None
+    write: ScaleWrite | None = None
     held: str | None = None
     """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
-
-
-PAUSED_ANNOTATION = "autoscaler.dev/paused"
-PAUSED_REPLICAS_ANNOTATION = "autoscaler.dev/paused-replicas"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pause:
-    """Leave the target alone (``replicas`` None) or hold it at ``replicas``; and why."""
-
-    replicas: int | None
-    source: str
-
-
-def pause_of(target: TargetConfig, annotations: Mapping[str, str]) -> Pause | None:
-    """The config's pause wins; else the target's annotations, as KEDA users expect them.
-
-    An unreadable ``paused-replicas`` pauses without holding: leaving a workload alone is
-    the safe reading of a pause the user asked for but mistyped.
-    """
-    if target.paused_replicas is not None:
-        return Pause(replicas=target.paused_replicas, source="config pausedReplicas")
-    if target.paused:
-        return Pause(replicas=None, source="config paused")
-    held = annotations.get(PAUSED_REPLICAS_ANNOTATION)
-    if held is not None:
-        try:
-            replicas = int(held)
-        except ValueError:
-            replicas = -1
-        if replicas >= 0:
-            return Pause(replicas=replicas, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}")
-        return Pause(replicas=None, source=f"annotation {PAUSED_REPLICAS_ANNOTATION}={held!r} "
-                     "is not a replica count: paused without holding")
-    if annotations.get(PAUSED_ANNOTATION, "").strip().lower() in {"true", "1", "yes"}:
-        return Pause(replicas=None, source=f"annotation {PAUSED_ANNOTATION}")
-    return None
 
 
 class _Ask(Enum):
@@ -199,14 +120,27 @@ class Reconciler:
         telemetry: DaemonMetrics,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.scales, self.pods, self.metrics = scales, pods, metrics
-        self.events, self.owners, self.options = events, owners, options
+        self.scales, self.pods, self.metrics, self.owners = scales, pods, metrics, owners
         self.telemetry = telemetry
         self.clock = clock
         self.states: dict[str, TargetState] = {}
-        self._concurrency = max(1, options.concurrency)
-        self._limit = asyncio.Semaphore(self._concurrency)
-        self._background: set[asyncio.Task[None]] = set()  # strong refs to event tasks
+        self.workers = WorkerPool(options.concurrency)
+        self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
+        self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
+                                  clock=clock)
+        self.options = options
+
+    @property
+    def options(self) -> ReconcileOptions:
+        return self._options
+
+    @options.setter
+    def options(self, options: ReconcileOptions) -> None:
+        """Options may be replaced between passes (a config reload); the worker pool keeps
+        the concurrency it started with."""
+        self._options = options
+        self.report.record_events = options.record_events
+        self.report.settings = options.algorithm
 
     def state(self, key: str) -> TargetState:
         state = self.states.get(key)
@@ -234,62 +168,12 @@ class Reconciler:
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None]
             await self._make_durable(pending)
-            await self._each(pending, self._complete)
+            await self.workers.each(pending, self._complete)
         finally:
             for target in targets:
                 self.state(target.key).in_flight = False
             self.telemetry.observe_pass(period=targets[0].sync_period if targets else 0.0,
                                         seconds=time.monotonic() - started)
-
-    async def _each(
-        self, items: Sequence[U], work: Callable[[U], Awaitable[T]], *,
-        until: float | None = None, timed_out: Callable[[U], T] | None = None,
-    ) -> list[T]:
-        """``work`` on every item, at most ``concurrency`` at once (shared by all passes),
-        by that many workers: not a task per item (10,000 targets made 20,000 tasks a pass).
-
-        With ``until`` (loop time), an item whose work is still waiting then is abandoned
-        and ``timed_out`` gives its result; items after it still run (reads served from the
-        caches finish without waiting). One timer per worker, not one per item.
-        """
-        slots: dict[int, T] = {}
-        queue = iter(enumerate(items))
-
-        async def worker() -> None:
-            current: int | None = None
-            while True:
-                try:
-                    async with asyncio.timeout_at(until) as timer:
-                        for current, item in queue:  # shared: each item goes to one worker
-                            await self._take_slot(timer, until)
-                            try:
-                                slots[current] = await work(item)
-                            finally:
-                                self._limit.release()
-                            if timer.expired():
-                                break  # the work swallowed its cancellation: a fresh timer
-                        else:
-                            return
-                except TimeoutError:
-                    if not timer.expired() or current is None or timed_out is None:
-                        raise
-                    slots[current] = timed_out(items[current])
-
-        workers = min(len(items), self._concurrency)
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        return [slots[index] for index in range(len(items))]
-
-    async def _take_slot(self, timer: asyncio.Timeout, until: float | None) -> None:
-        """One slot of the limit all passes share. Waiting for one while another pass holds
-        them all is not this item's slowness: the deadline is paused meanwhile."""
-        if not self._limit.locked():
-            await self._limit.acquire()  # a free slot is taken without suspending
-            return
-        timer.reschedule(None)
-        try:
-            await self._limit.acquire()
-        finally:
-            timer.reschedule(until)
 
     # --- observe ----------------------------------------------------------------------
 
@@ -304,7 +188,7 @@ class Reconciler:
             # hang cannot hold back the metrics, decisions and writes of all the others.
             budget = max(0.5, (deadline - time.monotonic()) / 2)
             until = asyncio.get_running_loop().time() + budget
-            answered = iter(await self._each(
+            answered = iter(await self.workers.each(
                 asking, self._observe, until=until,
                 timed_out=lambda t: self._observe_timed_out(t, budget)))
             read = [next(answered) if got is _ASK else got for got in read]
@@ -315,7 +199,7 @@ class Reconciler:
                    "for observation; skipped this pass")
         log.warning("target skipped", target=target.key, reason=message)
         self.telemetry.errors.labels(reason="observe_timeout").inc()
-        self._fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
+        self.report.fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
 
     def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
         """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
@@ -339,9 +223,11 @@ class Reconciler:
                                                 fresh=state.intent is not None)
         except Exception as error:  # any adapter fault: this target only, this pass only
             log.warning("cannot read the target's scale", target=target.key, error=str(error))
-            self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the autoscaler was unable to get the target's current scale: {error}")
-            await self._event(target, warning=True, reason="FailedGetScale", message=str(error))
+            self.report.fail(
+                state, target, Reason.FAILED_GET_SCALE,
+                f"the autoscaler was unable to get the target's current scale: {error}")
+            await self.report.event(target, warning=True, reason=Reason.FAILED_GET_SCALE,
+                                    message=str(error))
             return None
         try:
             owners = await self.owners.owners_of(target.namespace, target.scale_target_ref)
@@ -356,7 +242,8 @@ class Reconciler:
         pods cannot be listed yet."""
         state = self.state(target.key)
         if state.intent is not None:
-            self._resolve_intent(state, target, scale)
+            settle_intent(state, target, scale, now=self.clock(),
+                          settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
         state.blocked_by = () if target.shadow else owners
@@ -367,34 +254,12 @@ class Reconciler:
             pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
         except Exception as error:  # namespace not synced yet, or a selector we cannot parse
             log.warning("cannot list the target's pods", target=target.key, error=str(error))
-            self._fail(state, target, Reason.FAILED_GET_SCALE,
-                       f"the pods of the target cannot be listed yet: {error}")
+            self.report.fail(state, target, Reason.FAILED_GET_SCALE,
+                             f"the pods of the target cannot be listed yet: {error}")
             return None
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
                          pause=pause_of(target, scale.annotations))
-
-    def _resolve_intent(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
-        """A write whose outcome was not known (the process died, or the request failed in
-        a way that does not prove it was not applied): it landed unless the object still
-        has the resourceVersion the write carried. A landed one is counted now, the latest
-        it can have happened, so its policy period ends no earlier than upstream's would."""
-        intent, state.intent = state.intent, None
-        assert intent is not None
-        if scale.resource_version == intent.resource_version:
-            log.info("an earlier scale write did not land", target=target.key,
-                     desired=intent.desired)
-            return
-        now = self.clock()
-        state.history = record_scale_event(
-            state.history, behavior=target.spec.behavior, previous=intent.previous,
-            new=intent.desired, now=now, settings=self.options.algorithm)
-        state.last_scale_time = now
-        state.expected_replicas = scale.spec_replicas
-        self._note_zero(state, target, previous=intent.previous, new=intent.desired, now=now)
-        log.warning("an earlier scale write whose outcome was unknown is counted as made",
-                    target=target.key, previous=intent.previous, desired=intent.desired,
-                    replicas=scale.spec_replicas)
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas
@@ -403,7 +268,8 @@ class Reconciler:
             state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
             self.telemetry.target(target.key).drift += 1
             log.warning("drift", target=target.key, expected=expected, observed=observed)
-            self._spawn_event(target, warning=False, reason="ScaleDrift", message=state.drift)
+            self.report.spawn(target, warning=False, reason=EventReason.SCALE_DRIFT,
+                              message=state.drift)
         state.expected_replicas = observed
 
     def _blocked(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
@@ -411,8 +277,9 @@ class Reconciler:
         if state.last_outcome != "blocked":
             log.warning("not acting: target owned elsewhere", target=target.key,
                         owners=state.blocked_by)
-            self._spawn_event(target, warning=True, reason="AutoscalerConflict", message=message)
-        self._finish(state, target, "blocked", error=message)
+            self.report.spawn(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
+                              message=message)
+        self.report.finish(state, target, "blocked", error=message)
         self.telemetry.target(target.key).current = scale.spec_replicas
 
     # --- metrics ----------------------------------------------------------------------
@@ -425,18 +292,10 @@ class Reconciler:
         if not wanted:
             return FetchedMetrics(values={}, pods={})
         started = time.monotonic()
-        try:
-            fetched = await self.metrics.fetch_metrics(wanted, deadline=deadline)
-        except Exception as error:  # the source promises not to raise; if it does, hold all
-            log.error("metrics fetch failed", error=str(error))
-            self.telemetry.errors.labels(reason="metrics_fetch").inc()
-            reason = MetricUnavailable(reason=f"metrics fetch failed: {error}")
-            return FetchedMetrics(
-                values={w.target.key: (reason,) * len(w.target.spec.metrics) for w in wanted},
-                pods={})
+        try:  # the port never raises: what it cannot read is MetricUnavailable
+            return await self.metrics.fetch_metrics(wanted, deadline=deadline)
         finally:
             self.telemetry.query_duration.observe(time.monotonic() - started)
-        return fetched
 
     # --- decide and act ---------------------------------------------------------------
 
@@ -453,7 +312,7 @@ class Reconciler:
             else:
                 pending = self._settle_autoscaled(observed, state, values)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
-            self._failed(state, target, error)
+            self.report.failed(state, target, error)
             pending = None
         if pending is None:
             self.telemetry.reconcile_duration.observe(time.monotonic() - started)
@@ -464,13 +323,14 @@ class Reconciler:
     def _settle_paused(self, observed: _Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
-        hold = pause.replicas
-        if hold is None or hold == observed.scale.spec_replicas or observed.target.shadow:
-            self._finish(state, observed.target, "paused", error=None)
+        hold = pause.write_to(observed.scale.spec_replicas, shadow=observed.target.shadow)
+        if hold is None:
+            self.report.finish(state, observed.target, "paused", error=None)
             return None
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
-                        write=_Write(desired=hold, reason=f"paused at {hold} replicas "
-                                     f"({pause.source})", recompute=None))
+                        write=ScaleWrite(target=observed.target, state=state,
+                                         scale=observed.scale, desired=hold,
+                                         reason=pause.reason))
 
     def _settle_autoscaled(
         self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
@@ -490,7 +350,8 @@ class Reconciler:
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
         if target.shadow:
-            self._compare_in_shadow(observed, state, decision, desired)
+            compare_in_shadow(state, target, decision, desired, owners=self.owners,
+                              telemetry=self.telemetry, report=self.report)
             return None
         outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
         events = _metric_error_events(decision)
@@ -498,34 +359,14 @@ class Reconciler:
         if desired != decision.current_replicas:
             reason = decision.rescale_reason or (
                 f"fallback after {state.consecutive_invalid} passes without valid metrics")
-            write = _Write(desired=desired, reason=reason,
-                           recompute=_Recompute(values=values, history=history_before))
+            write = ScaleWrite(target=target, state=state, scale=observed.scale,
+                               desired=desired, reason=reason, decide_again=self._decide_again(
+                                   observed, state, values, history_before))
         if write is None and not events:
-            self._finish(state, target, outcome, error=decision.error)
+            self.report.finish(state, target, outcome, error=decision.error)
             return None
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
-
-    def _compare_in_shadow(self, observed: _Observed, state: TargetState, decision: Decision,
-                           desired: int) -> None:
-        """Shadow mode: decide as usual, write nothing, and compare with the HPA (or the HPA
-        KEDA runs for a ScaledObject) that scales the target. A disagreement is an Event
-        with both numbers and our reason, once per change of the pair."""
-        target = observed.target
-        reported = self.owners.reported_desired(target.namespace, target.scale_target_ref)
-        owner, theirs = (reported[0] if reported else (None, None))
-        previous = state.shadow
-        state.shadow = ShadowReport(ours=desired, theirs=theirs, owner=owner)
-        self.telemetry.target(target.key).shadow = (desired, theirs)
-        if theirs is not None and theirs != desired and previous != state.shadow:
-            why = decision.rescale_reason or ", ".join(decision.steps) or "no change"
-            message = (f"shadow: the autoscaler would scale to {desired}, {owner} wants {theirs} "
-                       f"(current {decision.current_replicas}; ours: {why})")
-            log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,
-                     owner=owner)
-            self._spawn_event(target, warning=False, reason=SHADOW_DISAGREEMENT, message=message)
-        self._finish(state, target, "shadow", error=None if theirs is not None else
-                     "shadow mode: no HPA reports a desired count for this target")
 
     async def _make_durable(self, pending: Sequence[_Pending]) -> None:
         """Put every scale write of this pass on record before any is sent: one store write
@@ -534,28 +375,21 @@ class Reconciler:
         server (429) is held until then."""
         now = self.clock()
         for item in pending:
-            wait_until = item.state.write_not_before
-            if item.write is not None and wait_until is not None and now < wait_until:
-                item.write, item.held = None, (
-                    f"the API server asked us to wait before writing again (429 Retry-After);"
-                    f" next write in {wait_until - now:.0f}s")
+            if item.write is not None:
+                item.held = retry_after_hold(item.state, now)
+                item.write = item.write if item.held is None else None
         writes = [item for item in pending if item.write is not None]
         persist = self.options.persist
         if not writes or persist is None or self.options.dry_run or not self.options.may_write():
             return
-        for item in writes:
-            assert item.write is not None
-            scale = item.observed.scale
-            item.state.intent = Intent(previous=scale.spec_replicas, desired=item.write.desired,
-                                       resource_version=scale.resource_version, at=now)
         try:
-            await persist()
+            await put_on_record([(item.write.state, item.write.scale, item.write.desired)
+                                 for item in writes if item.write is not None], persist, now=now)
         except Exception as error:
             log.error("cannot put this pass's scale writes on record: not sending them",
                       error=str(error), targets=len(writes))
             self.telemetry.errors.labels(reason="state_save").inc()
             for item in writes:
-                item.state.intent = None
                 item.write, item.held = None, (
                     f"the scale write was held: the history could not be saved first ({error})")
 
@@ -565,22 +399,30 @@ class Reconciler:
         structlog.contextvars.bind_contextvars(target=target.key)
         try:
             for reason, message in pending.events:
-                await self._event(target, warning=True, reason=reason, message=message)
+                await self.report.event(target, warning=True, reason=reason, message=message)
             if pending.held is not None:
-                self._fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
-                await self._event(target, warning=True, reason="FailedRescale",
-                                  message=pending.held)
+                self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE, pending.held)
+                await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
+                                        message=pending.held)
                 return
             if pending.write is not None:
-                write = pending.write
-                await self._write(pending.observed, state, write.desired, write.reason,
-                                  recompute=write.recompute)
-            self._finish(state, target, pending.outcome, error=pending.error)
+                await self.writer.write(pending.write, self.options)
+            self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
-            self._failed(state, target, error)
+            self.report.failed(state, target, error)
         finally:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
+
+    def _decide_again(self, observed: _Observed, state: TargetState,
+                      values: tuple[MetricValues, ...], history: History) -> DecideAgain:
+        """After a write conflict: the decision made again from the fresh scale, with the
+        same metrics and history."""
+        def again(scale: Scale) -> int:
+            redo = self._decide(observed.target, scale, observed.pods, values, history)
+            self._record_decision(observed.target, state, redo)
+            return self._apply_fallback(observed.target, state, redo)
+        return again
 
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
@@ -588,7 +430,7 @@ class Reconciler:
         state.history = decision.history
         state.last_decision = decision
         state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
-        self._export(target, decision)
+        self.telemetry.target(target.key).decided(decision)
 
     def _decide(
         self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
@@ -607,7 +449,7 @@ class Reconciler:
                 pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
                 settings=arguments["settings"], bounds=arguments["bounds"],
                 telemetry=self.telemetry,
-                emit=lambda reason, message: self._spawn_event(
+                emit=lambda reason, message: self.report.spawn(
                     target, warning=True, reason=reason, message=message))
 
         result = decide_with_zero(
@@ -639,196 +481,16 @@ class Reconciler:
 
     def _count_invalid(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
         """Count passes with every metric invalid, then apply the fallback if one is due."""
-        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
-        state.consecutive_invalid = state.consecutive_invalid + 1 if all_invalid else 0
+        state.consecutive_invalid = (
+            state.consecutive_invalid + 1 if decision.all_metrics_invalid else 0)
         return self._apply_fallback(target, state, decision)
 
     def _apply_fallback(self, target: TargetConfig, state: TargetState, decision: Decision) -> int:
-        """Opt-in: after N passes with every metric invalid, go to the configured count."""
-        all_invalid = bool(decision.metrics) and all(m.proposal is None for m in decision.metrics)
-        fallback = target.fallback
-        state.fallback_active = bool(
-            fallback and all_invalid and state.consecutive_invalid >= fallback.failure_threshold)
-        if not fallback or not state.fallback_active:
-            return decision.desired_replicas
-        current = decision.current_replicas
-        return fallback.replicas if fallback.allow_scale_down else max(fallback.replicas, current)
-
-    async def _write(
-        self, observed: _Observed, state: TargetState, desired: int, reason: str,
-        *, recompute: _Recompute | None,
-    ) -> None:
-        target, current = observed.target, observed.scale.spec_replicas
-        if self.options.dry_run:
-            log.info("would scale", current=current, desired=desired, reason=reason)
-            self.telemetry.target(target.key).would_scale(current, desired)
-            await self._event(target, warning=False, reason="WouldScale",
-                              message=f"New size: {desired}; reason: {reason} (dry-run)")
-            return
-        if not self.options.may_write():
-            log.info("not the leader any more: skipping the write", desired=desired)
-            state.intent = None
-            return
-        try:
-            previous, desired = await self._write_with_conflicts(
-                observed, state, desired, recompute)
-        except Exception as error:
-            if isinstance(error, NOT_SENT):
-                state.intent = None
-            if isinstance(error, ThrottledError) and error.retry_after is not None:
-                state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
-            log.warning("scale write failed", desired=desired, error=str(error))
-            self.telemetry.errors.labels(reason="update_scale").inc()
-            self._fail(state, target, Reason.FAILED_UPDATE_SCALE,
-                       f"the autoscaler was unable to update the target scale: {error}")
-            await self._event(target, warning=True, reason="FailedRescale",
-                              message=f"New size: {desired}; reason: {reason}; error: {error}")
-            return
-        state.intent = None
-        state.write_not_before = None
-        if previous == desired:
-            return  # after a conflict the target already has the count we want
-        self._after_write(target, state, previous=previous, new=desired)
-        log.info("scaled", previous=previous, desired=desired, reason=reason)
-        await self._event(target, warning=False, reason="SuccessfulRescale",
-                          message=f"New size: {desired}; reason: {reason}")
-
-    async def _write_with_conflicts(
-        self, observed: _Observed, state: TargetState, desired: int,
-        recompute: _Recompute | None,
-    ) -> tuple[int, int]:
-        """PUT with the resourceVersion we read; on 409 re-read, recompute, try again.
-
-        Returns the replica count we wrote over and the count written. Never overwrites
-        blindly: after a conflict the decision is made again from the fresh scale.
-        """
-        target, scale = observed.target, observed.scale
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                await self.scales.update_scale(
-                    target.namespace, target.scale_target_ref, desired, scale.resource_version)
-            except ConflictError:
-                if attempt == CONFLICT_RETRIES:
-                    raise
-                log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
-                state.intent = None  # a 409: that write did not land
-                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
-                                                    fresh=True)
-                state.expected_replicas = scale.spec_replicas
-                if recompute is not None:
-                    redo = self._decide(target, scale, observed.pods, recompute.values,
-                                        recompute.history)
-                    self._record_decision(target, state, redo)
-                    desired = self._apply_fallback(target, state, redo)
-                if desired == scale.spec_replicas:
-                    return desired, desired
-                await self._record_retry(state, scale, desired)
-                continue
-            return scale.spec_replicas, desired
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _record_retry(self, state: TargetState, scale: Scale, desired: int) -> None:
-        """The retry after a conflict is a new write: on record before it is sent."""
-        persist = self.options.persist
-        if persist is None:
-            return
-        state.intent = Intent(previous=scale.spec_replicas, desired=desired,
-                              resource_version=scale.resource_version, at=self.clock())
-        try:
-            await persist()
-        except Exception:
-            state.intent = None
-            raise
-
-    def _note_zero(self, state: TargetState, target: TargetConfig, *, previous: int, new: int,
-                   now: float) -> None:
-        """Upstream's ScaledToZero after a rescale: whether this daemon took the target to 0
-        (only then is a target at 0 ours to wake up)."""
-        condition = scaled_to_zero_condition(previous=previous, new=new,
-                                             rules=target.scale_to_zero)
-        state.zero = dataclasses.replace(state.zero, scaled_to_zero=condition.status)
-        state.conditions = merge_conditions(state.conditions, (condition,), now)
-
-    def _after_write(self, target: TargetConfig, state: TargetState, *, previous: int,
-                     new: int) -> None:
-        now = self.clock()
-        state.history = record_scale_event(
-            state.history, behavior=target.spec.behavior, previous=previous, new=new, now=now,
-            settings=self.options.algorithm)
-        state.last_scale_time = now
-        state.expected_replicas = new
-        self._note_zero(state, target, previous=previous, new=new, now=now)
-        for index, condition in enumerate(state.conditions):
-            if condition.type is ConditionType.ABLE_TO_SCALE:
-                state.conditions[index] = StatusCondition(
-                    type=condition.type, status=True, reason=Reason.SUCCEEDED_RESCALE,
-                    message=f"the autoscaler was able to update the target scale to {new}",
-                    last_transition_time=condition.last_transition_time
-                    if condition.status else now)
-        self.telemetry.target(target.key).scaled(previous, new)
-
-    # --- bookkeeping ------------------------------------------------------------------
-
-    def _export(self, target: TargetConfig, decision: Decision) -> None:
-        series = self.telemetry.target(target.key)
-        series.current = decision.current_replicas
-        series.desired = decision.desired_replicas
-        series.recommended = decision.stabilized
-        series.metrics = tuple(
-            MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
-                          *_metric_numbers(outcome))
-            for outcome in decision.metrics)
-
-    def _failed(self, state: TargetState, target: TargetConfig, error: Exception) -> None:
-        """A target whose evaluation raised (a schedule, a template, a bug) is held. Said
-        once per change of the error (a log line, the condition, an Event) rather than every
-        pass; the traceback only with debug logs. Counted every pass."""
-        message = f"evaluating the target failed: {type(error).__name__}: {error}"
-        self.telemetry.errors.labels(reason="reconcile").inc()
-        if message != state.last_error:
-            log.error("target evaluation failed: holding it", target=target.key,
-                      error=message, exc_info=debug_traceback(error))
-            self._spawn_event(target, warning=True, reason=FAILED_EVALUATION, message=message)
-        self._fail(state, target, FAILED_EVALUATION, message)
-
-    def _fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
-        state.conditions = merge_conditions(state.conditions, (), self.clock())
-        failed = StatusCondition(type=ConditionType.ABLE_TO_SCALE, status=False, reason=reason,
-                                 message=message, last_transition_time=self.clock())
-        others = [c for c in state.conditions if c.type is not ConditionType.ABLE_TO_SCALE]
-        previous = next((c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE),
-                        None)
-        if previous is not None and not previous.status:
-            failed.last_transition_time = previous.last_transition_time
-        state.conditions = [failed, *others]
-        self._finish(state, target, "error", error=message)
-
-    def _finish(self, state: TargetState, target: TargetConfig, outcome: str,
-                error: str | None = None) -> None:
-        now = self.clock()
-        state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        self.telemetry.target(target.key).settled(
-            outcome, at=now, spec=target.spec, settings=self.options.algorithm,
-            conditions=state.conditions, paused=state.pause is not None,
-            fallback_active=state.fallback_active)
-
-    async def _event(self, target: TargetConfig, *, warning: bool, reason: str,
-                     message: str) -> None:
-        if not self.options.record_events:
-            return
-        try:
-            await self.events.record(target.namespace, target.scale_target_ref,
-                                     warning=warning, reason=reason, message=message)
-        except Exception as error:  # an event is never worth failing a pass for
-            log.debug("event not recorded", reason=reason, error=str(error))
-
-    def _spawn_event(self, target: TargetConfig, *, warning: bool, reason: str,
-                     message: str) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._event(target, warning=warning, reason=reason, message=message))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
+        """The decision's count, or the fallback's when it applies (see algorithm.fallback)."""
+        replicas = fallback_replicas(decision, target.fallback,
+                                     consecutive_invalid=state.consecutive_invalid)
+        state.fallback_active = replicas is not None
+        return decision.desired_replicas if replicas is None else replicas
 
 
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
@@ -843,22 +505,5 @@ def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:
     events = [(outcome.failure_reason.value, outcome.error)
               for outcome in decision.metrics if outcome.error is not None]
     if decision.proposal is None and decision.error:
-        events.append(("FailedComputeMetricsReplicas", decision.error))
+        events.append((EventReason.FAILED_COMPUTE_METRICS_REPLICAS.value, decision.error))
     return tuple(events)
-
-
-def _metric_numbers(outcome: MetricOutcome) -> tuple[float | None, float | None]:
-    """(target, current) in the units users read: percent for utilization, else base units."""
-    target = outcome.spec.target
-    if target.average_utilization is not None:
-        wanted: float | None = float(target.average_utilization)
-    else:
-        spec_milli = target.average_value if target.average_value is not None else target.value
-        wanted = None if spec_milli is None else spec_milli / 1000
-    if outcome.proposal is None:
-        return wanted, None
-    current = outcome.proposal.current
-    if target.average_utilization is not None and current.average_utilization is not None:
-        return wanted, float(current.average_utilization)
-    milli = current.average_value if current.average_value is not None else current.value
-    return wanted, None if milli is None else milli / 1000

@@ -6,9 +6,7 @@ the last decision with the window or policy that shaped it and when they let go,
 earliest possible scale-down, the recent scale events and the conditions. Quantities are
 Kubernetes quantity strings and times RFC 3339 UTC, as HPA status shows them.
 
-Conditions are merged as upstream's ``setConditionInList`` does: a condition keeps its
-``lastTransitionTime`` while its status stays the same, so users see since when a target has
-been limited or unable to scale.
+Conditions are kept by ``conditions``.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.algorithm import (
-    Condition,
     ConditionType,
     Decision,
+    EventReason,
     History,
     PodMetricValues,
     format_milli,
@@ -32,45 +30,9 @@ from autoscaler.algorithm.explain import StepLimit
 from autoscaler.algorithm.forecast import Series, TargetPredictor
 from autoscaler.algorithm.forecast.report import ForecastReport
 from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.runtime.conditions import StatusCondition
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
-from autoscaler.state import Intent
-
-
-@dataclass(slots=True, kw_only=True)
-class StatusCondition:
-    type: ConditionType
-    status: bool
-    reason: str
-    message: str
-    last_transition_time: float
-
-
-def merge_conditions(
-    existing: list[StatusCondition], new: tuple[Condition, ...], now: float
-) -> list[StatusCondition]:
-    merged = list(existing)
-    at: dict[ConditionType, int] = {}
-    for i, c in enumerate(merged):
-        at.setdefault(c.type, i)
-    for condition in new:
-        index = at.get(condition.type)
-        if index is None:
-            at[condition.type] = len(merged)
-            merged.append(StatusCondition(
-                type=condition.type, status=condition.status, reason=condition.reason,
-                message=condition.message, last_transition_time=now))
-            continue
-        old = merged[index]
-        if (old.status, old.reason, old.message) == (
-                condition.status, condition.reason, condition.message):
-            continue  # unchanged (most passes): keep the entry as it is
-        merged[index] = StatusCondition(
-            type=condition.type, status=condition.status, reason=condition.reason,
-            message=condition.message,
-            last_transition_time=old.last_transition_time if old.status == condition.status
-            else now,
-        )
-    return merged
+from autoscaler.snapshot import Intent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,13 +202,10 @@ def would_conditions(conditions: list[dict[str, Any]], decision: Decision) -> li
     if decision.rescale_reason:
         message += f": {decision.rescale_reason}"
     would = {"type": ConditionType.ABLE_TO_SCALE.value, "status": "True",
-             "reason": WOULD_SCALE, "message": message, "lastTransitionTime": None}
+             "reason": EventReason.WOULD_SCALE.value, "message": message,
+             "lastTransitionTime": None}
     return [would if c["type"] == ConditionType.ABLE_TO_SCALE.value else c
             for c in conditions]
-
-
-WOULD_SCALE = "WouldScale"
-"""Condition reason in a plan (and Event reason in dry-run) for a rescale not written."""
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:

@@ -10,6 +10,9 @@ import pytest
 
 from autoscaler.algorithm import (
     ExternalMetricValues,
+    MetricCurrent,
+    MetricOutcome,
+    MetricProposal,
     MetricSourceType,
     MetricSpec,
     MetricTarget,
@@ -29,7 +32,11 @@ from tests.algorithm.builders import (
     TESTING,
     Scenario,
     cpu_requests,
+    cpu_spec,
+    external_spec,
+    object_spec,
     pod_levels,
+    pods_spec,
 )
 
 U, V, AV = MetricTargetType.UTILIZATION, MetricTargetType.VALUE, MetricTargetType.AVERAGE_VALUE
@@ -147,3 +154,26 @@ def test_non_positive_target_is_an_error_not_a_crash(spec: MetricSpec) -> None:
     assert replicas is None
     assert error is not None
     assert "must be positive" in error
+
+
+@pytest.mark.parametrize(
+    ("spec", "current", "expected"),
+    [
+        (cpu_spec(80), MetricCurrent(average_utilization=95, average_value=Milli(950)),
+         (80.0, 95.0)),
+        (pods_spec(10_000), MetricCurrent(average_value=Milli(12_500)), (10.0, 12.5)),
+        (object_spec(value=500), MetricCurrent(value=Milli(250)), (0.5, 0.25)),
+        (external_spec(average=2_000), MetricCurrent(average_value=Milli(3_000)), (2.0, 3.0)),
+        (cpu_spec(80), None, (80.0, None)),
+    ],
+    ids=["utilization", "average-value", "value", "external-average", "no-proposal"],
+)
+def test_target_and_current_in_the_users_units(
+    spec: MetricSpec, current: MetricCurrent | None, expected: tuple[float, float | None],
+) -> None:
+    """Percent for a utilization target, else base units (milli / 1000), as /metrics and
+    simulate show them; no current value without a proposal."""
+    proposal = None if current is None else MetricProposal(replicas=1, current=current,
+                                                           ratio=1.0)
+    outcome = MetricOutcome(spec=spec, description="", proposal=proposal)
+    assert (outcome.target_value, outcome.current_value) == expected

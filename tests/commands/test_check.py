@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autoscaler.commands import main
+from autoscaler.commands.config_summary import summary
 from autoscaler.config import parse_config
-from autoscaler.config.check import summary
 from tests.sim.prometheus import PrometheusProcess, free_port
 
 CONFIG_DIR = Path(__file__).parents[2] / "config"

@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.config import ConfigError, load_config, parse_config
 from autoscaler.config.files import MAX_CONFIG_BYTES
-from autoscaler.state import Snapshot, encode
+from autoscaler.snapshot import Snapshot, encode
 from tests.config import hostile
 from tests.config.helpers import TARGET
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.config.model import PrometheusServer
+from autoscaler.config.validated import PrometheusServer
 
 
 def test_prometheus_server_repr_hides_url_credentials_and_header_values() -> None:

@@ -9,15 +9,14 @@ import time
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from tests.observability.exposition import exposition, value
-from tests.runtime.test_observe_budget import NoPods, targets
-from tests.runtime.test_settle import Cluster, Depths, depth
+from tests.runtime.doubles import Depths, Fleet, NoPods, depth, targets
 
 BUSY = {"namespace": "shop", "kind": "Deployment", "name": "busy"}
 
 
-async def passes(count: int, *, dry_run: bool) -> tuple[DaemonMetrics, Cluster]:
+async def passes(count: int, *, dry_run: bool) -> tuple[DaemonMetrics, Fleet]:
     """``count`` passes over ``busy``, whose queue wants 6 replicas of its 2."""
-    cluster, telemetry = Cluster({}), DaemonMetrics()
+    cluster, telemetry = Fleet({}), DaemonMetrics()
     telemetry.set_dry_run(dry_run)
     reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=Depths({"busy": depth(60)}),
                             events=cluster, owners=cluster, telemetry=telemetry,

@@ -13,7 +13,7 @@ from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from tests.runtime.test_observe_budget import NoPods, QueueDepth, Quiet, Scales, targets
+from tests.runtime.doubles import NoPods, QueueDepth, Quiet, Scales, targets
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +59,7 @@ class _CollectorWatch(QueueDepth):
     """Remembers whether the collector was on while the pass fetched its metrics."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.enabled_during_fetch: list[bool] = []
 
     async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,

@@ -10,16 +10,10 @@ import pytest
 from tenacity import wait_none
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.errors import StateSetAsideError, StateUnavailableError
 from autoscaler.runtime.history import RETAIN_REMOVED, HistoryKeeper
 from autoscaler.runtime.status import TargetState
-from autoscaler.state import (
-    Intent,
-    SavedTarget,
-    Snapshot,
-    StateSetAsideError,
-    StateUnavailableError,
-    decode,
-)
+from autoscaler.snapshot import Intent, SavedTarget, Snapshot, decode
 
 WEB, API = "shop/Deployment/web", "shop/Deployment/api"
 HISTORY = History(recommendations=(Recommendation(replicas=4, timestamp=900.0),),

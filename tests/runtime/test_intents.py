@@ -1,26 +1,23 @@
 """A scale write is on record before it is sent, and one whose outcome is unknown is settled
 by a fresh read before the target's next decision.
 
-The cluster double below keeps each target's replicas and resourceVersion and can fail a
+The ``Workload`` double keeps the target's replicas and resourceVersion and can fail a
 write before or after applying it, as a real API server behind a flaky network can."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.algorithm import ExternalMetricValues, Milli
-from autoscaler.config import ScaleTargetRef, parse_config
-from autoscaler.errors import ConflictError, ThrottledError, TransientError
+from autoscaler.config import parse_config
+from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from autoscaler.state import Intent
-from tests.runtime.test_observe_budget import FixedScale, NoPods, Quiet
+from autoscaler.snapshot import Intent
+from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload
 
 # Scale events are kept only for a target with a behavior, as upstream's storeScaleEvent.
 WEB = list(parse_config("""
@@ -34,62 +31,13 @@ behavior = { scaleUp = { policies = [{ type = "Pods", value = 2, periodSeconds =
 
 
 @dataclass
-class Cluster:
-    """One workload; ``faults`` says how each coming write goes: ``ok``, ``lost`` (fails,
-    not applied), ``applied`` (applied, then the answer is lost), ``conflict``, or a number
-    (429 with that Retry-After)."""
-
-    replicas: int = 2
-    version: int = 1
-    faults: list[str | float] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
-
-    def scale(self) -> FixedScale:
-        return FixedScale(spec_replicas=self.replicas, resource_version=str(self.version))
-
-    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
-        return self.scale()
-
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
-                        fresh: bool = False) -> FixedScale:
-        self.log.append(f"get fresh={fresh}")
-        return self.scale()
-
-    async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
-                           resource_version: str) -> FixedScale:
-        await asyncio.sleep(0)
-        fault = self.faults.pop(0) if self.faults else "ok"
-        self.log.append(f"put {replicas} ({fault})")
-        if isinstance(fault, float):
-            raise ThrottledError("HTTP 429", retry_after=fault)
-        if fault == "conflict" or resource_version != str(self.version):
-            self.version += 1  # someone else wrote
-            raise ConflictError("HTTP 409")
-        if fault == "lost":
-            raise TransientError("timed out")
-        self.replicas, self.version = replicas, self.version + 1
-        if fault == "applied":
-            raise TransientError("timed out")
-        return self.scale()
-
-
-class Depth:
-    """The External metric: 60 at 10 per replica, so 2 replicas want 6 (4 this step)."""
-
-    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
-                            deadline: float) -> FetchedMetrics:
-        return FetchedMetrics(values={w.target.key: (ExternalMetricValues(
-            values=(Milli(60_000),)),) for w in wanted}, pods={})
-
-
-@dataclass
 class Record:
     """The store as ``persist`` sees it: the intents on record at each call."""
 
     reconciler: Reconciler | None = None
     calls: list[Intent | None] = field(default_factory=list)
     fail: bool = False
-    cluster: Cluster | None = None
+    cluster: Workload | None = None
 
     async def persist(self) -> None:
         assert self.reconciler is not None
@@ -100,19 +48,11 @@ class Record:
         self.calls.append(self.reconciler.states[WEB[0].key].intent)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def rig(cluster: Cluster, *, dry_run: bool = False,
+def rig(cluster: Workload, *, dry_run: bool = False,
         fail_persist: bool = False) -> tuple[Reconciler, Record, Clock]:
     record, clock = Record(fail=fail_persist, cluster=cluster), Clock()
     reconciler = Reconciler(
-        scales=cluster, pods=NoPods(), metrics=Depth(), events=Quiet(), owners=Quiet(),
+        scales=cluster, pods=NoPods(), metrics=QueueDepth(60), events=Quiet(), owners=Quiet(),
         options=ReconcileOptions(persist=record.persist, dry_run=dry_run),
         telemetry=DaemonMetrics(), clock=clock)
     record.reconciler = reconciler
@@ -128,7 +68,7 @@ async def test_a_write_is_on_record_before_it_is_sent() -> None:
     """One store write, carrying the intent (previous, desired, the resourceVersion the PUT
     carries), then the PUT; after it succeeds the event is in the history and the intent
     gone."""
-    cluster = Cluster()
+    cluster = Workload()
     reconciler, record, _ = rig(cluster)
     await run_pass(reconciler)
     assert cluster.log == ["persist", "put 4 (ok)"]
@@ -140,7 +80,7 @@ async def test_a_write_is_on_record_before_it_is_sent() -> None:
 
 async def test_a_pass_without_a_write_writes_no_history() -> None:
     """Steady state costs no store write."""
-    cluster = Cluster(replicas=6)
+    cluster = Workload(replicas=6)
     reconciler, record, _ = rig(cluster)
     await run_pass(reconciler)
     await run_pass(reconciler)
@@ -150,7 +90,7 @@ async def test_a_pass_without_a_write_writes_no_history() -> None:
 
 async def test_no_write_is_sent_when_its_record_cannot_be_saved() -> None:
     """A write the store could not record is not sent: the target says why."""
-    cluster = Cluster()
+    cluster = Workload()
     reconciler, _, _ = rig(cluster, fail_persist=True)
     await run_pass(reconciler)
     assert cluster.log == ["persist"]
@@ -166,7 +106,7 @@ async def test_a_write_of_unknown_outcome_is_settled_by_a_fresh_read(
 ) -> None:
     """A timeout leaves the intent; the next pass reads the target from the server (not the
     cache), counts the write if the resourceVersion moved, and only then decides."""
-    cluster = Cluster(faults=[fault])
+    cluster = Workload(faults=[fault])
     reconciler, _, clock = rig(cluster)
     await run_pass(reconciler)
     state = reconciler.states[WEB[0].key]
@@ -188,7 +128,7 @@ async def test_a_write_of_unknown_outcome_is_settled_by_a_fresh_read(
 async def test_a_retry_after_a_conflict_is_on_record_before_it_is_sent() -> None:
     """A 409 proves the first PUT did not land; the retry, made from a fresh read, is a new
     write with its own intent, recorded first."""
-    cluster = Cluster(faults=["conflict"])
+    cluster = Workload(faults=["conflict"])
     reconciler, record, _ = rig(cluster)
     await run_pass(reconciler)
     assert cluster.log == ["persist", "put 4 (conflict)", "get fresh=True", "persist",
@@ -199,7 +139,7 @@ async def test_a_retry_after_a_conflict_is_on_record_before_it_is_sent() -> None
 
 async def test_a_429_holds_the_target_for_its_retry_after() -> None:
     """No PUT before Retry-After has passed; the target says when the next write may come."""
-    cluster = Cluster(faults=[30.0])
+    cluster = Workload(faults=[30.0])
     reconciler, _, clock = rig(cluster)
     await run_pass(reconciler)
     assert cluster.log == ["persist", "put 4 (30.0)"]
@@ -217,7 +157,7 @@ async def test_a_429_holds_the_target_for_its_retry_after() -> None:
 
 async def test_dry_run_records_nothing() -> None:
     """A dry run sends no write, so it has nothing to put on record."""
-    cluster = Cluster()
+    cluster = Workload()
     reconciler, record, _ = rig(cluster, dry_run=True)
     await run_pass(reconciler)
     assert cluster.log == []
@@ -227,7 +167,7 @@ async def test_dry_run_records_nothing() -> None:
 async def test_a_restored_history_with_a_gap_holds_the_current_count_for_the_window() -> None:
     """After an unclean stop the first decision puts the current count into the windows, as
     upstream's first sight of a target does: a scale-down waits out the window."""
-    cluster = Cluster(replicas=8)  # load for 6
+    cluster = Workload(replicas=8)  # load for 6
     reconciler, _, _ = rig(cluster)
     state = reconciler.state(WEB[0].key)
     state.bridge_gap = True

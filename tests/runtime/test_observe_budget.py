@@ -1,96 +1,19 @@
 """One target whose API reads hang must not hold back the others' pass.
 
-The ports are filled by small in-memory doubles of the adapters (the adapters themselves are
-tested against the simulated API server and a real Prometheus elsewhere)."""
+The ports are filled by the in-memory doubles of ``tests/runtime/doubles.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.algorithm import ExternalMetricValues, Milli, Pod
 from autoscaler.algorithm.reasons import Reason
-from autoscaler.config import ScaleTargetRef, TargetConfig, parse_config
+from autoscaler.config import ScaleTargetRef
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-
-
-@dataclass(frozen=True, slots=True)
-class FixedScale:
-    spec_replicas: int = 2
-    status_replicas: int = 2
-    selector: str = "app=x"
-    resource_version: str = "1"
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-
-class Scales:
-    """Reads of ``hang`` never finish; of ``slow``, take 1.5 s; of ``stubborn``, never finish
-    and swallow their cancellation (an adapter that misbehaves), returning a scale."""
-
-    def __init__(self, *hang: str, slow: tuple[str, ...] = (),
-                 stubborn: tuple[str, ...] = ()) -> None:
-        self.hang, self.slow, self.stubborn = hang, slow, stubborn
-
-    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale | None:
-        return None  # every read goes to the (simulated) server
-
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
-                        fresh: bool = False) -> FixedScale:
-        if ref.name in self.hang:
-            await asyncio.sleep(3600)
-        if ref.name in self.slow:
-            await asyncio.sleep(1.5)
-        if ref.name in self.stubborn:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(3600)
-        return FixedScale()
-
-    async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
-                           resource_version: str) -> FixedScale:
-        return FixedScale(spec_replicas=replicas)
-
-
-class NoPods:
-    def pods_for(self, namespace: str, selector: str) -> Sequence[Pod]:
-        return ()
-
-
-class QueueDepth:
-    """Every target's External metric at exactly its target: no change is due."""
-
-    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
-                            deadline: float) -> FetchedMetrics:
-        return FetchedMetrics(values={w.target.key: (ExternalMetricValues(values=(Milli(20000),)),)
-                                      for w in wanted}, pods={})
-
-
-class Quiet:
-    async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
-                     message: str) -> None:
-        return None
-
-    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...] | None:
-        return ()
-
-    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
-        return ()
-
-
-def targets(*names: str) -> list[TargetConfig]:
-    return list(parse_config("".join(f"""
-[[autoscaler]]
-namespace = "shop"
-scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "{name}" }}
-maxReplicas = 10
-metrics = [{{ type = "External", external = {{ metric = {{ name = "depth" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = "sum(depth)" }} }}]
-""" for name in names)).targets)
+from tests.runtime.doubles import FixedScale, NoPods, QueueDepth, Quiet, Scales, targets
 
 
 @pytest.mark.parametrize("concurrency", [1, 10])

@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.config import TargetConfig, parse_config
-from autoscaler.runtime.reconcile import (
-    PAUSED_ANNOTATION,
-    PAUSED_REPLICAS_ANNOTATION,
-    Pause,
-    pause_of,
-)
+from autoscaler.runtime.pause import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION, Pause, pause_of
 
 
 def target(extra: str = "") -> TargetConfig:

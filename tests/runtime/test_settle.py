@@ -1,77 +1,28 @@
 """A pass decides every target at once, then sends what some of them need, in order.
 
-In-memory doubles of the ports record every write and event in one log, so the order a
-target's network work happens in is visible."""
+The ``Fleet`` double records every write and event in one log, so the order a target's
+network work happens in is visible."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pytest
 
-from autoscaler.algorithm import ExternalMetricValues, MetricUnavailable, MetricValues, Milli
-from autoscaler.config import ScaleTargetRef
+from autoscaler.algorithm import MetricUnavailable
 from autoscaler.observability.logs import configure_logging
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.pause import PAUSED_REPLICAS_ANNOTATION
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
-from autoscaler.runtime.reconcile import PAUSED_REPLICAS_ANNOTATION, ReconcileOptions, Reconciler
-from tests.runtime.test_observe_budget import FixedScale, NoPods, targets
-
-
-class Cluster:
-    """Every target at 2 replicas, read from memory; writes and events go to one log."""
-
-    def __init__(self, annotations: Mapping[str, Mapping[str, str]]) -> None:
-        self.annotations = annotations
-        self.log: list[tuple[str, str]] = []
-
-    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> FixedScale:
-        return FixedScale(annotations=self.annotations.get(ref.name, {}))
-
-    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
-                        fresh: bool = False) -> FixedScale:
-        raise AssertionError("every scale is cached")
-
-    async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
-                           resource_version: str) -> FixedScale:
-        await asyncio.sleep(0)  # a real write suspends
-        self.log.append((ref.name, f"write {replicas}"))
-        return FixedScale(spec_replicas=replicas)
-
-    async def record(self, namespace: str, ref: ScaleTargetRef, *, warning: bool, reason: str,
-                     message: str) -> None:
-        await asyncio.sleep(0)
-        self.log.append((ref.name, reason))
-
-    def cached_owners(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
-        return ()
-
-    async def owners_of(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, ...]:
-        raise AssertionError("every owner list is cached")
-
-
-class Depths:
-    """Each target's External metric (target: 10 per replica), or why it has none."""
-
-    def __init__(self, values: Mapping[str, MetricValues]) -> None:
-        self.values = values
-
-    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
-                            deadline: float) -> FetchedMetrics:
-        return FetchedMetrics(values={
-            w.target.key: (self.values[w.target.scale_target_ref.name],) for w in wanted},
-            pods={})
-
-
-def depth(units: int) -> ExternalMetricValues:
-    return ExternalMetricValues(values=(Milli(units * 1000),))
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from tests.runtime.doubles import Depths, Fleet, NoPods, depth, targets
 
 
 async def test_writes_and_events_follow_the_decisions_in_order() -> None:
-    cluster = Cluster({"held": {PAUSED_REPLICAS_ANNOTATION: "3"}})
+    cluster = Fleet({"held": {PAUSED_REPLICAS_ANNOTATION: "3"}})
     metrics = Depths({"busy": depth(60), "calm": depth(20), "held": depth(60),
                       "blind": MetricUnavailable(reason="Prometheus unavailable: refused")})
     reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=metrics, events=cluster,
@@ -116,7 +67,7 @@ async def test_a_target_that_fails_to_evaluate_is_held_and_said_once(
     """Its evaluation raises every pass: the target is held with a FailedEvaluation
     condition, the log line and Event come once (no traceback outside debug), and the other
     targets are decided as usual."""
-    cluster = Cluster({})
+    cluster = Fleet({})
     reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=Broken(), events=cluster,
                             owners=cluster, options=ReconcileOptions(concurrency=2),
                             telemetry=DaemonMetrics())

@@ -24,7 +24,8 @@ from autoscaler.algorithm import (
     ScalingRules,
     decide,
 )
-from autoscaler.runtime.status import TargetState, merge_conditions
+from autoscaler.runtime.conditions import merge_conditions
+from autoscaler.runtime.status import TargetState
 
 NOW = 1_800_000_000.0
 RPS = MetricSpec(type=MetricSourceType.PODS, name="rps",

@@ -1,39 +1,31 @@
 """Kubernetes adapter: every API call the daemon makes, on kubernetes-asyncio.
 
-``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``scale`` (GET/PUT
-``/scale`` with optimistic concurrency), ``targets`` (list-and-watch cache of the apps/v1
-workloads' scales, so reads of those need no request), ``pods`` (list-and-watch cache of
-pods), ``informer`` (the list-and-watch machinery both caches share), ``events``
-(aggregated core/v1 Events), ``owners`` (other autoscalers on the same target), ``drift``
-(replicas changed under us), ``labels`` (selector strings), ``pod_json`` and ``pod_index``
-(pods as the core sees them, indexed by label), ``reasons`` (event reasons), ``errors`` (the
-boundary into ``autoscaler.errors``). ``leader`` and ``state`` hold the Lease elector and
-the ConfigMap state store.
+``session`` (the one ApiClient), ``discovery`` (kind -> resource), ``structs`` (the values
+the others share: an object reference, a Scale), ``scale`` (GET/PUT ``/scale`` with
+optimistic concurrency), ``target_cache`` (list-and-watch cache of the apps/v1 workloads'
+scales, so reads of those need no request), ``pod_cache`` (list-and-watch cache of pods),
+``informer`` (the list-and-watch machinery both caches share), ``events`` (aggregated
+core/v1 Events), ``owners`` (other autoscalers on the same target), ``labels`` (selector
+strings), ``pod_json`` and ``pod_index`` (pods as the core sees them, indexed by label),
+``api_errors`` (the boundary into ``autoscaler.errors``). ``leader`` and ``configmap_store``
+hold the Lease elector and the ConfigMap state store.
 """
 
+from autoscaler.adapters.kube.api_errors import RejectedError
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.drift import Drift, DriftTracker
-from autoscaler.adapters.kube.errors import RejectedError
-from autoscaler.adapters.kube.events import EventRecorder, SpamPolicy
+from autoscaler.adapters.kube.events import EventRecorder, EventType, SpamPolicy
 from autoscaler.adapters.kube.informer import Backoff, WatchCounters
 from autoscaler.adapters.kube.labels import Selector, format_label_selector, parse_selector
 from autoscaler.adapters.kube.owners import Owner, OwnerCheck
-from autoscaler.adapters.kube.pods import PodCache
-from autoscaler.adapters.kube.reasons import EventReason, EventType, successful_rescale_message
-from autoscaler.adapters.kube.scale import (
-    ObjectRef,
-    Scale,
-    ScaleClient,
-    ScaleOutcome,
-    scale_with_retry,
-)
+from autoscaler.adapters.kube.pod_cache import PodCache
+from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import InClusterFiles, KubeSession
-from autoscaler.adapters.kube.targets import TargetCache, TargetCounters
+from autoscaler.adapters.kube.structs import ObjectRef, Scale
+from autoscaler.adapters.kube.target_cache import TargetCache, TargetCounters
 
 __all__ = [
-    "Backoff", "Discovery", "Drift", "DriftTracker", "EventReason", "EventRecorder", "EventType",
-    "InClusterFiles", "KubeSession", "ObjectRef", "Owner", "OwnerCheck", "PodCache",
-    "RejectedError", "ResourceInfo", "Scale", "ScaleClient", "ScaleOutcome", "Selector",
-    "SpamPolicy", "TargetCache", "TargetCounters", "WatchCounters", "format_label_selector",
-    "parse_selector", "scale_with_retry", "successful_rescale_message",
+    "Backoff", "Discovery", "EventRecorder", "EventType", "InClusterFiles", "KubeSession",
+    "ObjectRef", "Owner", "OwnerCheck", "PodCache", "RejectedError", "ResourceInfo", "Scale",
+    "ScaleClient", "Selector", "SpamPolicy", "TargetCache", "TargetCounters", "WatchCounters",
+    "format_label_selector", "parse_selector",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.errors import NotFoundError
 
 

@@ -20,14 +20,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.adapters.kube.reasons import EventType
-from autoscaler.adapters.kube.scale import ObjectRef
+from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.structs import ObjectRef
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 
@@ -37,6 +37,13 @@ COMPONENT = "autoscaler"
 UidLookup = Callable[[str, ScaleTargetRef], "str | None"]
 """The target's uid, if known: ``kubectl describe`` matches events by involvedObject.uid."""
 MAX_MESSAGE = 1024  # events.k8s.io's limit; kubectl describe shows no more anyway
+
+
+class EventType(StrEnum):
+    """An Event's ``type``; its reasons are ``autoscaler.algorithm.EventReason``."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
 
 
 @dataclass(frozen=True, slots=True)

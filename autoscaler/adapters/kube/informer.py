@@ -26,7 +26,7 @@ import structlog
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.errors import NotFoundError, TransientError
 
 log = structlog.get_logger("autoscaler.kube.watch")

@@ -27,6 +27,8 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from autoscaler.config import LeaderElectionSettings
+
 log = structlog.get_logger("autoscaler.leader")
 
 
@@ -39,14 +41,18 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+_TIMINGS = LeaderElectionSettings()
+"""The timings' defaults are the config's (``daemon.leaderElection``): one place."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseConfig:
     namespace: str
     name: str
     identity: str
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: float = _TIMINGS.lease_duration
+    renew_deadline: float = _TIMINGS.renew_deadline
+    retry_period: float = _TIMINGS.retry_period
     request_timeout: float = 5.0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, AutoscalingV2Api, CustomObjectsApi
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.informer import (
     Backoff,
     Informers,

@@ -4,8 +4,8 @@ The target's kind is resolved through discovery, so Deployments, StatefulSets, R
 and custom resources (Argo Rollouts, ...) are handled alike: named groups through
 ``CustomObjectsApi``'s scale calls, the core group (ReplicationController) through
 ``CoreV1Api``. A write is a PUT of the Scale carrying the resourceVersion we read, as
-upstream's HPA and KEDA do; a 409 means someone wrote in between, and ``scale_with_retry``
-re-reads and recomputes rather than overwrite their change.
+upstream's HPA and KEDA do; a 409 (``ConflictError``) means someone wrote in between, and
+the reconciler re-reads and decides again rather than overwrite their change.
 
 With a ``TargetCache``, a read of an apps/v1 Deployment, StatefulSet or ReplicaSet in a
 synced namespace is served from the cache's watch (no HTTP call); anything else (custom
@@ -16,65 +16,23 @@ its annotations (the Scale carries none; pause annotations live on the object).
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.adapters.kube.labels import Selector, parse_selector
-from autoscaler.algorithm import ScaleState
+from autoscaler.adapters.kube.structs import ObjectRef, Scale
 from autoscaler.config import ScaleTargetRef
-from autoscaler.errors import AccessDeniedError, BadDataError, ConflictError, NotFoundError
+from autoscaler.errors import AccessDeniedError, BadDataError, NotFoundError
 
 if TYPE_CHECKING:
-    from autoscaler.adapters.kube.targets import TargetCache
+    from autoscaler.adapters.kube.target_cache import TargetCache
 
 log = structlog.get_logger("autoscaler.kube.scale")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ObjectRef:
-    """An object as an Event's ``involvedObject`` names it."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scale:
-    """A target's ``/scale``: what the core reads and what a write must carry back."""
-
-    target: ObjectRef
-    spec_replicas: int
-    status_replicas: int
-    selector: str
-    """``status.selector``: the pods the target owns, as a label-selector string."""
-    resource_version: str
-    annotations: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({}), hash=False)
-    """The target object's ``metadata.annotations`` (pause, ...); a Scale has none itself."""
-
-    @property
-    def state(self) -> ScaleState:
-        return ScaleState(spec_replicas=self.spec_replicas, status_replicas=self.status_replicas)
-
-    def pod_selector(self) -> Selector:
-        """The parsed selector; upstream refuses a target without one ("selector is required")."""
-        if not self.selector.strip():
-            raise BadDataError(
-                f"{self.target.kind} {self.target.namespace}/{self.target.name}: its /scale has "
-                "no status.selector (selector is required; a custom resource needs "
-                "labelSelectorPath in its scale subresource)")
-        return parse_selector(self.selector)
 
 
 def scale_from_json(body: dict[str, Any], target: ObjectRef) -> Scale:
@@ -214,50 +172,3 @@ def _uid_key(namespace: str, ref: ScaleTargetRef) -> tuple[str, str, str, str]:
 def _object_ref(namespace: str, ref: ScaleTargetRef) -> ObjectRef:
     return ObjectRef(api_version=ref.api_version, kind=ref.kind, namespace=namespace,
                      name=ref.name)
-
-
-Recompute = Callable[[Scale], int | Awaitable[int | None] | None]
-"""Given the Scale just read, the replicas to write, or ``None`` to write nothing."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScaleOutcome:
-    scale: Scale
-    """The Scale after the write, or as last read when nothing was written."""
-    written: bool
-    conflicts: int
-    """How many writes lost a race before this outcome."""
-
-
-async def scale_with_retry(
-    client: ScaleClient,
-    namespace: str,
-    ref: ScaleTargetRef,
-    recompute: Recompute,
-    *,
-    attempts: int = 3,
-) -> ScaleOutcome:
-    """GET, recompute, PUT with the read resourceVersion; on a conflict start over.
-
-    Never overwrites a concurrent change blindly: each attempt recomputes from what the
-    server holds now. After ``attempts`` conflicts the last ``ConflictError`` propagates.
-    """
-    if attempts < 1:
-        raise ValueError(f"attempts must be at least 1, got {attempts}")
-    for attempt in range(attempts):
-        scale = await client.get_scale(namespace, ref)
-        desired = recompute(scale)
-        if inspect.isawaitable(desired):
-            desired = await desired
-        if desired is None or desired == scale.spec_replicas:
-            return ScaleOutcome(scale=scale, written=False, conflicts=attempt)
-        try:
-            written = await client.update_scale(namespace, ref, desired, scale.resource_version)
-        except ConflictError as error:
-            log.info("scale write conflicted; re-reading", target=ref.name,
-                     namespace=namespace, attempt=attempt + 1, error=str(error))
-            if attempt + 1 == attempts:
-                raise
-            continue
-        return ScaleOutcome(scale=written, written=True, conflicts=attempt)
-    raise AssertionError("unreachable: attempts must be at least 1")

@@ -110,12 +110,29 @@ class SessionApiClient(ApiClient):
         return True
 
 
+SERVICE_NAMESPACE_FILENAME = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InClusterFiles:
-    """Where the service account's token and CA live (overridable for tests)."""
+    """Where the service account's token, CA and namespace live (overridable for tests)."""
 
     token: Path = Path(SERVICE_TOKEN_FILENAME)
     ca: Path = Path(SERVICE_CERT_FILENAME)
+    namespace: Path = Path(SERVICE_NAMESPACE_FILENAME)
+
+
+def pod_namespace(environ: Mapping[str, str] | None = None,
+                  files: InClusterFiles | None = None) -> str:
+    """The namespace this pod runs in (``POD_NAMESPACE`` from the downward API, else the
+    service account's), else ``default``."""
+    env = (os.environ if environ is None else environ).get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        return (files or InClusterFiles()).namespace.read_text().strip() or "default"
+    except OSError:
+        return "default"
 
 
 def wants_in_cluster(

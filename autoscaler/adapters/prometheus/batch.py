@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from autoscaler.adapters.prometheus import queries
-from autoscaler.adapters.prometheus.model import QuerySettings, TargetRequest
+from autoscaler.adapters.prometheus.inputs import QuerySettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import PodAnswer, Sample
 from autoscaler.algorithm import MetricSourceType, MetricSpec, MetricTargetType, MetricUnavailable
 from autoscaler.errors import AutoscalerError

@@ -44,7 +44,7 @@ from tenacity.stop import stop_base
 from urllib3.exceptions import InsecureRequestWarning
 
 from autoscaler.adapters.prometheus import transport
-from autoscaler.adapters.prometheus.model import ServerSettings
+from autoscaler.adapters.prometheus.inputs import ServerSettings
 from autoscaler.errors import TimedOutError, TransientError
 
 log = structlog.get_logger(__name__)

@@ -141,8 +141,9 @@ def _pair(labels: Mapping[str, str], pair: Any, fresh: Freshness | None) -> Samp
     return Sample(labels=labels, raw=str(pair[1]), timestamp=timestamp, stale=stale)
 
 
-def to_milli(raw: str) -> Milli:
-    """A Prometheus sample value as milli-units (0.25 cores -> 250; 1 byte -> 1000).
+def sample_milli(raw: str) -> Milli:
+    """A Prometheus sample value as milli-units (0.25 cores -> 250; 1 byte -> 1000), rounded
+    to the nearest (a quantity in the config rounds up: ``algorithm.quantity.milli_value``).
 
     NaN, infinities, negative and non-numeric values raise ``BadDataError``: none of them is
     a usage, and treating one as zero could scale a workload down.
@@ -216,7 +217,7 @@ class PodAnswer:
         try:
             if stale is not None:  # a pod with only a stale sample is missing, as upstream's
                 raise BadDataError(stale)
-            series = PodSeries(namespace, container, to_milli(raw), None, timestamp)
+            series = PodSeries(namespace, container, sample_milli(raw), None, timestamp)
         except BadDataError as error:
             series = PodSeries(namespace, container, None, str(error), timestamp)
         entries = self.by_pod.get(pod)
@@ -359,7 +360,7 @@ def single_value(samples: Sequence[Sample]) -> Milli:
         raise BadDataError(f"{len(samples)} series where exactly one is expected")
     if samples[0].stale is not None:
         raise BadDataError(samples[0].stale)
-    return to_milli(samples[0].raw)
+    return sample_milli(samples[0].raw)
 
 
 def all_values(samples: Sequence[Sample]) -> tuple[Milli, ...]:
@@ -371,7 +372,7 @@ def all_values(samples: Sequence[Sample]) -> tuple[Milli, ...]:
         try:
             if sample.stale is not None:
                 raise BadDataError(sample.stale)
-            values.append(to_milli(sample.raw))
+            values.append(sample_milli(sample.raw))
         except BadDataError as error:
             raise BadDataError(f"series {_describe(sample.labels)}: {error}") from None
     return tuple(values)

@@ -28,8 +28,8 @@ from autoscaler.adapters.prometheus.history import (
     history_promql,
     parse_matrix,
 )
+from autoscaler.adapters.prometheus.inputs import ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.kube_requests import fold_requests
-from autoscaler.adapters.prometheus.model import FetchResult, ServerSettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import (
     Freshness,
     check_series_count,
@@ -45,6 +45,7 @@ from autoscaler.errors import (
     TimedOutError,
 )
 from autoscaler.observability.repeats import RepeatedWarnings
+from autoscaler.runtime.ports import FetchedMetrics
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +91,7 @@ class PrometheusSource:
         return (f"PrometheusSource({self._client!r}, "
                 f"max_series_per_metric={self._max_series})")
 
-    async def fetch(self, requests: Sequence[TargetRequest], *, deadline: float) -> FetchResult:
+    async def fetch(self, requests: Sequence[TargetRequest], *, deadline: float) -> FetchedMetrics:
         """Values for every target, aligned with its metrics; ``deadline`` is monotonic time."""
         try:
             plan = batch.plan(requests, self._client.knows)
@@ -100,8 +101,8 @@ class PrometheusSource:
         except Exception as error:  # a bug must not stop the daemon: hold every target
             log.exception("metrics fetch failed")
             reason = MetricUnavailable(reason=f"metrics fetch failed: {type(error).__name__}")
-            return FetchResult(values={t.key: (reason,) * len(t.metrics) for t in requests},
-                               queries_issued=0)
+            return FetchedMetrics(values={t.key: (reason,) * len(t.metrics) for t in requests},
+                                  pods={})
 
     async def history(self, request: HistoryRequest, *, start: float, end: float, step: float,
                       deadline: float) -> list[Point]:
@@ -182,7 +183,7 @@ class PrometheusSource:
 def _assemble(
     requests: Sequence[TargetRequest], plan: Plan, answers: Answers, *, queries_issued: int,
     repeats: RepeatedWarnings,
-) -> FetchResult:
+) -> FetchedMetrics:
     values: dict[str, tuple[MetricValues, ...]] = {}
     pods: dict[str, tuple[Pod, ...]] = {}
     warnings: dict[str, tuple[str, ...]] = {}
@@ -207,7 +208,8 @@ def _assemble(
             pods[target.key] = with_requests
         if notes:
             warnings[target.key] = tuple(notes)
-    return FetchResult(values=values, queries_issued=queries_issued, pods=pods, warnings=warnings)
+    return FetchedMetrics(values=values, queries_issued=queries_issued, pods=pods,
+                          warnings=warnings)
 
 
 def _value(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
 from autoscaler.adapters.prometheus.batch import Answer, Answers, QueryKey, Shape, Slot
-from autoscaler.adapters.prometheus.model import TargetRequest
+from autoscaler.adapters.prometheus.inputs import TargetRequest
 from autoscaler.adapters.prometheus.parse import PodAnswer, all_values, pod_samples, single_value
 from autoscaler.algorithm import (
     ExternalMetricValues,

@@ -42,7 +42,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from autoscaler.adapters.prometheus.model import FollowRedirects
+from autoscaler.adapters.prometheus.inputs import FollowRedirects
 from autoscaler.errors import (
     AccessDeniedError,
     BadDataError,

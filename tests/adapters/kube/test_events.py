@@ -8,9 +8,9 @@ import pytest
 
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder, SpamPolicy
-from autoscaler.adapters.kube.reasons import EventReason, successful_rescale_message
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.algorithm import EventReason, rescale_message
 from tests.adapters.kube.conftest import Ref
 from tests.sim.kube import SimApiServer
 
@@ -43,7 +43,7 @@ def stored(api: SimApiServer) -> list[dict[str, Any]]:
 
 async def rescale(recorder: EventRecorder, size: int = 5, warning: bool = False) -> None:
     await recorder.record("shop", Ref(), warning=warning, reason=EventReason.SUCCESSFUL_RESCALE,
-                          message=successful_rescale_message(size, "cpu above target"))
+                          message=rescale_message(size, "cpu above target"))
 
 
 async def test_event_on_the_target(recorder: EventRecorder, apiserver: SimApiServer) -> None:

@@ -1,30 +1,54 @@
 """deploy/rbac.yaml grants exactly what the daemon's Kubernetes calls need: no less, no more.
 
 "No less" is checked after every test that uses the ``kube`` fixture (conftest). Here one
-session makes every kind of call the daemon makes (the adapters of this package plus the
-Lease elector and the ConfigMap state store) and the set of (verb, group, resource) it used
-must equal the set the manifests grant.
+session makes every kind of call the daemon makes (the adapters of this package, a scale
+write through the reconciler's own write path, the Lease elector and the ConfigMap state
+store) and the set of (verb, group, resource) it used must equal the set the manifests
+grant.
 """
 
 import asyncio
 import contextlib
+import time
 
+from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
 from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
-from autoscaler.adapters.kube.pods import PodCache
-from autoscaler.adapters.kube.scale import ScaleClient, scale_with_retry
+from autoscaler.adapters.kube.pod_cache import PodCache
+from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.state import ConfigMapStateStore
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.algorithm import History
-from autoscaler.state import SavedTarget, Snapshot, encode
+from autoscaler.config import parse_config
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.snapshot import SavedTarget, Snapshot, encode
 from tests.adapters.kube.conftest import Ref, _as_resource_request
 from tests.adapters.kube.rbac import custom_resource_template, granted
+from tests.runtime.doubles import NoPods, QueueDepth, Quiet
 from tests.sim.kube import SimApiServer
 
 WORKLOADS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+async def scale_up(scales: ScaleClient, *, kind: str, api_version: str = "apps/v1") -> None:
+    """One reconcile pass over shop/<kind>/web (at 1 replica, its metric wants 2): the
+    daemon's own read and write path through ``scales``, its other ports in memory."""
+    [target] = parse_config(f"""
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "{api_version}", kind = "{kind}", name = "web" }}
+maxReplicas = 10
+metrics = [{{ type = "External", external = {{ metric = {{ name = "depth" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = "sum(depth)" }} }}]
+""").targets
+    reconciler = Reconciler(scales=scales, pods=NoPods(), metrics=QueueDepth(20),
+                            events=Quiet(), owners=Quiet(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics())
+    await reconciler.run_pass([target], deadline=time.monotonic() + 5)
+    state = reconciler.states[target.key]
+    assert (state.last_outcome, state.expected_replicas) == ("ok", 2), state.last_error
 
 
 async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
@@ -40,7 +64,7 @@ async def exercise_targets(kube: KubeSession, apiserver: SimApiServer) -> None:
         for kind in WORKLOADS:
             apiserver.create_workload(kind, "shop", "web")
             await OwnerCheck(kube.api_client).owners_of("shop", Ref(kind=kind))
-            await scale_with_retry(scales, "shop", Ref(kind=kind), lambda s: s.spec_replicas + 1)
+            await scale_up(scales, kind=kind)
             for _ in range(2):  # the repeat is aggregated: a PATCH
                 await events.record("shop", Ref(kind=kind), warning=False,
                                     reason="SuccessfulRescale", message="New size: 2")
@@ -93,8 +117,7 @@ async def test_custom_resource_template_matches_its_calls(kube: KubeSession,
     """The commented rules for a custom resource grant exactly what scaling one uses."""
     apiserver.create_workload("Rollout", "shop", "web", api_version="example.com/v1")
     scales = ScaleClient(kube.api_client, Discovery(kube.api_client))
-    ref = Ref(api_version="example.com/v1", kind="Rollout")
-    await scale_with_retry(scales, "shop", ref, lambda s: s.spec_replicas + 1)
+    await scale_up(scales, kind="Rollout", api_version="example.com/v1")
     calls = {(verb, resource) for verb, group, resource in used(apiserver)
              if group == "example.com"}
     template = custom_resource_template()

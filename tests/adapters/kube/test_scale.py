@@ -1,14 +1,13 @@
-"""/scale of any scalable kind: read, write with its resourceVersion, retry on conflict."""
+"""/scale of any scalable kind: read, and write with its resourceVersion (a race is a conflict)."""
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from autoscaler.adapters.kube.discovery import Discovery
-from autoscaler.adapters.kube.scale import Scale, ScaleClient, scale_with_retry
+from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.errors import (
     AccessDeniedError,
     BadDataError,
@@ -63,53 +62,6 @@ async def test_stale_resource_version_is_a_conflict(kube: KubeSession,
     assert spec_replicas(apiserver, Ref()) == 3
 
 
-def bump_once(api: SimApiServer, seen: list[int], to: int, plus: int) -> Callable[[Scale], int]:
-    """A recompute that records what it saw; on its first call someone else scales first."""
-    def recompute(scale: Scale) -> int:
-        seen.append(scale.spec_replicas)
-        if len(seen) == 1:
-            api.set_replicas("Deployment", "default", "web", to)
-        return scale.spec_replicas + plus
-    return recompute
-
-
-async def test_conflict_rereads_and_recomputes(kube: KubeSession,
-                                               apiserver: SimApiServer) -> None:
-    """Another writer between our GET and PUT: we re-read and recompute, never overwrite."""
-    apiserver.create_deployment("default", "web", replicas=2)
-    seen: list[int] = []
-    outcome = await scale_with_retry(scales(kube), "default", Ref(),
-                                     bump_once(apiserver, seen, to=6, plus=1))
-    assert seen == [2, 6]
-    assert (outcome.written, outcome.conflicts, outcome.scale.spec_replicas) == (True, 1, 7)
-    assert spec_replicas(apiserver, Ref()) == 7
-    assert apiserver.count(verb="update", resource="deployments/scale", status=409) == 1
-
-
-async def test_conflicts_are_bounded(kube: KubeSession, apiserver: SimApiServer) -> None:
-    """If every attempt loses the race, the ConflictError propagates after `attempts`."""
-    apiserver.create_deployment("default", "web", replicas=2)
-
-    def always_raced(scale: Scale) -> int:
-        apiserver.set_replicas("Deployment", "default", "web", scale.spec_replicas + 10)
-        return 1
-
-    with pytest.raises(ConflictError):
-        await scale_with_retry(scales(kube), "default", Ref(), always_raced, attempts=2)
-    assert apiserver.count(verb="update", resource="deployments/scale") == 2
-    assert spec_replicas(apiserver, Ref()) == 22
-
-
-@pytest.mark.parametrize("desired", [None, 2], ids=["no-decision", "unchanged"])
-async def test_nothing_to_write(kube: KubeSession, apiserver: SimApiServer,
-                                desired: int | None) -> None:
-    """No PUT when the recompute wants nothing or the current size."""
-    apiserver.create_deployment("default", "web", replicas=2)
-    outcome = await scale_with_retry(scales(kube), "default", Ref(), lambda _: desired)
-    assert not outcome.written
-    assert apiserver.count(verb="update") == 0
-
-
 async def test_missing_target_and_kind_without_scale(kube: KubeSession) -> None:
     """A missing object and a kind without /scale are NotFoundErrors."""
     client = scales(kube)
@@ -131,7 +83,8 @@ async def test_forbidden_write(kube: KubeSession, apiserver: SimApiServer) -> No
 
 def test_scale_without_selector() -> None:
     """Upstream refuses a target whose /scale has no selector: a clear BadDataError."""
-    from autoscaler.adapters.kube.scale import ObjectRef, scale_from_json
+    from autoscaler.adapters.kube.scale import scale_from_json
+    from autoscaler.adapters.kube.structs import ObjectRef
 
     target = ObjectRef(api_version="example.com/v1", kind="Rollout", namespace="ns", name="r")
     scale = scale_from_json({"spec": {"replicas": 1}, "status": {"replicas": 1}}, target)
@@ -163,7 +116,7 @@ async def test_object_read_denied_fails_closed(kube: KubeSession,
 )
 def test_scale_from_object(raw: dict[str, Any], expected: tuple[int, int, str]) -> None:
     """An apps/v1 object's Scale: spec.replicas defaults to 1, status.replicas to 0."""
-    from autoscaler.adapters.kube.targets import scale_from_object
+    from autoscaler.adapters.kube.target_cache import scale_from_object
 
     raw["metadata"] = {"name": "web", "namespace": "shop", "resourceVersion": "7",
                        "annotations": {"a": "b"}}
@@ -174,7 +127,7 @@ def test_scale_from_object(raw: dict[str, Any], expected: tuple[int, int, str]) 
 
 def test_scale_from_garbage_object() -> None:
     """An object without a name or with a non-numeric replicas is a BadDataError."""
-    from autoscaler.adapters.kube.targets import scale_from_object
+    from autoscaler.adapters.kube.target_cache import scale_from_object
 
     with pytest.raises(BadDataError, match="not a valid object"):
         scale_from_object({"metadata": {"namespace": "shop"}}, kind="Deployment")

@@ -11,9 +11,14 @@ import structlog
 from kubernetes_asyncio.client import Configuration
 
 from autoscaler.adapters.kube.discovery import Discovery
-from autoscaler.adapters.kube.pods import PodCache
+from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
-from autoscaler.adapters.kube.session import InClusterFiles, KubeSession, wants_in_cluster
+from autoscaler.adapters.kube.session import (
+    InClusterFiles,
+    KubeSession,
+    pod_namespace,
+    wants_in_cluster,
+)
 from autoscaler.errors import AccessDeniedError, InvalidConfigError, TransientError
 from tests.adapters.kube.conftest import Ref, Settings, assert_rbac_covers
 from tests.adapters.kube.waiting import eventually
@@ -257,3 +262,18 @@ async def test_token_file_wins_over_token(apiserver: SimApiServer, tmp_path: Pat
     async with KubeSession.connect(Settings(kubeconfig=kubeconfig)) as session:
         assert await can_discover(session)
     assert {r.user for r in apiserver.log.records} == {"file-user"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "file_text", "namespace"),
+    [({"POD_NAMESPACE": "ops"}, "kube-system\n", "ops"), ({}, "kube-system\n", "kube-system"),
+     ({}, None, "default"), ({}, "  \n", "default")],
+    ids=["downward-api", "service-account", "outside-a-pod", "empty-file"],
+)
+def test_pod_namespace(tmp_path: Path, environ: dict[str, str], file_text: str | None,
+                       namespace: str) -> None:
+    """POD_NAMESPACE first, then the service account's namespace file, else default."""
+    path = tmp_path / "namespace"
+    if file_text is not None:
+        path.write_text(file_text)
+    assert pod_namespace(environ, InClusterFiles(namespace=path)) == namespace

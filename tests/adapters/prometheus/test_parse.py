@@ -18,8 +18,8 @@ from autoscaler.adapters.prometheus.parse import (
     parse_pod_answer,
     parse_result,
     pod_samples,
+    sample_milli,
     single_value,
-    to_milli,
 )
 from autoscaler.errors import BadDataError
 
@@ -29,9 +29,9 @@ from autoscaler.errors import BadDataError
     ("0.0004", 0), ("0.0005", 0), ("0.0015", 2),
 ], ids=["quarter-core", "one", "zero", "one-milli", "100MiB", "rounds-down", "half-even",
         "half-even-up"])
-def test_to_milli(raw: str, milli: int) -> None:
+def test_sample_milli(raw: str, milli: int) -> None:
     """Values become integer milli-units, rounded to nearest (ties to even)."""
-    assert to_milli(raw) == milli
+    assert sample_milli(raw) == milli
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -39,10 +39,10 @@ def test_to_milli(raw: str, milli: int) -> None:
     ("-0.5", "negative value -0.5"), ("abc", "non-numeric value 'abc'"),
     ("1e300", "too large"),
 ], ids=["nan", "pos-inf", "neg-inf", "negative", "text", "huge"])
-def test_to_milli_rejects(raw: str, message: str) -> None:
+def test_sample_milli_rejects(raw: str, message: str) -> None:
     """Unusable values raise BadDataError naming the problem; none becomes zero."""
     with pytest.raises(BadDataError, match=message.replace("+", r"\+")):
-        to_milli(raw)
+        sample_milli(raw)
 
 
 @pytest.mark.parametrize(("result", "expected"), [

@@ -8,9 +8,10 @@ import pytest
 
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.informer import Backoff
-from autoscaler.adapters.kube.scale import Scale, ScaleClient
+from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.targets import TargetCache
+from autoscaler.adapters.kube.structs import Scale
+from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.errors import NotFoundError
 from tests.adapters.kube.conftest import Ref
 from tests.adapters.kube.waiting import eventually

@@ -8,17 +8,15 @@ import gzip
 
 import pytest
 
-from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.adapters.kube.state import SET_ASIDE_ANNOTATION, STATE_KEY, ConfigMapStateStore
-from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.state import (
-    SavedTarget,
-    Snapshot,
-    StateSetAsideError,
-    StateUnavailableError,
-    decode,
-    encode,
+from autoscaler.adapters.kube.configmap_store import (
+    SET_ASIDE_ANNOTATION,
+    STATE_KEY,
+    ConfigMapStateStore,
 )
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.errors import StateSetAsideError, StateUnavailableError
+from autoscaler.snapshot import SavedTarget, Snapshot, decode, encode
 from tests.adapters.kube.conftest import apiserver, kube
 from tests.sim.kube import SimApiServer
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
+from autoscaler.commands.config_summary import summary
 from autoscaler.config import ConfigError, parse_config
-from autoscaler.config.check import summary
 from autoscaler.schedules import AbsoluteWindow, CronWindow, DailyWindow
 
 HEAD = """

@@ -1,9 +1,11 @@
-"""The per-target history that stabilization windows and policies depend on, kept across restarts.
+"""The per-target history that stabilization windows and policies depend on, as bytes that
+survive a restart: the snapshot and its codec.
 
 Upstream keeps recommendations and scale events in controller memory and loses them when
 kube-controller-manager restarts, so the next pass may scale down early. We serialize them
-(``encode``/``decode``) and keep them in a ``StateStore``: a file under systemd, a ConfigMap
-in the cluster (``autoscaler.adapters.kube.state``).
+(``encode``/``decode``) and keep them in a store (the runtime's ``StateStore`` port): a file
+under systemd or memory (``autoscaler.adapters.local_state``), a ConfigMap in the cluster
+(``autoscaler.adapters.kube.configmap_store``).
 
 What a snapshot carries besides each target's ``History``:
 
@@ -20,33 +22,23 @@ What a snapshot carries besides each target's ``History``:
   upstream treats a fresh start (``autoscaler.algorithm.bridge_gap``).
 
 Reading is bounded: a store larger than ``MAX_STORED_BYTES`` or inflating past
-``MAX_INFLATED_BYTES`` is refused without being inflated further. ``load`` tells three
-outcomes apart: a snapshot, ``None`` (proven absent: no file, 404), or an exception:
-``StateUnavailableError`` (transient, retry; nothing may be written meanwhile) or
-``StateSetAsideError`` (undecodable; the store moved it aside, never overwriting it, and the
-caller starts fresh and says so loudly).
+``MAX_INFLATED_BYTES`` is refused without being inflated further; anything ``decode``
+cannot read is a ``StateFormatError``, never an empty history.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
-import os
-import stat
-import tempfile
-import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
 from autoscaler.algorithm.activation import ZeroMemory
 from autoscaler.algorithm.forecast import Series
-from autoscaler.errors import AutoscalerError, TransientError
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -87,36 +79,6 @@ class Snapshot:
 
 class StateFormatError(ValueError):
     """The stored bytes are not a state this version can read."""
-
-
-class StateUnavailableError(TransientError):
-    """The store cannot be read now (I/O error, API error, timeout): try again later."""
-
-
-class StateSetAsideError(AutoscalerError):
-    """The stored state could not be decoded; it was moved aside to ``kept_as``."""
-
-    def __init__(self, message: str, *, kept_as: str) -> None:
-        super().__init__(message)
-        self.kept_as = kept_as
-
-
-class StateStore(Protocol):
-    @property
-    def description(self) -> str:
-        """Where the state lives, for messages: ``state file /var/...``, ``ConfigMap ns/n``."""
-        ...
-
-    async def load(self) -> Snapshot | None:
-        """The saved snapshot, or ``None`` when there is provably none.
-
-        Raises ``StateUnavailableError`` (retry) or ``StateSetAsideError`` (start fresh, loudly).
-        """
-        ...
-
-    async def save(self, data: bytes) -> None:
-        """Replace the stored state with ``data`` (``encode``'s bytes)."""
-        ...
 
 
 def encode(snapshot: Snapshot) -> bytes:
@@ -289,117 +251,3 @@ def set_aside_name(name: str, now: float) -> str:
     """``name`` with a UTC timestamp: where an undecodable state is kept."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dt%H%M%Sz")
     return f"{name}.unreadable-{stamp}"
-
-
-class FileStateStore:
-    """A state file, replaced atomically and durably: write a temporary file, fsync it,
-    rename it over the old one, fsync the directory (the rename itself must survive a
-    power loss)."""
-
-    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
-                 read_only: bool = False) -> None:
-        self.path = path
-        self._clock = clock
-        self._read_only = read_only
-        """Never move the file (``plan`` reads the daemon's file): undecodable is an error."""
-
-    @property
-    def description(self) -> str:
-        return f"state file {self.path}"
-
-    async def load(self) -> Snapshot | None:
-        return await asyncio.to_thread(self._load)
-
-    async def save(self, data: bytes) -> None:
-        await asyncio.to_thread(self._write, data)
-
-    def _load(self) -> Snapshot | None:
-        try:
-            return decode(self._read())
-        except FileNotFoundError:
-            return None
-        except (_Unreadable, StateFormatError) as error:
-            self._set_aside(str(error))
-
-    def _read(self) -> bytes:
-        """The file's bytes, bounded; a non-regular or unreadable file is ``_Unreadable``."""
-        try:
-            # O_NONBLOCK: a FIFO put in its place must not block the daemon.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise
-        except (PermissionError, IsADirectoryError) as error:
-            raise _Unreadable(f"cannot read it: {error.strerror}") from None
-        except OSError as error:
-            raise StateUnavailableError(f"cannot open {self.path}: {error.strerror}") from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise _Unreadable("it is not a regular file")
-            if info.st_size > MAX_STORED_BYTES:
-                raise _Unreadable(f"it is {info.st_size} bytes, over the limit of "
-                                  f"{MAX_STORED_BYTES // (1024 * 1024)} MiB")
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                data = handle.read(MAX_STORED_BYTES + 1)
-            if len(data) > MAX_STORED_BYTES:  # it grew while we read it
-                raise _Unreadable(
-                    f"it is over the limit of {MAX_STORED_BYTES // (1024 * 1024)} MiB")
-            return data
-        except PermissionError as error:
-            raise _Unreadable(f"cannot read it: {error.strerror}") from None
-        except OSError as error:  # EIO and the like: maybe not for long
-            raise StateUnavailableError(f"cannot read {self.path}: {error.strerror}") from None
-        finally:
-            os.close(fd)
-
-    def _set_aside(self, problem: str) -> NoReturn:
-        if self._read_only:
-            raise StateUnavailableError(f"{self.description} cannot be decoded: {problem}")
-        kept = self.path.with_name(set_aside_name(self.path.name, self._clock()))
-        try:
-            self.path.rename(kept)
-        except OSError as error:
-            # Never overwrite what we cannot move: the caller retries and stays read-only.
-            raise StateUnavailableError(
-                f"{self.description} cannot be decoded ({problem}) and cannot be moved aside "
-                f"to {kept}: {error.strerror}") from None
-        raise StateSetAsideError(f"{self.description} cannot be decoded: {problem}",
-                            kept_as=str(kept))
-
-    def _write(self, data: bytes) -> None:
-        directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            Path(tmp).replace(self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-class _Unreadable(Exception):  # noqa: N818 - private signal: the file is there but unusable
-    pass
-
-
-class MemoryStateStore:
-    """No persistence (``stateFile`` unset outside a cluster): upstream's behaviour."""
-
-    description = "memory (not persisted)"
-
-    def __init__(self) -> None:
-        self._data: bytes | None = None
-
-    async def load(self) -> Snapshot | None:
-        return decode(self._data) if self._data else None
-
-    async def save(self, data: bytes) -> None:
-        self._data = data

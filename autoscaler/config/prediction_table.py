@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from autoscaler.algorithm.forecast import ModelKind, PredictionSettings, Smoothing
 from autoscaler.config.durations import format_duration
-from autoscaler.config.errors import Loc, Problems
+from autoscaler.config.issues import Loc, Problems
 from autoscaler.config.schema import PredictionModel
 from autoscaler.config.settings import given
 

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from autoscaler.adapters.kube.pods import Backoff, PodCache
+from autoscaler.adapters.kube.pod_cache import Backoff, PodCache
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.algorithm import ConditionStatus, PodPhase
 from autoscaler.errors import TransientError

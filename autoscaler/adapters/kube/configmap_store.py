@@ -1,6 +1,6 @@
 """History persisted on a ConfigMap, so a restart or a leader failover keeps the windows.
 
-The encoded state (gzip JSON, see ``autoscaler.state``) goes into ``binaryData``; writes carry
+The encoded state (gzip JSON, see ``autoscaler.snapshot``) goes into ``binaryData``; writes carry
 the resourceVersion we read, and a conflict means another instance wrote since: we re-read
 once and overwrite only if we are still the writer the caller says we are (the leader).
 
@@ -21,17 +21,15 @@ from typing import Any, NoReturn, cast
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from autoscaler.adapters.kube.errors import api_errors
-from autoscaler.errors import AutoscalerError, ConflictError, NotFoundError
-from autoscaler.state import (
-    MAX_STORED_BYTES,
-    Snapshot,
-    StateFormatError,
+from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.errors import (
+    AutoscalerError,
+    ConflictError,
+    NotFoundError,
     StateSetAsideError,
     StateUnavailableError,
-    decode,
-    set_aside_name,
 )
+from autoscaler.snapshot import MAX_STORED_BYTES, Snapshot, StateFormatError, decode, set_aside_name
 
 STATE_KEY = "state.json.gz"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "autoscaler"}

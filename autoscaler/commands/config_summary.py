@@ -13,19 +13,17 @@ from autoscaler.algorithm import (
     ScalingRules,
     format_milli,
 )
-from autoscaler.config.durations import format_duration
-from autoscaler.config.model import Config, TargetConfig
+from autoscaler.config import Config, TargetConfig, format_duration
 from autoscaler.schedules import active_window, next_activation
+from autoscaler.terminal import columns
 
 _HEADERS = ("TARGET", "MIN", "MAX", "METRICS", "BEHAVIOR", "PROMETHEUS", "SYNC")
 
 
 def summary(config: Config, *, now: datetime | None = None) -> str:
     """The targets as a table, one row each; then each schedule's next activation."""
-    rows = [_HEADERS] + [_row(target) for target in config.targets]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-             .rstrip() for row in rows]
+    lines = columns([_HEADERS, *(_row(target) for target in config.targets)],
+                    gap="  ").splitlines()
     lines += schedule_lines(config, now or datetime.now(UTC))
     count = len(config.targets)
     lines.append(f"{count} target{'s' if count != 1 else ''}, "

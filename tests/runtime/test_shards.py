@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.wiring import shard_of, targets_for_shard
+import pytest
+
+from autoscaler.runtime.shards import shard_of, targets_for_shard
 
 
 @dataclass(frozen=True)
@@ -23,11 +25,22 @@ def test_shards_partition_the_targets() -> None:
     assert all(250 < len(shard) < 420 for shard in shards)
 
 
-def test_shard_is_stable() -> None:
-    """The shard of a key depends on the key alone (crc32), not on the process or order."""
-    assert shard_of("shop/Deployment/web", 4) == shard_of("shop/Deployment/web", 4)
-    assert [shard_of(t.key, 5) for t in TARGETS[:5]] == [
-        shard_of(t.key, 5) for t in reversed(TARGETS[:5])][::-1]
+@pytest.mark.parametrize(
+    ("key", "total", "shard"),
+    [
+        ("shop/Deployment/web", 2, 0),
+        ("shop/Deployment/web", 5, 4),
+        ("payments/Deployment/worker", 2, 1),
+        ("payments/Deployment/worker", 3, 2),
+        ("shop/Rollout/checkout", 5, 1),
+        ("ns-3/Deployment/app-10", 5, 2),
+    ],
+    ids=["web-of-2", "web-of-5", "worker-of-2", "worker-of-3", "checkout-of-5", "app-of-5"],
+)
+def test_shard_is_stable(key: str, total: int, shard: int) -> None:
+    """The shard of a key is crc32(key) mod total: fixed values, the same on every replica,
+    restart and Python version (never ``hash()``, which is salted per process)."""
+    assert shard_of(key, total) == shard
 
 
 def test_no_sharding_keeps_everything() -> None:

@@ -40,7 +40,7 @@ from autoscaler.adapters.kube.informer import (
     WatchScope,
 )
 from autoscaler.adapters.kube.labels import format_label_selector
-from autoscaler.adapters.kube.scale import ObjectRef, Scale
+from autoscaler.adapters.kube.structs import ObjectRef, Scale
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AutoscalerError, BadDataError
 

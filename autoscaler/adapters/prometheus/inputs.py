@@ -1,4 +1,4 @@
-"""The data the Prometheus adapter takes and returns: requests, results, and config shapes.
+"""The data the Prometheus adapter takes: one request per target, and the config it reads.
 
 ``ServerSettings`` and ``QuerySettings`` are the parts of ``autoscaler.config``'s
 ``PrometheusServer`` and ``MetricQuery`` this adapter reads, as read-only protocols, so the
@@ -8,12 +8,10 @@ adapter depends on field names only and tests can pass the real config objects.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Literal, Protocol
 
-from autoscaler.algorithm import MetricSpec, MetricValues, Pod
+from autoscaler.algorithm import MetricSpec, Pod
 from autoscaler.record import record
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
@@ -80,25 +78,3 @@ class TargetRequest:
     pods: Sequence[Pod]
     metrics: tuple[MetricSpec, ...]
     queries: tuple[QuerySettings, ...]
-
-
-_NO_PODS: Mapping[str, tuple[Pod, ...]] = MappingProxyType({})
-_NO_WARNINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FetchResult:
-    """What one ``fetch`` produced.
-
-    ``values[key]`` is aligned with that target's metrics; a metric that could not be read is
-    a ``MetricUnavailable`` whose ``reason`` says why. ``pods[key]`` is set only for targets
-    with a ``kube-state-metrics`` requests source: the target's pods with container requests
-    filled from ``kube_pod_container_resource_requests`` (pass those to the core instead of
-    the watch cache's pods). ``warnings[key]`` lists problems that did not invalidate a
-    metric (a pod dropped for a NaN sample).
-    """
-
-    values: Mapping[str, tuple[MetricValues, ...]]
-    queries_issued: int
-    pods: Mapping[str, tuple[Pod, ...]] = field(default_factory=lambda: _NO_PODS)
-    warnings: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_WARNINGS)

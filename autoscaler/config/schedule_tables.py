@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-from autoscaler.config.errors import Loc, Problems, did_you_mean
 from autoscaler.config.fields import show
+from autoscaler.config.issues import Loc, Problems, did_you_mean
 from autoscaler.config.schema import ScheduleModel
 from autoscaler.schedules import (
     WEEKDAYS,

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from autoscaler.adapters.kube.errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.errors import (
     AccessDeniedError,
     ConflictError,
@@ -54,6 +54,6 @@ def test_old_names_are_the_same_classes() -> None:
     """RejectedError lives in autoscaler.errors; the kube re-export is the very same class,
     so every except clause still catches."""
     from autoscaler import errors
-    from autoscaler.adapters.kube import errors as kube_errors
+    from autoscaler.adapters.kube import api_errors as kube_errors
 
     assert kube_errors.RejectedError is errors.RejectedError

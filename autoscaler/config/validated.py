@@ -27,10 +27,16 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 DEFAULT_SERVER = "default"
 """The name of the ``[prometheus]`` server; ``[prometheus.servers.<name>]`` adds others."""
+DEFAULT_SYNC_PERIOD = 15.0
+"""Seconds between a target's passes unless ``syncPeriod`` says otherwise (upstream's
+``--horizontal-pod-autoscaler-sync-period`` default)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderElectionSettings:
+    """``daemon.leaderElection``; its timings' defaults are client-go's and the Lease
+    elector's (``adapters/kube/leader.py``)."""
+
     enabled: bool = False
     lease_name: str = "autoscaler"
     lease_namespace: str | None = None
@@ -42,7 +48,7 @@ class LeaderElectionSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonSettings:
-    sync_period: float = 15.0
+    sync_period: float = DEFAULT_SYNC_PERIOD
     algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
     concurrency: int = 10
     listen_address: str = "127.0.0.1:8080"
@@ -147,7 +153,7 @@ class TargetConfig:
     metric_queries: tuple[MetricQuery, ...]
     """Aligned one to one with ``spec.metrics``."""
     prometheus: str = DEFAULT_SERVER
-    sync_period: float = 15.0
+    sync_period: float = DEFAULT_SYNC_PERIOD
     paused: bool = False
     paused_replicas: int | None = None
     fallback: Fallback | None = None

@@ -1,0 +1,25 @@
+"""How a reconciler runs: the algorithm's settings, dry-run, concurrency, leadership, Events
+and the store that makes scale writes durable. Replaced as a whole at a config reload."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from autoscaler.algorithm import AlgorithmSettings
+
+Persist = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileOptions:
+    algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
+    dry_run: bool = False
+    concurrency: int = 10
+    may_write: Callable[[], bool] = lambda: True
+    """Checked right before every write: false once this instance is no longer the leader."""
+    record_events: bool = True
+    persist: Persist | None = None
+    """Makes every target's history and intents durable; a pass calls it once before its
+    scale writes and sends none of them if it fails (None: nothing is persisted)."""
+

@@ -1,0 +1,162 @@
+"""A target's scale write: what upstream's HPA and KEDA do, and what they leave out.
+
+A write is a PUT of the Scale carrying the resourceVersion read. A 409 means someone wrote
+in between: the target is read again from the server and the count decided again from what
+it holds now, never written over blindly; each retry is a new write, on record before it is
+sent, and the retries are bounded. A 429's Retry-After holds the target's writes until then
+(capped). Dry-run writes nothing and says what it would have written; an instance that is
+no longer the leader writes nothing. A failure is the target's alone: a condition, an Event
+and a log line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from autoscaler.algorithm import EventReason, Reason, rescale_message
+from autoscaler.errors import (
+    AccessDeniedError,
+    ConflictError,
+    NotFoundError,
+    RejectedError,
+    ThrottledError,
+)
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.conditions import rescaled
+from autoscaler.runtime.intents import put_on_record
+from autoscaler.runtime.landed import count_scale
+from autoscaler.runtime.ports import Scale, ScalePort
+from autoscaler.runtime.reconcile_options import ReconcileOptions
+from autoscaler.runtime.reporting import Reporter
+from autoscaler.runtime.status import TargetState
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.reconcile")
+
+CONFLICT_RETRIES = 3
+MAX_RETRY_AFTER = 600.0
+"""A Retry-After longer than this is capped: a misconfigured proxy must not freeze a target."""
+NOT_SENT = (ConflictError, AccessDeniedError, RejectedError, NotFoundError, ThrottledError)
+"""Write failures that prove the PUT did not land; after any other (a timeout, a 5xx, a
+garbled answer) it may have, and the target's intent stays until a fresh read tells."""
+
+DecideAgain = Callable[[Scale], int]
+"""Given the Scale read again after a conflict, the count to write now."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleWrite:
+    """One target's write this pass."""
+
+    target: TargetConfig
+    state: TargetState
+    scale: Scale
+    """The Scale as read: the write carries its resourceVersion."""
+    desired: int
+    reason: str
+    """The rescale reason, for the Events."""
+    decide_again: DecideAgain | None = None
+    """``None``: the count stands whatever the target holds after a conflict (a pause)."""
+
+
+def retry_after_hold(state: TargetState, now: float) -> str | None:
+    """Why the target may not be written yet (the API server asked us to wait), or None."""
+    wait_until = state.write_not_before
+    if wait_until is None or now >= wait_until:
+        return None
+    return (f"the API server asked us to wait before writing again (429 Retry-After);"
+            f" next write in {wait_until - now:.0f}s")
+
+
+class ScaleWriter:
+    """Sends the reconciler's scale writes through the scale port."""
+
+    def __init__(self, *, scales: ScalePort, report: Reporter, telemetry: DaemonMetrics,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.scales, self.report, self.telemetry, self.clock = scales, report, telemetry, clock
+
+    async def write(self, write: ScaleWrite, options: ReconcileOptions) -> None:
+        target, state, desired = write.target, write.state, write.desired
+        current = write.scale.spec_replicas
+        if options.dry_run:
+            log.info("would scale", current=current, desired=desired, reason=write.reason)
+            self.telemetry.target(target.key).would_scale(current, desired)
+            await self.report.event(target, warning=False, reason=EventReason.WOULD_SCALE,
+                                    message=f"{rescale_message(desired, write.reason)} (dry-run)")
+            return
+        if not options.may_write():
+            log.info("not the leader any more: skipping the write", desired=desired)
+            state.intent = None
+            return
+        try:
+            previous, desired = await self._put(write, options)
+        except Exception as error:
+            await self._failed(write, desired, error)
+            return
+        state.intent = None
+        state.write_not_before = None
+        if previous == desired:
+            return  # after a conflict the target already has the count we want
+        self._landed(target, state, previous=previous, new=desired, options=options)
+        log.info("scaled", previous=previous, desired=desired, reason=write.reason)
+        await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
+                                message=rescale_message(desired, write.reason))
+
+    async def _put(self, write: ScaleWrite, options: ReconcileOptions) -> tuple[int, int]:
+        """PUT with the resourceVersion we read; on 409 re-read, decide again, try again.
+
+        Returns the replica count we wrote over and the count written. Never overwrites
+        blindly: after a conflict the decision is made again from the fresh scale.
+        """
+        target, state, scale, desired = write.target, write.state, write.scale, write.desired
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                await self.scales.update_scale(
+                    target.namespace, target.scale_target_ref, desired, scale.resource_version)
+            except ConflictError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
+                state.intent = None  # a 409: that write did not land
+                scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
+                                                    fresh=True)
+                state.expected_replicas = scale.spec_replicas
+                if write.decide_again is not None:
+                    desired = write.decide_again(scale)
+                if desired == scale.spec_replicas:
+                    return desired, desired
+                if options.persist is not None:  # the retry is a new write: on record first
+                    await put_on_record([(state, scale, desired)], options.persist,
+                                        now=self.clock())
+                continue
+            return scale.spec_replicas, desired
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _failed(self, write: ScaleWrite, desired: int, error: Exception) -> None:
+        target, state = write.target, write.state
+        if isinstance(error, NOT_SENT):
+            state.intent = None
+        if isinstance(error, ThrottledError) and error.retry_after is not None:
+            state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
+        log.warning("scale write failed", desired=desired, error=str(error))
+        self.telemetry.errors.labels(reason="update_scale").inc()
+        self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE,
+                         f"the autoscaler was unable to update the target scale: {error}")
+        await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
+                                message=f"{rescale_message(desired, write.reason)}; error: {error}")
+
+    def _landed(self, target: TargetConfig, state: TargetState, *, previous: int, new: int,
+                options: ReconcileOptions) -> None:
+        now = self.clock()
+        count_scale(state, target, previous=previous, new=new, now=now,
+                    settings=options.algorithm)
+        state.expected_replicas = new
+        state.conditions = rescaled(state.conditions, new, now)
+        self.telemetry.target(target.key).scaled(previous, new)

@@ -1,0 +1,185 @@
+"""The reconciler's live paths: a write that loses a race is decided again from a fresh read,
+drift is reported, another autoscaler's target is left alone, dry-run and shadow mode write
+nothing, and the opt-in fallback takes over after enough passes without valid metrics.
+
+The ports are the in-memory doubles of ``tests/runtime/doubles.py``; every target wants
+10 units of its External metric per replica and has no behavior, so upstream's default
+scale-up limit applies (at most double, at least 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from autoscaler.algorithm import ConditionType, MetricUnavailable, MetricValues, Reason
+from autoscaler.config import TargetConfig
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.runtime.status import TargetState
+from autoscaler.runtime.writes import CONFLICT_RETRIES
+from tests.runtime.doubles import Depths, Events, NoPods, Owners, Workload, depth, targets
+
+[WEB] = targets("web")
+
+
+def rig(workload: Workload, values: MetricValues, *, owners: Owners | None = None,
+        dry_run: bool = False) -> tuple[Reconciler, Events]:
+    events = Events()
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths({"web": values}), events=events,
+        owners=owners or Owners(), options=ReconcileOptions(dry_run=dry_run),
+        telemetry=DaemonMetrics())
+    return reconciler, events
+
+
+async def run_passes(reconciler: Reconciler, count: int = 1,
+                     target: TargetConfig = WEB) -> TargetState:
+    async with asyncio.timeout(10):
+        for _ in range(count):
+            await reconciler.run_pass([target], deadline=time.monotonic() + 5)
+        await asyncio.sleep(0.01)  # events the pass sent in the background
+    return reconciler.states[target.key]
+
+
+@pytest.mark.parametrize(
+    ("fault", "log", "replicas", "event"),
+    [
+        ("conflict->5", ["put 4 (conflict->5)", "get fresh=True", "put 6 (ok)"], 6,
+         "New size: 6"),
+        ("conflict->6", ["put 4 (conflict->6)", "get fresh=True"], 6, None),
+        ("conflict", ["put 4 (conflict)", "get fresh=True", "put 4 (ok)"], 4, "New size: 4"),
+    ],
+    ids=["redecided", "already-there", "same-count"],
+)
+async def test_a_conflict_is_decided_again_from_a_fresh_read(
+    fault: str, log: list[str], replicas: int, event: str | None,
+) -> None:
+    """A 409 means someone wrote in between: the target is read again from the server and
+    the decision made again from that count, never written over blindly (60 units want 6:
+    4 from 2, 6 from 5; from 6 there is nothing left to write)."""
+    workload = Workload(faults=[fault])
+    reconciler, events = rig(workload, depth(60))
+    state = await run_passes(reconciler)
+    assert workload.log == log
+    assert workload.replicas == replicas
+    assert state.expected_replicas == replicas
+    rescales = [message for reason, message, _ in events.sent if reason == "SuccessfulRescale"]
+    assert [m.split(";")[0] for m in rescales] == ([event] if event else [])
+    assert state.last_outcome == "ok"
+
+
+async def test_conflicts_are_bounded() -> None:
+    """A write that loses every race gives up after CONFLICT_RETRIES re-reads: the target
+    says it could not update the scale, and no intent is left (a 409 was not applied)."""
+    workload = Workload(faults=["conflict"] * (CONFLICT_RETRIES + 1))
+    reconciler, events = rig(workload, depth(60))
+    state = await run_passes(reconciler)
+    assert [line.split()[0] for line in workload.log] == ["put", "get"] * CONFLICT_RETRIES + [
+        "put"]
+    assert state.intent is None
+    assert events.reasons() == ["FailedRescale"]
+    able = next(c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE)
+    assert (able.status, able.reason) == (False, Reason.FAILED_UPDATE_SCALE)
+
+
+async def test_drift_is_reported_and_our_own_writes_are_not_drift() -> None:
+    """Replicas changed between passes without our write: a ScaleDrift Event, the drift on
+    /status and counted, and the pass decides from the new count (20 units want 2: 3 -> 2).
+    The count we wrote is no drift at the next pass."""
+    workload = Workload()
+    reconciler, events = rig(workload, depth(20))
+    await run_passes(reconciler)
+    workload.replicas, workload.version = 3, 2  # kubectl scale
+    state = await run_passes(reconciler)
+    assert state.drift == "replicas changed from 2 to 3 outside the autoscaler"
+    assert reconciler.telemetry.target(WEB.key).drift == 1
+    assert state.last_decision is not None
+    assert state.last_decision.current_replicas == 3
+    assert workload.replicas == 2
+    state = await run_passes(reconciler)
+    assert state.drift is None
+    assert [(r, warning) for r, _, warning in events.sent] == [
+        ("ScaleDrift", False), ("SuccessfulRescale", False)]
+
+
+async def test_a_target_another_autoscaler_owns_is_left_alone() -> None:
+    """Another HPA on the target: no write whatever the metrics say, the owner named on
+    /status, and one AutoscalerConflict Event however many passes it lasts."""
+    workload = Workload()
+    reconciler, events = rig(workload, depth(60),
+                             owners=Owners(owners=("HorizontalPodAutoscaler shop/web",)))
+    state = await run_passes(reconciler, 3)
+    assert workload.log == []
+    assert state.last_outcome == "blocked"
+    assert state.blocked_by == ("HorizontalPodAutoscaler shop/web",)
+    assert events.reasons() == ["AutoscalerConflict"]
+
+
+async def test_dry_run_says_what_it_would_write_and_writes_nothing() -> None:
+    """Dry-run: no PUT, a WouldScale Event with upstream's message, the would-be scale
+    counted."""
+    workload = Workload()
+    reconciler, events = rig(workload, depth(60), dry_run=True)
+    state = await run_passes(reconciler)
+    assert workload.log == []
+    [(reason, message, warning)] = events.sent
+    assert (reason, warning) == ("WouldScale", False)
+    assert message.startswith("New size: 4; reason: ")
+    assert message.endswith(" (dry-run)")
+    assert reconciler.telemetry.target(WEB.key).would_scale_events == [1, 0]
+    assert state.last_outcome == "ok"
+
+
+@pytest.mark.parametrize(
+    ("theirs", "events_sent"),
+    [(4, []), (3, ["ShadowDisagreement"])],
+    ids=["agree", "disagree"],
+)
+async def test_shadow_mode_compares_and_writes_nothing(theirs: int,
+                                                       events_sent: list[str]) -> None:
+    """Shadow mode: the HPA that owns the target keeps it; we decide, write nothing, and say
+    once when our count differs from the one it reports."""
+    [shadow] = targets("web", extra="shadow = true")
+    workload = Workload()
+    reconciler, events = rig(workload, depth(60), owners=Owners(
+        owners=("HorizontalPodAutoscaler shop/web",),
+        reported=(("HorizontalPodAutoscaler shop/web", theirs),)))
+    state = await run_passes(reconciler, 3, target=shadow)
+    assert workload.log == []
+    assert state.last_outcome == "shadow"
+    assert state.shadow is not None
+    assert (state.shadow.ours, state.shadow.theirs, state.shadow.agree) == (
+        4, theirs, theirs == 4)
+    assert events.reasons() == events_sent
+
+
+@pytest.mark.parametrize(
+    ("replicas", "extra", "log"),
+    [
+        (2, "", ["put 5 (ok)"]),
+        (8, "", []),
+        (8, ", allowScaleDown = true", ["put 5 (ok)"]),
+    ],
+    ids=["scale-up", "no-scale-down", "scale-down-allowed"],
+)
+async def test_fallback_after_enough_passes_without_valid_metrics(
+    replicas: int, extra: str, log: list[str],
+) -> None:
+    """Every metric invalid: held for failureThreshold - 1 passes, then the fallback count,
+    down only when allowed."""
+    [target] = targets("web", extra=f"fallback = {{ failureThreshold = 3, replicas = 5{extra} }}")
+    workload = Workload(replicas=replicas)
+    reconciler, events = rig(workload, MetricUnavailable(reason="no series"))
+    state = await run_passes(reconciler, 2, target=target)
+    assert workload.log == []
+    assert not state.fallback_active
+    state = await run_passes(reconciler, 1, target=target)
+    assert workload.log == log
+    assert state.fallback_active
+    assert state.consecutive_invalid == 3
+    if log:
+        assert any(message.startswith("New size: 5; reason: fallback after 3 passes")
+                   for _, message, _ in events.sent)
