@@ -44,6 +44,7 @@ from autoscaler.algorithm import (
 from autoscaler.algorithm.activation import decide_with_zero
 from autoscaler.algorithm.fallback import fallback_replicas
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.record import record
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
@@ -124,6 +125,9 @@ class Reconciler:
         self.telemetry = telemetry
         self.clock = clock
         self.states: dict[str, TargetState] = {}
+        # A target that cannot be read fails the same way every pass: its warning is said
+        # when it starts, changes or ends, and every few minutes in between.
+        self.unreadable = RepeatedWarnings(log)
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
         self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
@@ -197,7 +201,9 @@ class Reconciler:
     def _observe_timed_out(self, target: TargetConfig, budget: float) -> None:
         message = (f"reading the target did not finish within the pass's {budget:.1f}s "
                    "for observation; skipped this pass")
-        log.warning("target skipped", target=target.key, reason=message)
+        self.unreadable.warn(target.key, "target skipped", target=target.key,
+                             reason="reading the target did not finish within the pass's "
+                                    "time for observation", budget_seconds=round(budget, 1))
         self.telemetry.errors.labels(reason="observe_timeout").inc()
         self.report.fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
 
@@ -222,7 +228,8 @@ class Reconciler:
             scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
                                                 fresh=state.intent is not None)
         except Exception as error:  # any adapter fault: this target only, this pass only
-            log.warning("cannot read the target's scale", target=target.key, error=str(error))
+            self.unreadable.warn(target.key, "cannot read the target's scale", target=target.key,
+                                 reason=str(error))
             self.report.fail(
                 state, target, Reason.FAILED_GET_SCALE,
                 f"the autoscaler was unable to get the target's current scale: {error}")
@@ -248,18 +255,25 @@ class Reconciler:
             self._check_drift(state, target, scale.spec_replicas)
         state.blocked_by = () if target.shadow else owners
         if state.blocked_by:
+            self._readable_again(target)
             self._blocked(state, target, scale)
             return None
         try:
             pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
         except Exception as error:  # namespace not synced yet, or a selector we cannot parse
-            log.warning("cannot list the target's pods", target=target.key, error=str(error))
+            self.unreadable.warn(target.key, "cannot list the target's pods", target=target.key,
+                                 reason=str(error))
             self.report.fail(state, target, Reason.FAILED_GET_SCALE,
                              f"the pods of the target cannot be listed yet: {error}")
             return None
+        self._readable_again(target)
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
                          pause=pause_of(target, scale.annotations))
+
+    def _readable_again(self, target: TargetConfig) -> None:
+        if self.unreadable:  # only while some target is unreadable: a calm pass pays nothing
+            self.unreadable.clear(target.key, "target readable again", target=target.key)
 
     def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
         expected = state.expected_replicas

@@ -27,6 +27,7 @@ from autoscaler.errors import (
     ThrottledError,
 )
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.conditions import rescaled
 from autoscaler.runtime.intents import put_on_record
 from autoscaler.runtime.landed import count_scale
@@ -81,6 +82,9 @@ class ScaleWriter:
     def __init__(self, *, scales: ScalePort, report: Reporter, telemetry: DaemonMetrics,
                  clock: Callable[[], float] = time.time) -> None:
         self.scales, self.report, self.telemetry, self.clock = scales, report, telemetry, clock
+        # A write that fails the same way every pass is said when it starts, changes or
+        # ends, and every few minutes in between (its Event and condition say it each time).
+        self.failing = RepeatedWarnings(log)
 
     async def write(self, write: ScaleWrite, options: ReconcileOptions) -> None:
         target, state, desired = write.target, write.state, write.desired
@@ -102,6 +106,8 @@ class ScaleWriter:
             return
         state.intent = None
         state.write_not_before = None
+        if self.failing:
+            self.failing.clear(target.key, "scale write succeeded again")
         if previous == desired:
             return  # after a conflict the target already has the count we want
         self._landed(target, state, previous=previous, new=desired, options=options)
@@ -145,7 +151,7 @@ class ScaleWriter:
             state.intent = None
         if isinstance(error, ThrottledError) and error.retry_after is not None:
             state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
-        log.warning("scale write failed", desired=desired, error=str(error))
+        self.failing.warn(target.key, "scale write failed", reason=str(error), desired=desired)
         self.telemetry.errors.labels(reason="update_scale").inc()
         self.report.fail(state, target, Reason.FAILED_UPDATE_SCALE,
                          f"the autoscaler was unable to update the target scale: {error}")

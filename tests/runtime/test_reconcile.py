@@ -11,16 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from autoscaler.algorithm import ConditionType, MetricUnavailable, MetricValues, Reason
-from autoscaler.config import TargetConfig
+from autoscaler.config import ScaleTargetRef, TargetConfig
+from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.runtime.writes import CONFLICT_RETRIES
-from tests.runtime.doubles import Depths, Events, NoPods, Owners, Workload, depth, targets
+from tests.runtime.doubles import (
+    Depths,
+    Events,
+    FixedScale,
+    NoPods,
+    Owners,
+    Workload,
+    depth,
+    targets,
+)
 
 [WEB] = targets("web")
 
@@ -183,3 +196,54 @@ async def test_fallback_after_enough_passes_without_valid_metrics(
     if log:
         assert any(message.startswith("New size: 5; reason: fallback after 3 passes")
                    for _, message, _ in events.sent)
+
+
+@dataclass
+class Unreadable(Workload):
+    """A workload the caches do not hold, whose next ``failing`` reads fail."""
+
+    failing: int = 0
+
+    def cached_scale(self, namespace: str, ref: ScaleTargetRef) -> None:
+        return None
+
+    async def get_scale(self, namespace: str, ref: ScaleTargetRef, *,
+                        fresh: bool = False) -> FixedScale:
+        if self.failing:
+            self.failing -= 1
+            raise TransientError("HTTP 500: etcd leader changed")
+        return await super().get_scale(namespace, ref, fresh=fresh)
+
+
+def said(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(entry["log_level"], entry["event"]) for entry in logs]
+
+
+async def test_a_target_that_cannot_be_read_is_said_once_and_when_it_ends() -> None:
+    """Its scale unreadable for four passes: one warning (each pass still fails the target
+    and sends its Event), then one line when it reads again."""
+    workload = Unreadable(failing=4)
+    reconciler, events = rig(workload, depth(20))
+    with capture_logs() as logs:
+        state = await run_passes(reconciler, 4)
+        assert state.last_outcome == "error"
+        assert events.reasons() == ["FailedGetScale"] * 4
+        state = await run_passes(reconciler, 2)
+    assert state.last_outcome == "ok"
+    assert said(logs) == [("warning", "cannot read the target's scale"),
+                          ("info", "target readable again")]
+    assert logs[0]["reason"] == "HTTP 500: etcd leader changed"
+
+
+async def test_a_write_that_keeps_failing_is_said_once_and_when_it_ends() -> None:
+    """PUT /scale failing for three passes: one warning (each pass still sends its
+    FailedRescale Event), then one line when a write lands."""
+    workload = Workload(faults=["lost"] * 3)
+    reconciler, events = rig(workload, depth(60))
+    with capture_logs() as logs:
+        await run_passes(reconciler, 4)
+    assert events.reasons() == ["FailedRescale"] * 3 + ["SuccessfulRescale"]
+    warnings = [event for level, event in said(logs) if level == "warning"]
+    assert warnings == ["scale write failed"]
+    assert ("info", "scale write succeeded again") in said(logs)
+    assert workload.replicas == 4
