@@ -1,7 +1,8 @@
 """Durations as the config spells them: ``"15s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or seconds.
 
 The text form follows Go's ``time.ParseDuration`` (which Kubernetes flags use) minus the
-units below a millisecond; a bare number is a count of seconds. Negative durations are
+units below a millisecond, plus Prometheus's days and weeks (``"7d"``, ``"1w"``: a weekly
+season reads as one); a bare number is a count of seconds. Negative durations are
 rejected here, so callers only check their own upper and lower bounds.
 """
 
@@ -12,9 +13,9 @@ import re
 
 from autoscaler.config.issues import quote
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
-_WHOLE = re.compile(r"^(?:(?:\d+(?:\.\d+)?|\.\d+)(?:ms|s|m|h|d))+$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d|w)")
+_WHOLE = re.compile(r"^(?:(?:\d+(?:\.\d+)?|\.\d+)(?:ms|s|m|h|d|w))+$")
 
 
 class DurationError(ValueError):

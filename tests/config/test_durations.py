@@ -11,8 +11,8 @@ from autoscaler.config.durations import DurationError, format_duration, parse_du
 
 @pytest.mark.parametrize(("value", "seconds"), [
     ("15s", 15.0), ("5m", 300.0), ("1h30m", 5400.0), ("250ms", 0.25), ("1.5s", 1.5),
-    ("1d", 86400.0), (" 2m ", 120.0), (15, 15.0), (0.5, 0.5), (0, 0.0),
-], ids=["s", "m", "h-m", "ms", "fraction", "d", "padded", "int", "float", "zero"])
+    ("1d", 86400.0), ("1w", 604800.0), (" 2m ", 120.0), (15, 15.0), (0.5, 0.5), (0, 0.0),
+], ids=["s", "m", "h-m", "ms", "fraction", "d", "w", "padded", "int", "float", "zero"])
 def test_parses(value: object, seconds: float) -> None:
     """Text with units and plain numbers of seconds both parse."""
     assert parse_duration(value) == seconds
