@@ -26,7 +26,7 @@ from autoscaler.config import load_config
 from autoscaler.config.durations import parse_duration
 from autoscaler.simulate.engine import Scenario, simulate
 from autoscaler.simulate.options import build_settings, load_workload_file
-from autoscaler.simulate.report import Summary, format_duration, summarize
+from autoscaler.simulate.report import Summary, format_elapsed, summarize
 from autoscaler.simulate.trace import load_trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "config" / "examples" / "simulate"
@@ -76,10 +76,10 @@ def main() -> None:
     for name in ("week.csv", "noise.csv"):
         results = [(s.label, *run(s, name, args.repeat)) for s in (reactive, predictive)]
         for label, summary, seconds, cpu in results:
-            print(f"| {name} | {label} | {format_duration(summary.beyond_tolerance_seconds)} "
-                  f"| {format_duration(summary.over_target_seconds)} "
+            print(f"| {name} | {label} | {format_elapsed(summary.beyond_tolerance_seconds)} "
+                  f"| {format_elapsed(summary.over_target_seconds)} "
                   f"| +{summary.max_over_target_percent:.1f}% | {summary.replica_hours:.1f} "
-                  f"| {summary.scale_events} | {format_duration(summary.forecast_used_seconds)} "
+                  f"| {summary.scale_events} | {format_elapsed(summary.forecast_used_seconds)} "
                   f"| {seconds:.2f} | {cpu:.2f} |")
         (_, base, _, _), (_, pred, _, _) = results
         cut = 1 - pred.beyond_tolerance_seconds / base.beyond_tolerance_seconds \

@@ -19,7 +19,6 @@ on the command line override it::
 
 from __future__ import annotations
 
-import math
 import re
 import time
 import tomllib
@@ -29,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.algorithm import Milli, QuantityError, parse_milli
+from autoscaler.config.durations import DurationError
+from autoscaler.config.durations import parse_duration as config_parse_duration
 from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.trace import Interpolation, parse_time
 from autoscaler.simulate.workload import WorkloadModel
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?|\.\d+")
 _KEYS = (
     "capacity", "startup", "readiness", "termination", "replicas", "metricWindow",
     "saturation", "requests", "interpolation",
@@ -48,19 +48,15 @@ class SimulateSettings:
 
 
 def parse_duration(text: str | float, *, what: str) -> float:
-    """``90``, ``1.5``, ``30s``, ``5m``, ``1h30m``, ``7d``: seconds, non-negative."""
-    if isinstance(text, str) and re.fullmatch(f"(?:{_DURATION.pattern})+", text.strip()):
-        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(text.strip()))
-    else:
-        try:
-            seconds = float(text) if not isinstance(text, bool) else math.nan
-        except (TypeError, ValueError):
-            seconds = math.nan
-    if math.isnan(seconds) or math.isinf(seconds):
-        raise SimulationError(f"{what}: expected a duration such as 30s, 5m or 1h30m, got {text!r}")
-    if seconds < 0:
-        raise SimulationError(f"{what}: a duration cannot be negative, got {text!r}")
-    return seconds
+    """``90``, ``1.5``, ``30s``, ``5m``, ``1h30m``, ``7d``: seconds, non-negative. The
+    config's duration rule, and a number given as text (a flag's value) is seconds too."""
+    value: object = text.strip() if isinstance(text, str) else text
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        value = float(value)
+    try:
+        return config_parse_duration(value)
+    except DurationError as error:
+        raise SimulationError(f"{what}: {error}") from None
 
 
 def parse_instant(text: str, *, what: str, now: float | None = None) -> float:

@@ -27,6 +27,7 @@ from typing import Any
 
 from autoscaler.algorithm.behavior import tolerances_for
 from autoscaler.simulate.engine import Row, Timeline
+from autoscaler.terminal import columns
 
 OVER = 1.0 + 1e-9  # float noise at exactly on-target must not count as over
 
@@ -199,7 +200,7 @@ def _cell(summary: Summary, attribute: str | None, fmt: str | None) -> str:
     value = getattr(summary, attribute)
     if fmt is None:  # a duration
         share = 100 * value / (summary.hours * 3600) if summary.hours else 0.0
-        return f"{format_duration(value)} ({share:.1f}%)"
+        return f"{format_elapsed(value)} ({share:.1f}%)"
     return fmt.format(value)
 
 
@@ -207,13 +208,12 @@ def render_table(summaries: Sequence[Summary]) -> str:
     header = ["", *(s.label for s in summaries)]
     rows = _TABLE + (_PREDICTION_TABLE if any(s.predictive for s in summaries) else ())
     body = [[label, *(_cell(s, attr, fmt) for s in summaries)] for label, attr, fmt in rows]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-             for line in [header, *body]]
-    return "\n".join(lines)
+    return columns([header, *body], gap="  ")
 
 
-def format_duration(seconds: float) -> str:
+def format_elapsed(seconds: float) -> str:
+    """Whole seconds as ``1h05m03s``, minutes and seconds padded so a column of them reads
+    like a clock (the config's ``format_duration`` is the exact form a config takes)."""
     whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)

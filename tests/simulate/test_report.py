@@ -10,7 +10,7 @@ import pytest
 
 from autoscaler.algorithm import Behavior, ScalingRules
 from autoscaler.simulate.report import (
-    format_duration,
+    format_elapsed,
     render_table,
     summarize,
     write_summary,
@@ -110,4 +110,4 @@ def test_summary_file_and_table(tmp_path: Path) -> None:
 )
 def test_durations_read_naturally(seconds: float, text: str) -> None:
     """Durations in the table are h/m/s, not raw seconds."""
-    assert format_duration(seconds) == text
+    assert format_elapsed(seconds) == text
