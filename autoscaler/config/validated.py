@@ -131,7 +131,8 @@ class MetricQuery:
     """An Object or External answer with no series: invalid (hold), or read as 0."""
     history_query: str | None = None
     """``prediction.historyQuery``: the PromQL template whose range query gives the metric's
-    past totals (``None``: derived from ``query``, see ``adapters/prometheus/history.py``)."""
+    past totals (``None``: derived from ``query``; see
+    ``adapters/prometheus/metric_history.py``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

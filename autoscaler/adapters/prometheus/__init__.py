@@ -6,12 +6,12 @@ adapter implements the runtime's ``MetricsPort``; ``history`` its ``HistoryPort`
 ``client`` (thread pool, retries, auth), ``transport`` (one query's HTTP, bounded in bytes,
 series, time and redirects), ``queries`` (PromQL text), ``batch`` (dedup and split),
 ``parse`` (shapes and values), ``kube_requests`` (requests from kube-state-metrics),
-``source`` (the pass), ``history`` (a metric's past totals, for the forecaster).
+``source`` (the pass), ``metric_history`` (a metric's past totals, for the forecaster).
 """
 
 from autoscaler.adapters.prometheus.client import RetryPolicy
-from autoscaler.adapters.prometheus.history import HistoryRequest
 from autoscaler.adapters.prometheus.inputs import QuerySettings, ServerSettings, TargetRequest
+from autoscaler.adapters.prometheus.metric_history import HistoryRequest
 from autoscaler.adapters.prometheus.source import PrometheusSource
 
 __all__ = [

@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from autoscaler.adapters.prometheus.history import HistoryRequest
 from autoscaler.adapters.prometheus.inputs import TargetRequest
+from autoscaler.adapters.prometheus.metric_history import HistoryRequest
 from autoscaler.adapters.prometheus.source import PrometheusSource
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 

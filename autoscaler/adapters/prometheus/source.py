@@ -22,14 +22,14 @@ import structlog
 from autoscaler.adapters.prometheus import batch
 from autoscaler.adapters.prometheus.batch import Answer, Answers, Plan, QueryKey, Slot
 from autoscaler.adapters.prometheus.client import PrometheusClient, RetryPolicy
-from autoscaler.adapters.prometheus.history import (
+from autoscaler.adapters.prometheus.inputs import ServerSettings, TargetRequest
+from autoscaler.adapters.prometheus.kube_requests import fold_requests
+from autoscaler.adapters.prometheus.metric_history import (
     HistoryRequest,
     Point,
     history_promql,
     parse_matrix,
 )
-from autoscaler.adapters.prometheus.inputs import ServerSettings, TargetRequest
-from autoscaler.adapters.prometheus.kube_requests import fold_requests
 from autoscaler.adapters.prometheus.parse import (
     Freshness,
     check_series_count,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.prometheus import HistoryRequest, PrometheusSource
-from autoscaler.adapters.prometheus.history import history_promql, parse_matrix
+from autoscaler.adapters.prometheus.metric_history import history_promql, parse_matrix
 from autoscaler.algorithm import MetricSourceType
 from autoscaler.errors import BadDataError, BadQueryError
 from tests.adapters.prometheus.support import prom_server, spec
