@@ -27,6 +27,7 @@ from autoscaler.algorithm import (
     record_scale_event,
 )
 from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
+from autoscaler.config.validated import DEFAULT_SYNC_PERIOD
 from autoscaler.record import record
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.errors import SimulationError
@@ -50,7 +51,7 @@ class Scenario:
     spec: AutoscalerSpec
     model: WorkloadModel
     settings: AlgorithmSettings = field(default_factory=AlgorithmSettings)
-    sync_period: float = 15.0
+    sync_period: float = DEFAULT_SYNC_PERIOD
     windows: tuple[float, ...] = ()
     """Each metric's query window from the daemon's config, aligned with ``spec.metrics``."""
     schedules: tuple[Schedule, ...] = ()
