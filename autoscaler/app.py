@@ -446,8 +446,9 @@ class Daemon:
 
     def _target_status(self, target: TargetConfig) -> dict[str, Any]:
         """The target's /status body; its bounds from the config while no decision says
-        them (a target paused or unreadable since the start)."""
-        body = self.reconciler.state(target.key).to_json()
+        them (a target paused or unreadable since the start). A dry run writes nothing, so
+        its conditions say what a pass would write, as ``plan``'s do."""
+        body = self.reconciler.state(target.key).to_json(planned=self.config.daemon.dry_run)
         body.setdefault("minReplicas", target.spec.min_replicas)
         body.setdefault("maxReplicas", target.spec.max_replicas)
         return body

@@ -98,8 +98,8 @@ class TargetState:
     """The models over ``forecasts`` (``runtime/prediction.py``); rebuilt after a restore."""
 
     def to_json(self, *, planned: bool = False) -> dict[str, Any]:
-        """The ``/status`` body for this target; ``planned``: nothing was written (``plan``),
-        so the conditions say what a pass would do rather than what it did."""
+        """The ``/status`` body for this target; ``planned``: nothing was written (``plan``,
+        a dry run), so the conditions say what a pass would do rather than what it did."""
         decision = self.last_decision
         body: dict[str, Any] = {
             "target": self.key,
@@ -194,8 +194,8 @@ def condition_json(condition: StatusCondition) -> dict[str, Any]:
 
 
 def would_conditions(conditions: list[dict[str, Any]], decision: Decision) -> list[dict[str, Any]]:
-    """In a plan nothing is written: a decision to rescale is said as what would happen,
-    in place of upstream's AbleToScale text for a target at rest."""
+    """In a plan or a dry run nothing is written: a decision to rescale is said as what
+    would happen, in place of upstream's AbleToScale text for a target at rest."""
     if not decision.rescale:
         return conditions
     message = f"would rescale {decision.current_replicas} -> {decision.desired_replicas}"

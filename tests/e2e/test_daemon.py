@@ -149,12 +149,17 @@ async def test_prometheus_outage_holds_and_never_scales_down(rig: Rig, tmp_path:
 
 
 async def test_dry_run_decides_but_never_writes(rig: Rig, tmp_path: Path) -> None:
-    """--dry-run: the decision is exported and evented as WouldScale; /scale is never written."""
+    """--dry-run: the decision is exported and evented as WouldScale, and /status's
+    AbleToScale says what would be written (not upstream's text for a target at rest); /scale
+    is never written."""
     rig.load.demand = 800
     with daemon(config(rig, tmp_path), tmp_path, extra_args=("--dry-run",)) as proc:
         await eventually(lambda: proc.target().get("desiredReplicas") == 4, timeout=40,
                          what="a would-be decision")
         await asyncio.sleep(2)
+        able = next(c for c in proc.target()["conditions"] if c["type"] == "AbleToScale")
+        assert (able["reason"], able["message"].split(":")[0]) == (
+            "WouldScale", "would rescale 2 -> 4")
         assert replicas(rig) == 2
         assert rig.api.count(verb="update", resource="deployments/scale") == 0
         events = rig.api.store.list(("", "events"), "default")
