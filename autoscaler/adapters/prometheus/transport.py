@@ -279,7 +279,7 @@ def _decode(body: bytearray, exchange: Exchange,
         if document["status"] != "success":
             raise TypeError
         return document["data"]["result"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # deep nesting: garbage too
         raise BadDataError(f"{exchange.url} answered with something that is not Prometheus "
                            "query JSON") from None
 

@@ -360,3 +360,17 @@ async def test_insecure_skip_verify_warns_once_by_name(tmp_path: Path) -> None:
     said = [entry for entry in logs if "insecureSkipVerify" in entry["event"]]
     assert [(e["log_level"], e["server"]) for e in said] == [("warning", "tls")]
     assert not [w for w in raised if "Unverified HTTPS" in str(w.message)]
+
+
+async def test_a_deeply_nested_answer_is_bad_data_without_a_traceback() -> None:
+    """A 10 KB answer of 5,000 nested arrays (under maxSeries' byte threshold, so never
+    counted) makes json.loads raise RecursionError: it is "not Prometheus query JSON" like
+    any other garbage, not an unexpected error logged with a traceback every pass."""
+    body = (b'{"status":"success","data":{"resultType":"vector","result":['
+            + b"[" * 5000 + b"]" * 5000 + b"]}}")
+    with HostileServer(answering(Answer(body=body))) as server:
+        value, _, logs = await fetch(server.url)
+    assert isinstance(value, MetricUnavailable)
+    assert "unexpected" not in value.reason, value.reason
+    assert not [entry for entry in logs if "exc_info" in entry or entry["log_level"] in (
+        "error", "critical", "exception")]
