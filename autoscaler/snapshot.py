@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -145,8 +146,8 @@ def decode(data: bytes) -> Snapshot:
     if not isinstance(targets, dict):
         raise StateFormatError("state has no 'targets' object")
     try:
-        saved_at = float(body.get("savedAt", 0.0))
-    except (TypeError, ValueError) as error:
+        saved_at = _time(body.get("savedAt", 0.0))
+    except (TypeError, ValueError, OverflowError) as error:
         raise StateFormatError(f"state has a malformed savedAt: {error}") from error
     return Snapshot(
         targets={str(key): _target_from_json(value) for key, value in targets.items()},
@@ -187,10 +188,31 @@ _CHUNK = 1024 * 1024
 
 
 def _json(text: bytes | bytearray) -> Any:
+    # ValueError covers malformed JSON, bad UTF-8 and an integer past Python's 4,300 digits.
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:
         raise StateFormatError(f"state is not JSON: {error}") from error
+
+
+_INT32 = 2**31 - 1
+
+
+def _count(raw: Any) -> int:
+    """A replica count or change as Kubernetes holds one (int32), or ``ValueError``."""
+    value = int(raw)  # an infinity raises OverflowError, a ValueError's sibling: see callers
+    if not -_INT32 - 1 <= value <= _INT32:
+        raise ValueError(f"{value:.3g} is beyond int32")
+    return value
+
+
+def _time(raw: Any) -> float:
+    """A finite number (a Unix time, a forecast value), or ``ValueError`` (an event at +inf
+    would hold scale-downs forever and never be pruned)."""
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"the time {value} is not finite")
+    return value
 
 
 _NO_ZERO = ZeroMemory()
@@ -207,20 +229,20 @@ def _short(value: float) -> float:
 
 def _series_from_json(raw: Any) -> Series:
     step, first, values, open_index, open_sum, open_count = raw
-    step = float(step)
+    step = _time(step)
     if not step > 0 or not isinstance(values, list):
         raise ValueError(f"a forecast history needs a positive step and a list, got {raw!r:.80}")
     return Series(step=step, first=int(first),
-                  values=tuple(None if v is None else float(v) for v in values),
+                  values=tuple(None if v is None else _time(v) for v in values),
                   open_index=None if open_index is None else int(open_index),
-                  open_sum=float(open_sum), open_count=int(open_count))
+                  open_sum=_time(open_sum), open_count=int(open_count))
 
 
 def _target_from_json(value: Any) -> SavedTarget:
     try:
         history = History(
             recommendations=tuple(
-                Recommendation(replicas=int(r), timestamp=float(t)) for r, t in value["r"]
+                Recommendation(replicas=_count(r), timestamp=_time(t)) for r, t in value["r"]
             ),
             scale_up_events=tuple(_event(e) for e in value["u"]),
             scale_down_events=tuple(_event(e) for e in value["d"]),
@@ -228,23 +250,23 @@ def _target_from_json(value: Any) -> SavedTarget:
         intent = None
         if value.get("w") is not None:
             previous, desired, version, at = value["w"]
-            intent = Intent(previous=int(previous), desired=int(desired),
-                            resource_version=str(version), at=float(at))
+            intent = Intent(previous=_count(previous), desired=_count(desired),
+                            resource_version=str(version), at=_time(at))
         zero = _NO_ZERO
         if value.get("z") is not None:
             scaled, last_active = value["z"]
             zero = ZeroMemory(scaled_to_zero=scaled is True,
-                              last_active=None if last_active is None else float(last_active))
+                              last_active=None if last_active is None else _time(last_active))
         forecasts = {str(key): _series_from_json(raw)
                      for key, raw in (value.get("f") or {}).items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         raise StateFormatError(f"state has a malformed history: {error!r}") from error
     return SavedTarget(history=history, intent=intent, zero=zero, forecasts=forecasts)
 
 
 def _event(raw: Any) -> ScaleEvent:
     change, timestamp, outdated = raw
-    return ScaleEvent(change=int(change), timestamp=float(timestamp), outdated=bool(outdated))
+    return ScaleEvent(change=_count(change), timestamp=_time(timestamp), outdated=bool(outdated))
 
 
 def set_aside_name(name: str, now: float) -> str:

@@ -155,3 +155,30 @@ async def test_memory_store_round_trip() -> None:
     assert await store.load() is None
     await store.save(encode(SNAPSHOT))
     assert await store.load() == SNAPSHOT
+
+
+OUT_OF_RANGE = [
+    b'{"version": 2, "targets": {"a": {"r": [[1e400, 1.7e9]], "u": [], "d": []}}}',
+    b'{"version": 2, "targets": {"a": {"r": [], "u": [[Infinity, 1.7e9, false]], "d": []}}}',
+    b'{"version": 2, "targets": {}, "savedAt": ' + b"1" * 5000 + b"}",
+    b'{"version": 2, "targets": {"a": {"r": [], "u": [], "d": [[1, Infinity, false]]}}}',
+    b'{"version": 2, "targets": {"a": {"r": [[3, NaN]], "u": [], "d": []}}}',
+    b'{"version": 2, "targets": {"a": {"r": [[1e30, 1.7e9]], "u": [], "d": []}}}',
+    b'{"version": 2, "targets": {}, "savedAt": NaN}',
+]
+
+
+@pytest.mark.parametrize("body", OUT_OF_RANGE, ids=[
+    "replicas-1e400", "event-change-infinity", "5000-digit-number", "event-time-infinity",
+    "recommendation-time-nan", "replicas-beyond-int32", "saved-at-nan"])
+async def test_a_state_with_out_of_range_numbers_is_set_aside(
+    tmp_path: Path, body: bytes,
+) -> None:
+    """Numbers JSON reads but a history cannot hold (an infinity or NaN, a count beyond
+    int32, a 5,000-digit integer) make the state undecodable: set aside, never an exception
+    that ends the restore, never an event stamped +inf that would hold scale-downs forever."""
+    path = tmp_path / "state"
+    path.write_bytes(gzip.compress(body))
+    with pytest.raises(StateSetAsideError):
+        await FileStateStore(path).load()
+    assert not path.exists()

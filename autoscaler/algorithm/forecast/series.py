@@ -40,7 +40,10 @@ class Series:
 
 def observe(series: Series, *, at: float, value: float, keep: int) -> Series:
     """``series`` with ``value`` read at ``at``; a reading older than the open bucket is
-    ignored (a clock that stepped back must not rewrite history)."""
+    ignored (a clock that stepped back must not rewrite history), and so is one that is not
+    finite (a total that overflowed is no reading, and could not be persisted)."""
+    if not math.isfinite(value):
+        return series
     index = series.bucket(at)
     opened = series.open_index
     if opened is not None and index == opened:

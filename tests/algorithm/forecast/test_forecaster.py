@@ -83,3 +83,11 @@ def test_the_predictor_records_only_valid_readings() -> None:
     series, = predictor.series.values()
     assert series.values == (5.0, None)
     assert predictor.startup == 30.0
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan], ids=str)
+def test_a_reading_that_is_not_finite_is_left_out(value: float) -> None:
+    """A total that overflowed (or NaN) is no reading: the series is unchanged, so what is
+    persisted always decodes (a state holding an infinity is set aside)."""
+    series = fill([100.0, 110.0])
+    assert observe(series, at=2 * STEP, value=value, keep=1000) == series
