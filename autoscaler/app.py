@@ -273,7 +273,7 @@ class Daemon:
     async def _restore(self) -> None:
         """Read the history (retrying as long as it takes), then let passes run."""
         self.history_read.clear()
-        restored = await self.keeper.restore([t.key for t in self.scheduler_targets])
+        restored = await self.keeper.restore(lambda: [t.key for t in self.scheduler_targets])
         log.info("history restored", store=self.keeper.store.description,
                  targets=restored.targets, removed_targets_kept=restored.retired,
                  clean_stop=restored.clean)

@@ -20,13 +20,19 @@ One place owns each rule about the ``StateStore``:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_not_exception_type,
+    wait_exponential_jitter,
+)
 
 from autoscaler.errors import StateSetAsideError, StateUnavailableError
 from autoscaler.runtime.ports import StateStore
@@ -86,29 +92,34 @@ class HistoryKeeper:
 
     # --- reading ----------------------------------------------------------------------
 
-    async def restore(self, keys: Collection[str]) -> Restored:
-        """Read the store (retrying transient failures with backoff, indefinitely: cancel
-        the task to give up), apply it to the targets in ``keys``, keep the others."""
+    async def restore(self, keys: Collection[str] | Callable[[], Collection[str]]) -> Restored:
+        """Read the store (retrying failures with backoff, indefinitely: cancel the task to
+        give up), apply it to the targets in ``keys``, keep the others.
+
+        ``keys`` may be a function: it is called once the read is done, so a reload while the
+        read was retried gives the targets configured by then their history.
+        """
         self.restored.clear()
         set_aside: StateSetAsideError | None = None
         snapshot: Snapshot | None
         try:
-            snapshot = await self._retrying(self.store.load)
+            snapshot = await self._retrying(self.store.load, doing="read")
         except StateSetAsideError as error:
             set_aside, snapshot = error, None
-        keys = set(keys)
+        # No await from here to the end of the loop: the keys are applied as they are now.
+        current = set(keys() if callable(keys) else keys)
         clean = snapshot is not None and snapshot.clean
         saved = dict(snapshot.targets) if snapshot is not None else {}
-        for key in keys:
+        for key in current:
             state = self._states.setdefault(key, TargetState(key=key))
             self._apply(state, saved.get(key), bridge_gap=not clean)
         self._retired = {key: _Retired(saved=entry, bridge_gap=not clean)
-                         for key, entry in saved.items() if key not in keys}
+                         for key, entry in saved.items() if key not in current}
         if clean:
             # In use from now on: a crash must not leave a store that claims a clean stop.
-            await self._retrying(self._mark_in_use)
+            await self._retrying(self._mark_in_use, doing="mark in use")
         self.restored.set()
-        return Restored(targets=len(keys & saved.keys()), retired=len(self._retired),
+        return Restored(targets=len(current & saved.keys()), retired=len(self._retired),
                         clean=clean, set_aside=set_aside)
 
     async def _mark_in_use(self) -> None:
@@ -118,19 +129,23 @@ class HistoryKeeper:
         """Leadership lost: the store is someone else's to write until read again."""
         self.restored.clear()
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, call: Callable[[], Awaitable[T]], *, doing: str) -> T:
+        """``call`` until it succeeds, with backoff. Any failure but a set-aside store is
+        retried: a 500, a timeout or a full disk pass, and a 403 is mended by granting the
+        role while the daemon waits (it neither scales nor writes meanwhile: /status says
+        ``restored: false``); giving up would leave a leader that never acts."""
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type(StateUnavailableError), wait=self._wait,
-            before_sleep=self._report_retry, reraise=True)
+            retry=retry_if_not_exception_type(StateSetAsideError), wait=self._wait,
+            before_sleep=functools.partial(self._report_retry, doing=doing), reraise=True)
         return await retrying(call)
 
-    def _report_retry(self, retry_state: RetryCallState) -> None:
+    def _report_retry(self, retry_state: RetryCallState, *, doing: str) -> None:
         error = retry_state.outcome.exception() if retry_state.outcome else None
         self.read_failures += 1
-        self.last_error = str(error)
+        self.last_error = f"{doing}: {error}"
         log.warning("cannot reach the saved history; retrying, and neither scaling nor "
-                    "writing it meanwhile", store=self.store.description, error=str(error),
-                    attempt=retry_state.attempt_number,
+                    "writing it meanwhile", doing=doing, store=self.store.description,
+                    error=str(error), attempt=retry_state.attempt_number,
                     retry_in=round(retry_state.upcoming_sleep, 2))
 
     @staticmethod

@@ -344,3 +344,56 @@ async def test_sigterm_during_a_dripping_prometheus_answer_exits_in_bounded_time
             assert code == 0
             assert took < 20 + 2
     assert (tmp_path / "state").exists()
+
+
+async def test_a_target_added_by_a_reload_while_the_history_is_read_gets_its_history(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """The next daemon starts without the target, and a SIGHUP adds it back while the state
+    ConfigMap's read is still being retried. Once read, the target gets its saved scale
+    events (no second step down within the 20 s policy period), not an empty history while
+    its saved one waits among the removed targets."""
+    text = without_state_file(config(rig, tmp_path, behavior=DOWN_ONE_POD_PER_20S,
+                                     extra_daemon=LEADER_ELECTION), tmp_path)
+    rig.api.create_deployment("default", "other", replicas=1, labels={"app": "other"})
+    await six_ready_pods(rig)
+    with daemon(text, tmp_path, name="first") as first:
+        stepped = await scaled_down_once(rig)
+        assert await first.stop_async() == 0
+    head, _, tail = text.partition("[[autoscaler]]")
+    without_web = head + "[[autoscaler]]" + tail.replace('name = "web"', 'name = "other"')
+    failing = rig.api.fail_next(4, verb="get", resource="configmaps")
+    with daemon(without_web, tmp_path, name="second") as second:
+        await eventually(lambda: failing.remaining <= 3, timeout=20, interval=0.05,
+                         what="the first failed read of the history")
+        assert second.process is not None
+        second.config.write_text(second.config.read_text().replace('name = "other"',
+                                                                   'name = "web"'))
+        second.process.send_signal(signal.SIGHUP)
+        await eventually(lambda: any(e.get("event") == "config reloaded"
+                                     for e in second.logs()), timeout=10, interval=0.05,
+                         what="the reload")
+        assert failing.remaining > 0, "the history was read before the reload (timing)"
+        await eventually(lambda: second.target().get("lastOutcome") == "ok", timeout=30,
+                         what="a pass after the history is read")
+        await hold(lambda: replicas(rig) == 5, until=stepped + 18,
+                   what="a second step down inside the policy's 20 s period")
+
+
+async def test_a_failed_in_use_mark_after_a_failover_is_retried(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """After a clean stop the next leader marks the ConfigMap in use before acting. If that
+    one PUT fails (HTTP 500), it is retried like the read, not raised out of the restore
+    (which left the daemon leading, unhealthy and never scaling)."""
+    text = without_state_file(config(rig, tmp_path, behavior=DOWN_ONE_POD_PER_20S,
+                                     extra_daemon=LEADER_ELECTION), tmp_path)
+    await six_ready_pods(rig)
+    with daemon(text, tmp_path, name="first") as first:
+        await scaled_down_once(rig)
+        assert await first.stop_async() == 0
+    rig.api.fail_next(1, verb="update", resource="configmaps")
+    with daemon(text, tmp_path, name="second") as second:
+        await eventually(lambda: replicas(rig) == 4, timeout=40,
+                         what="the next step down after the failover")
+        assert "background task died" not in second.log_path.read_text()

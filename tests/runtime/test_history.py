@@ -10,7 +10,7 @@ import pytest
 from tenacity import wait_none
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.errors import StateSetAsideError, StateUnavailableError
+from autoscaler.errors import StateSetAsideError, StateUnavailableError, TransientError
 from autoscaler.runtime.history import RETAIN_REMOVED, HistoryKeeper
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import Intent, SavedTarget, Snapshot, decode
@@ -207,3 +207,56 @@ async def test_forecast_series_survive_a_restart_through_the_store() -> None:
     await keeper(Store(reads=[written]), restarted).restore([WEB])
     assert restarted[WEB].forecasts == {"0/Pods/rps": series}
     assert restarted[WEB].predictor is None
+
+
+class FailingSaves(Store):
+    """Saves fail with the errors in ``failures`` first (a ConfigMap's 500, a full disk)."""
+
+    def __init__(self, reads: list[Snapshot | Exception | None],
+                 failures: list[Exception]) -> None:
+        super().__init__(reads=reads)
+        self.failures = failures
+
+    async def save(self, data: bytes) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+        await super().save(data)
+
+
+async def test_a_failed_in_use_mark_is_retried_before_anything_acts() -> None:
+    """After a clean stop the store is marked in use before the keeper says it is restored;
+    a failed mark (a 500, a full disk) is retried, not raised out of the restore (which
+    would leave a leader that never acts)."""
+    store = FailingSaves(reads=[snapshot(clean=True,
+                                         shop_Deployment_web=SavedTarget(history=HISTORY))],
+                         failures=[TransientError("HTTP 500"), OSError(28, "No space left")])
+    history = keeper(store)
+    restored = await history.restore([WEB])
+    assert restored.clean
+    assert history.restored.is_set()
+    assert [s.clean for s in store.saved] == [False]
+    assert history.read_failures == 2
+
+
+async def test_the_targets_configured_when_the_read_ends_get_their_history() -> None:
+    """A reload while the read was retried: the targets are taken when the read is done, so
+    one added meanwhile gets its saved history and one removed meanwhile keeps its own."""
+    configured = [API]
+    reads: list[Snapshot | Exception | None] = [
+        StateUnavailableError("HTTP 500"),
+        Snapshot(targets={WEB: SavedTarget(history=HISTORY), API: SavedTarget(history=HISTORY)})]
+
+    class Reloading(Store):
+        async def load(self) -> Snapshot | None:
+            answer = await super().load()
+            configured[:] = [WEB]  # a SIGHUP landed during the read
+            return answer
+
+    states: dict[str, TargetState] = {}
+    history = keeper(Reloading(reads=reads), states)
+    restored = await history.restore(lambda: configured)
+    assert states[WEB].history == HISTORY
+    assert API not in states
+    assert restored.retired == 1
+    history.revive(states.setdefault(API, TargetState(key=API)))
+    assert states[API].history == HISTORY
