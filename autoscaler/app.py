@@ -316,7 +316,7 @@ class Daemon:
         self.scheduler_targets = targets
         removed = self.scheduler.set_targets(targets)
         for key in removed:
-            state = self.reconciler.states.pop(key, None)
+            state = self.reconciler.remove(key)
             if state is not None:
                 self.keeper.retire(state)
             self.telemetry.forget(key)

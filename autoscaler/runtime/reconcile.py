@@ -152,6 +152,21 @@ class Reconciler:
             state = self.states[key] = TargetState(key=key)
         return state
 
+    def remove(self, key: str) -> TargetState | None:
+        """A target left the config (a reload): its state, handed over to be kept. A pass
+        still running over it neither re-creates the state (an empty history that would
+        hide the kept one) nor writes the target."""
+        return self.states.pop(key, None)
+
+    def _in_pass(self, key: str) -> TargetState:
+        """The target's state during a pass: the one in ``states``, or, if a reload removed
+        the target since the pass began, a detached one whose work is dropped."""
+        return self.states.get(key) or TargetState(key=key)
+
+    def _configured(self, state: TargetState) -> bool:
+        """Whether ``state`` is still its target's (no reload removed it meanwhile)."""
+        return self.states.get(state.key) is state
+
     async def run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
         """Reconcile ``targets`` once; ``deadline`` is a ``time.monotonic()`` instant."""
         with collector_paused():
@@ -159,8 +174,9 @@ class Reconciler:
 
     async def _run_pass(self, targets: Sequence[TargetConfig], *, deadline: float) -> None:
         started = time.monotonic()
-        for target in targets:
-            self.state(target.key).in_flight = True
+        flying = [self.state(target.key) for target in targets]
+        for state in flying:
+            state.in_flight = True
         try:
             observed = await self._observe_all(targets, deadline)
             fetched = await self._fetch(observed, deadline)
@@ -170,12 +186,12 @@ class Reconciler:
             pending = [p for p in (
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
-                for o in observed) if p is not None]
+                for o in observed) if p is not None and self._configured(p.state)]
             await self._make_durable(pending)
             await self.workers.each(pending, self._complete)
         finally:
-            for target in targets:
-                self.state(target.key).in_flight = False
+            for state in flying:
+                state.in_flight = False
             self.telemetry.observe_pass(period=targets[0].sync_period if targets else 0.0,
                                         seconds=time.monotonic() - started)
 
@@ -205,7 +221,7 @@ class Reconciler:
                              reason="reading the target did not finish within the pass's "
                                     "time for observation", budget_seconds=round(budget, 1))
         self.telemetry.errors.labels(reason="observe_timeout").inc()
-        self.report.fail(self.state(target.key), target, Reason.FAILED_GET_SCALE, message)
+        self.report.fail(self._in_pass(target.key), target, Reason.FAILED_GET_SCALE, message)
 
     def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
         """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
@@ -223,7 +239,7 @@ class Reconciler:
         return self._observed(target, scale, owners)
 
     async def _observe(self, target: TargetConfig) -> _Observed | None:
-        state = self.state(target.key)
+        state = self._in_pass(target.key)
         try:
             scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
                                                 fresh=state.intent is not None)
@@ -247,7 +263,7 @@ class Reconciler:
                   owners: tuple[str, ...]) -> _Observed | None:
         """The target read: its drift noted; ``None`` if another autoscaler owns it or its
         pods cannot be listed yet."""
-        state = self.state(target.key)
+        state = self._in_pass(target.key)
         if state.intent is not None:
             settle_intent(state, target, scale, now=self.clock(),
                           settings=self.options.algorithm)
@@ -318,7 +334,7 @@ class Reconciler:
     ) -> _Pending | None:
         """Decide and record one target; what is left to do over the network, if anything."""
         target = observed.target
-        state = self.state(target.key)
+        state = self._in_pass(target.key)
         started = time.monotonic()
         try:
             if observed.pause is not None:
@@ -420,6 +436,9 @@ class Reconciler:
                                         message=pending.held)
                 return
             if pending.write is not None:
+                if not self._configured(state):  # removed by a reload while events went out
+                    log.info("target removed from the config: not writing it")
+                    return
                 await self.writer.write(pending.write, self.options)
             self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
@@ -433,6 +452,8 @@ class Reconciler:
         """After a write conflict: the decision made again from the fresh scale, with the
         same metrics and history."""
         def again(scale: Scale) -> int:
+            if not self._configured(state):  # removed by a reload: write nothing more
+                return scale.spec_replicas
             redo = self._decide(observed.target, scale, observed.pods, values, history)
             self._record_decision(observed.target, state, redo)
             return self._apply_fallback(observed.target, state, redo)
@@ -451,7 +472,7 @@ class Reconciler:
         values: tuple[MetricValues, ...], history: History,
     ) -> Decision:
         now = self.clock()
-        state = self.state(target.key)
+        state = self._in_pass(target.key)
         if state.first_seen is None:
             state.first_seen = now
 
@@ -488,7 +509,7 @@ class Reconciler:
         at = datetime.fromtimestamp(now, UTC)
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:
-            self.state(target.key).schedules = schedule_status(target.schedules, active, at)
+            self._in_pass(target.key).schedules = schedule_status(target.schedules, active, at)
             series.bounds = (active.min_replicas, active.max_replicas)
             series.schedules = tuple((s.name, s.name in active.active) for s in target.schedules)
         return bounds

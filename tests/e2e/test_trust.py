@@ -397,3 +397,45 @@ async def test_a_failed_in_use_mark_after_a_failover_is_retried(
         await eventually(lambda: replicas(rig) == 4, timeout=40,
                          what="the next step down after the failover")
         assert "background task died" not in second.log_path.read_text()
+
+
+async def test_a_reload_that_drops_a_target_mid_pass_keeps_its_history(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """A SIGHUP that removes a target while a pass over it waits on Prometheus: the pass
+    neither re-creates its state (a fresh, empty history that would hide the kept one) nor
+    writes it; no second step down within the 20 s policy period, neither while removed nor
+    once added back."""
+    from tests.sim.prometheus import CountingProxy
+
+    with CountingProxy(rig.prometheus.url) as proxy:
+        text = daemon_config(prometheus_url=proxy.url, kubeconfig=rig.api.kubeconfig,
+                             listen_port="__PORT__",  # type: ignore[arg-type]
+                             state_file=tmp_path / "state", behavior=DOWN_ONE_POD_PER_20S)
+        text = text.replace('syncPeriod = "1s"', 'syncPeriod = "3s"')
+        rig.api.create_deployment("default", "other", replicas=1, labels={"app": "other"})
+        await six_ready_pods(rig)
+        with daemon(text, tmp_path) as proc:
+            stepped = await scaled_down_once(rig)
+            assert proc.process is not None
+            good = proc.config.read_text()
+            head, _, tail = good.partition("[[autoscaler]]")
+            proxy.delay = 1.5  # every pass now waits 1.5 s on its query
+            await eventually(lambda: proxy.in_flight > 0, timeout=10, interval=0.02,
+                             what="a pass waiting on Prometheus")
+            proc.config.write_text(head + "[[autoscaler]]" + tail.replace('name = "web"',
+                                                                          'name = "other"'))
+            proc.process.send_signal(signal.SIGHUP)
+            await eventually(lambda: "default/Deployment/web" not in
+                             (proc.status() or {}).get("targets", {}),
+                             timeout=10, interval=0.05, what="the target removed")
+            assert proxy.in_flight > 0, "the reload did not land inside the pass (timing)"
+            proxy.delay = 0.0
+            await eventually(lambda: proxy.in_flight == 0, timeout=10, what="the pass done")
+            await asyncio.sleep(0.5)
+            proc.config.write_text(good)
+            proc.process.send_signal(signal.SIGHUP)
+            await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=15,
+                             what="the target back")
+            await hold(lambda: replicas(rig) == 5, until=stepped + 18,
+                       what="a second step down inside the policy's 20 s period")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from autoscaler.algorithm import ConditionType, MetricUnavailable, MetricValues,
 from autoscaler.config import ScaleTargetRef, TargetConfig
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.runtime.writes import CONFLICT_RETRIES
@@ -247,3 +249,33 @@ async def test_a_write_that_keeps_failing_is_said_once_and_when_it_ends() -> Non
     assert warnings == ["scale write failed"]
     assert ("info", "scale write succeeded again") in said(logs)
     assert workload.replicas == 4
+
+
+class ReloadDuringFetch(Depths):
+    """Metrics that take a while: a reload removes the target while they are read."""
+
+    reconciler: Reconciler
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        removed = self.reconciler.remove(WEB.key)
+        assert removed is not None
+        self.removed = removed
+        return await super().fetch_metrics(wanted, deadline=deadline)
+
+
+async def test_a_target_removed_by_a_reload_mid_pass_is_neither_recreated_nor_written() -> None:
+    """The pass that was reading its metrics when a reload removed the target: no write, no
+    Event, and no new empty state in its place (which would hide the history kept for it)."""
+    workload, events, metrics = Workload(), Events(), ReloadDuringFetch({"web": depth(60)})
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=metrics, events=events, owners=Owners(),
+        options=ReconcileOptions(), telemetry=DaemonMetrics())
+    metrics.reconciler = reconciler
+    async with asyncio.timeout(10):
+        await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
+        await asyncio.sleep(0.01)
+    assert workload.log == []
+    assert events.sent == []
+    assert WEB.key not in reconciler.states
+    assert not metrics.removed.in_flight
