@@ -33,7 +33,12 @@ from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.errors import StateSetAsideError
-from autoscaler.observability.http import Probes, serve_endpoints, status_address
+from autoscaler.observability.http import (
+    HTTP_SHUTDOWN_GRACE,
+    Probes,
+    serve_endpoints,
+    status_address,
+)
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.backfill import HistoryBackfill
@@ -51,11 +56,18 @@ log = structlog.get_logger("autoscaler.app")
 DRAIN_GRACE = 10.0
 """Seconds in-flight passes get at a stop to finish their writes; then they are cancelled
 (a write cut short stays on record as an intent, resolved at the next start)."""
+CANCEL_GRACE = 1.0
+"""Seconds cancelled tasks get to unwind (passes past the drain; background tasks)."""
 SAVE_GRACE = 5.0
 RELEASE_GRACE = 2.0
 CLOSE_GRACE = 3.0
-STOP_BOUND = DRAIN_GRACE + SAVE_GRACE + RELEASE_GRACE + CLOSE_GRACE
-"""The most a stop takes, from SIGTERM to exit: 20 s."""
+THREAD_GRACE = 1.0
+"""Seconds worker threads get at exit before the process leaves without them (a read
+stuck in a thread on a backend that never answers)."""
+STOP_BOUND = (DRAIN_GRACE + CANCEL_GRACE + SAVE_GRACE + RELEASE_GRACE + CANCEL_GRACE
+              + HTTP_SHUTDOWN_GRACE + CLOSE_GRACE + THREAD_GRACE)
+"""The most a stop takes, from SIGTERM to exit, every step counted: 24 s, inside the
+kubelet's and systemd's 30 s."""
 HEARTBEAT_STALE = 30.0
 CONFIG_POLL_INTERVAL = 2.0
 """Seconds between looks at the config file for a change (its path, inode, size, mtime)."""
@@ -169,7 +181,7 @@ class Daemon:
             await self.stop.wait()
             await self._shut_down()
         finally:
-            await self.supervisor.cancel_all(timeout=1.0)
+            await self.supervisor.cancel_all(timeout=CANCEL_GRACE)
             for runner in runners:
                 await runner.cleanup()
         log.info("stopped")
@@ -183,7 +195,7 @@ class Daemon:
         if not await self.scheduler.drain(DRAIN_GRACE):
             log.warning("in-flight passes did not finish in time: cancelling them",
                         grace=DRAIN_GRACE)
-            await self.scheduler.cancel(timeout=1.0)
+            await self.scheduler.cancel(timeout=CANCEL_GRACE)
         if self.keeper.restored.is_set() and self._may_write():
             try:
                 await asyncio.wait_for(self.keeper.persist(clean=True), SAVE_GRACE)

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--shard and --total-shards go together")
     if args.total_shards is not None and not 0 <= args.shard < args.total_shards:
         raise UsageError("--shard must be between 0 and --total-shards - 1")
-    from autoscaler.app import Daemon, Overrides
+    from autoscaler.app import THREAD_GRACE, Daemon, Overrides
     from autoscaler.config import ConfigError, load_config
     from autoscaler.observability.logs import configure_logging
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if error.errno == errno.EADDRINUSE:
             raise CommandError(_in_use(config.daemon.listen_address)) from None
         raise
-    _exit_without_stuck_threads(code)
+    _exit_without_stuck_threads(code, THREAD_GRACE)
     return code
 
 
@@ -136,7 +136,7 @@ def _run_loop(main: Any) -> int:
         loop.close()
 
 
-def _exit_without_stuck_threads(code: int, grace: float = 1.0) -> None:
+def _exit_without_stuck_threads(code: int, grace: float) -> None:
     """Exit now if worker threads are still blocked (a backend that never answers): the
     interpreter would otherwise wait for them at exit, past any stop timeout."""
     import structlog

@@ -154,9 +154,14 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the user asked for it
 
 
+HTTP_SHUTDOWN_GRACE = 1.0
+"""Seconds requests in flight at a stop get to finish (a /metrics render at 10,000 targets
+takes 0.24 s); aiohttp's own default is 60, past any stop timeout."""
+
+
 async def serve(app: web.Application, address: str) -> web.AppRunner:
     host, port = split_address(address)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=HTTP_SHUTDOWN_GRACE)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
