@@ -8,6 +8,7 @@ caller turns into ``FILE:LINE: document N, PATH: message``. Absent and null mean
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,13 +63,16 @@ def name(value: Any, loc: Loc, rule: Callable[[str], str | None]) -> str | None:
 
 
 def copy(value: Any, loc: Loc) -> Any:
-    """A manifest value as TOML can hold it: null means unset, so its key is left out."""
+    """A manifest value as TOML can hold it: null means unset, so its key is left out. No
+    Kubernetes field holds an infinity or NaN (JSON has neither)."""
     if isinstance(value, Mapping):
         return {k: copy(v, (*loc, k)) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         if None in value:
             raise ManifestError((*loc, value.index(None)), "null is not allowed in an array")
         return [copy(v, (*loc, i)) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):  # YAML's .inf and .nan
+        raise ManifestError(loc, f"must be a finite number, got {shown(value)}")
     return value
 
 

@@ -124,6 +124,13 @@ CASES = [
      "in.yaml:7: invalid YAML: found invalid Unicode character escape code", SECONDS, RSS_MIB),
     ("collection-key", file(hpa_with("  ? [a]\n  : b\n")), 1,
      "in.yaml:7: a mapping key must be a string", SECONDS, RSS_MIB),
+    ("infinity", file(hpa_with("  minReplicas: .inf\n")), 1,
+     "in.yaml:7: document 1, spec.minReplicas: must be a finite number, got inf", SECONDS,
+     RSS_MIB),
+    ("nan-in-a-metric", file(hpa_with("  metrics:\n  - type: Resource\n    resource: {name: cpu, "
+                                      "target: {type: Utilization, averageUtilization: .nan}}\n")),
+     1, "spec.metrics[0].resource.target.averageUtilization: must be a finite number, got nan",
+     SECONDS, RSS_MIB),
     ("duplicate-key", file(hpa_with("  maxReplicas: 300\n")), 1,
      'in.yaml:7: key "maxReplicas" is given twice', SECONDS, RSS_MIB),
     ("binary-spec", file(HPA.split(b"spec:")[0] + b"spec: !!binary aGVsbG8=\n"), 1,
