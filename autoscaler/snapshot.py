@@ -206,6 +206,18 @@ def _count(raw: Any) -> int:
     return value
 
 
+_LATEST = 1e11
+"""Seconds of Unix time past which no saved bucket can be (the year 5138)."""
+
+
+def _bucket(raw: Any, step: float) -> int:
+    """A forecast bucket number whose time a clock can reach, or ``ValueError``."""
+    value = int(raw)
+    if not abs(value) * step <= _LATEST:
+        raise ValueError(f"bucket {value:.3g} of {step:g}s is past any clock")
+    return value
+
+
 def _time(raw: Any) -> float:
     """A finite number (a Unix time, a forecast value), or ``ValueError`` (an event at +inf
     would hold scale-downs forever and never be pruned)."""
@@ -232,9 +244,9 @@ def _series_from_json(raw: Any) -> Series:
     step = _time(step)
     if not step > 0 or not isinstance(values, list):
         raise ValueError(f"a forecast history needs a positive step and a list, got {raw!r:.80}")
-    return Series(step=step, first=int(first),
+    return Series(step=step, first=_bucket(first, step),
                   values=tuple(None if v is None else _time(v) for v in values),
-                  open_index=None if open_index is None else int(open_index),
+                  open_index=None if open_index is None else _bucket(open_index, step),
                   open_sum=_time(open_sum), open_count=int(open_count))
 
 

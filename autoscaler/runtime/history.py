@@ -30,6 +30,7 @@ import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
+    retry_if_exception_type,
     retry_if_not_exception_type,
     wait_exponential_jitter,
 )
@@ -134,8 +135,11 @@ class HistoryKeeper:
         retried: a 500, a timeout or a full disk pass, and a 403 is mended by granting the
         role while the daemon waits (it neither scales nor writes meanwhile: /status says
         ``restored: false``); giving up would leave a leader that never acts."""
+        # Exceptions only: a cancellation (leadership lost mid-read) must end the restore,
+        # never be taken for a failed read and retried.
         retrying = AsyncRetrying(
-            retry=retry_if_not_exception_type(StateSetAsideError), wait=self._wait,
+            retry=retry_if_exception_type(Exception)
+            & retry_if_not_exception_type(StateSetAsideError), wait=self._wait,
             before_sleep=functools.partial(self._report_retry, doing=doing), reraise=True)
         return await retrying(call)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from tenacity import wait_none
@@ -260,3 +261,58 @@ async def test_the_targets_configured_when_the_read_ends_get_their_history() -> 
     assert restored.retired == 1
     history.revive(states.setdefault(API, TargetState(key=API)))
     assert states[API].history == HISTORY
+
+
+
+async def test_leadership_lost_while_the_store_is_being_read_ends_the_restore() -> None:
+    """Cancelling the restore (leadership lost) while a read is in flight ends it: the
+    cancellation is not taken for a failed read and retried, so the standby never goes on to
+    mark the new leader's store in use (a write over its history)."""
+    reading, give_up = asyncio.Event(), asyncio.Event()
+
+    class Hanging(Store):
+        async def load(self) -> Snapshot | None:
+            reading.set()
+            if give_up.is_set():  # the test's own cleanup: an error tenacity does not retry
+                raise StateSetAsideError("test over", kept_as="-")
+            await asyncio.sleep(3600)  # the API server is slow: leadership is lost meanwhile
+            return None
+
+    history = keeper(Hanging())
+    task = asyncio.create_task(history.restore([WEB]))
+    try:
+        await asyncio.wait_for(reading.wait(), 1)
+        task.cancel()
+        history.invalidate()
+        done, _ = await asyncio.wait({task}, timeout=1)
+        assert task in done, "the restore outlived its cancellation: it is still retrying"
+        assert task.cancelled()
+    finally:
+        give_up.set()
+        task.cancel()
+        await asyncio.wait({task}, timeout=1)
+        task.cancel()
+        await asyncio.wait({task}, timeout=1)
+
+
+async def test_a_restored_forecast_bucket_number_past_any_clock_never_blocks_the_writes(
+    tmp_path: Path,
+) -> None:
+    """A stored forecast series whose bucket number no clock reaches (10**400, an integer
+    JSON reads exactly) is set aside, or dropped, at the read: it must not be restored and
+    then make every later write of the history raise (OverflowError), holding every scale
+    write of every target and the in-use mark's retries forever."""
+    import gzip
+
+    from autoscaler.adapters.local_state import FileStateStore
+
+    big = "1" + "0" * 400
+    body = ('{"version": 2, "savedAt": 990.0, "targets": {"shop/Deployment/gone": {"r": [],'
+            ' "u": [], "d": [[1, 950.0, false]], "f": {"0/Pods/rps": [300.0, ' + big +
+            ', [1.0], null, 0.0, 0]}}}}')
+    path = tmp_path / "state"
+    path.write_bytes(gzip.compress(body.encode()))
+    history = HistoryKeeper(FileStateStore(path), {}, clock=Clock(), retry_wait=wait_none())
+    async with asyncio.timeout(5):
+        await history.restore([WEB])
+        await history.persist()  # a pass putting its scale writes on record

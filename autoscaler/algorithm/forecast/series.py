@@ -52,15 +52,16 @@ def observe(series: Series, *, at: float, value: float, keep: int) -> Series:
                       open_count=series.open_count + 1)
     if opened is not None and index < opened:
         return series
-    closed = _closed(series, until=index)
+    closed = _closed(series, until=index, keep=keep)
     first = closed.first if closed.values else index
     return _trim(Series(step=series.step, first=first, values=closed.values, open_index=index,
                         open_sum=value, open_count=1), keep)
 
 
-def _closed(series: Series, *, until: int) -> Series:
+def _closed(series: Series, *, until: int, keep: int) -> Series:
     """The open bucket closed, the gap up to bucket ``until`` filled with ``None`` (and any
-    backfilled bucket from ``until`` on dropped: this run's readings own it)."""
+    backfilled bucket from ``until`` on dropped: this run's readings own it); of a gap
+    longer than ``keep`` buckets only the ``keep`` that survive trimming are made."""
     first, values = series.first, series.values
     if series.open_index is not None:
         mean = series.open_sum / series.open_count if series.open_count else None
@@ -68,6 +69,8 @@ def _closed(series: Series, *, until: int) -> Series:
         values = (*values, mean)
     if values:
         end = first + len(values)
+        if until - end >= keep:  # nothing before the gap survives (a month idle; a bad clock)
+            return Series(step=series.step, first=until - keep, values=(None,) * keep)
         values = values[:max(0, until - first)] + (None,) * max(0, until - end)
     return Series(step=series.step, first=first, values=values)
 

@@ -91,3 +91,15 @@ def test_a_reading_that_is_not_finite_is_left_out(value: float) -> None:
     persisted always decodes (a state holding an infinity is set aside)."""
     series = fill([100.0, 110.0])
     assert observe(series, at=2 * STEP, value=value, keep=1000) == series
+
+
+def test_a_gap_longer_than_what_is_kept_costs_only_what_is_kept() -> None:
+    """A reading a trillion buckets after the last (a restored series from a bad clock)
+    keeps ``keep`` empty buckets, as trimming would, without making the trillion first
+    (which no memory holds)."""
+    series = fill([100.0, 110.0])
+    later = observe(series, at=1e12 * STEP, value=5.0, keep=10)
+    assert later.values == (None,) * 10
+    assert (later.first, later.open_index) == (10**12 - 10, 10**12)
+    near = observe(series, at=5 * STEP, value=5.0, keep=10)
+    assert near.values == (100.0, 110.0, None, None, None)
