@@ -54,6 +54,10 @@ class RepeatedWarnings:
                               for_seconds=round(now - ongoing.started), **fields)
             ongoing.reminded, ongoing.repeats = now, 0
 
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key``'s warning without a word (its subject is gone: a removed target)."""
+        self._ongoing.pop(key, None)
+
     def clear(self, key: Hashable, event: str, **fields: Any) -> None:
         ongoing = self._ongoing.pop(key, None)
         if ongoing is not None:

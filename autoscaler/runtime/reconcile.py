@@ -131,7 +131,7 @@ class Reconciler:
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
         self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
-                                  clock=clock)
+                                  clock=clock, configured=self._configured)
         self.options = options
 
     @property
@@ -155,7 +155,9 @@ class Reconciler:
     def remove(self, key: str) -> TargetState | None:
         """A target left the config (a reload): its state, handed over to be kept. A pass
         still running over it neither re-creates the state (an empty history that would
-        hide the kept one) nor writes the target."""
+        hide the kept one) nor writes the target; its ongoing warnings end with it."""
+        self.unreadable.forget(key)
+        self.writer.failing.forget(key)
         return self.states.pop(key, None)
 
     def _in_pass(self, key: str) -> TargetState:
@@ -410,7 +412,16 @@ class Reconciler:
                 item.write = item.write if item.held is None else None
         writes = [item for item in pending if item.write is not None]
         persist = self.options.persist
-        if not writes or persist is None or self.options.dry_run or not self.options.may_write():
+        if not writes or persist is None or self.options.dry_run:
+            return
+        if not self.options.may_write():
+            # Not the leader now: none of these goes on record, so none may be sent, even
+            # if the lease comes back before they would have been (the restore it starts
+            # would forget them).
+            log.info("not the leader any more: this pass's writes are not sent",
+                     targets=len(writes))
+            for item in writes:
+                item.write = None
             return
         try:
             await put_on_record([(item.write.state, item.write.scale, item.write.desired)
@@ -436,9 +447,6 @@ class Reconciler:
                                         message=pending.held)
                 return
             if pending.write is not None:
-                if not self._configured(state):  # removed by a reload while events went out
-                    log.info("target removed from the config: not writing it")
-                    return
                 await self.writer.write(pending.write, self.options)
             self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
@@ -452,8 +460,6 @@ class Reconciler:
         """After a write conflict: the decision made again from the fresh scale, with the
         same metrics and history."""
         def again(scale: Scale) -> int:
-            if not self._configured(state):  # removed by a reload: write nothing more
-                return scale.spec_replicas
             redo = self._decide(observed.target, scale, observed.pods, values, history)
             self._record_decision(observed.target, state, redo)
             return self._apply_fallback(observed.target, state, redo)

@@ -80,8 +80,11 @@ class ScaleWriter:
     """Sends the reconciler's scale writes through the scale port."""
 
     def __init__(self, *, scales: ScalePort, report: Reporter, telemetry: DaemonMetrics,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 configured: Callable[[TargetState], bool] = lambda state: True) -> None:
         self.scales, self.report, self.telemetry, self.clock = scales, report, telemetry, clock
+        self.configured = configured
+        """Whether a state is still its target's (a reload may remove it mid-pass)."""
         # A write that fails the same way every pass is said when it starts, changes or
         # ends, and every few minutes in between (its Event and condition say it each time).
         self.failing = RepeatedWarnings(log)
@@ -94,10 +97,6 @@ class ScaleWriter:
             self.telemetry.target(target.key).would_scale(current, desired)
             await self.report.event(target, warning=False, reason=EventReason.WOULD_SCALE,
                                     message=f"{rescale_message(desired, write.reason)} (dry-run)")
-            return
-        if not options.may_write():
-            log.info("not the leader any more: skipping the write", desired=desired)
-            state.intent = None
             return
         try:
             previous, desired = await self._put(write, options)
@@ -123,6 +122,10 @@ class ScaleWriter:
         """
         target, state, scale, desired = write.target, write.state, write.scale, write.desired
         for attempt in range(CONFLICT_RETRIES + 1):
+            if (refused := self._refused(state, scale, desired, options)) is not None:
+                log.info(f"not writing the scale: {refused}", desired=desired)
+                state.intent = None
+                return scale.spec_replicas, scale.spec_replicas
             try:
                 await self.scales.update_scale(
                     target.namespace, target.scale_target_ref, desired, scale.resource_version)
@@ -144,6 +147,21 @@ class ScaleWriter:
                 continue
             return scale.spec_replicas, desired
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refused(self, state: TargetState, scale: Scale, desired: int,
+                 options: ReconcileOptions) -> str | None:
+        """Why this PUT may not go out now, or None. Checked right before every PUT, the
+        first and each retry after a 409, since any await before it may have changed it."""
+        if not options.may_write():
+            return "not the leader any more"
+        if not self.configured(state):
+            return "the target was removed from the config"
+        intent = state.intent
+        if options.persist is not None and (
+                intent is None or intent.desired != desired
+                or intent.resource_version != scale.resource_version):
+            return "it is not on record (a crash could forget it)"
+        return None
 
     async def _failed(self, write: ScaleWrite, desired: int, error: Exception) -> None:
         target, state = write.target, write.state

@@ -279,3 +279,46 @@ async def test_a_target_removed_by_a_reload_mid_pass_is_neither_recreated_nor_wr
     assert events.sent == []
     assert WEB.key not in reconciler.states
     assert not metrics.removed.in_flight
+
+
+@pytest.mark.parametrize("during_record", ["target removed", "leadership lost"],
+                         ids=["reload-removes", "leadership-lost"])
+async def test_the_retry_after_a_conflict_is_not_sent_if_things_changed_while_on_record(
+    during_record: str,
+) -> None:
+    """After a 409 the retry is put on record before it is sent; a reload that removes the
+    target, or a lost lease, while that record is written stops the retry (as it stops a
+    first write): the target is not written again."""
+    workload, leader = Workload(faults=["conflict->5"]), [True]
+    calls: list[int] = []
+
+    async def persist() -> None:
+        calls.append(1)
+        await asyncio.sleep(0)
+        if len(calls) == 2:  # the retry's record: the reload or the lost lease lands here
+            if during_record == "target removed":
+                reconciler.remove(WEB.key)
+            else:
+                leader[0] = False
+
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
+        owners=Owners(), telemetry=DaemonMetrics(),
+        options=ReconcileOptions(persist=persist, may_write=lambda: leader[0]))
+    async with asyncio.timeout(10):
+        await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
+        await asyncio.sleep(0.01)
+    assert len(calls) == 2
+    assert workload.log == ["put 4 (conflict->5)", "get fresh=True"]
+
+
+async def test_a_removed_target_leaves_no_ongoing_warning_behind() -> None:
+    """A target removed by a reload while it could not be read: its ongoing warning goes
+    with it (none kept per removed target, so churn does not grow memory, and a target added
+    back that fails again is warned about as a new failure, not as a repeat)."""
+    workload = Unreadable(failing=2)
+    reconciler, _ = rig(workload, depth(20))
+    await run_passes(reconciler)
+    assert reconciler.unreadable  # the warning is ongoing
+    reconciler.remove(WEB.key)
+    assert not reconciler.unreadable, "the removed target's warning is kept forever"

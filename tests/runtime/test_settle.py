@@ -90,3 +90,42 @@ async def test_a_target_that_fails_to_evaluate_is_held_and_said_once(
     assert next((c.reason, c.status) for c in odd.conditions) == ("FailedEvaluation", False)
     assert [what for name, what in cluster.log if name == "busy"][:2] == [
         "write 4", "SuccessfulRescale"]
+
+
+class Flapping(Fleet):
+    """A lease that flaps: lost while Prometheus answers, won back (an API server blip) by
+    the time the pass sends its first Event."""
+
+    leader = True
+
+    async def record(self, namespace: str, ref: object, *, warning: bool, reason: str,
+                     message: str) -> None:
+        self.leader = True
+        await super().record(namespace, ref, warning=warning,  # type: ignore[arg-type]
+                             reason=reason, message=message)
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        self.leader = False
+        return await Depths({"blind": MetricUnavailable(reason="Prometheus unavailable"),
+                             "busy": depth(60)}).fetch_metrics(wanted, deadline=deadline)
+
+
+async def test_a_write_not_put_on_record_is_not_sent_when_leadership_comes_back() -> None:
+    """Leadership lost before the pass put its writes on record (so it put none) and won
+    back while the pass sends its Events: the writes of that pass are not sent, since none
+    is on record (a crash, or the restore the regained lease starts, would forget them)."""
+    cluster = Flapping({})
+    persisted: list[int] = []
+
+    async def persist() -> None:
+        persisted.append(len(cluster.log))
+
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=cluster, events=cluster,
+                            owners=cluster, telemetry=DaemonMetrics(), options=ReconcileOptions(
+                                concurrency=1, persist=persist, may_write=lambda: cluster.leader))
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(targets("blind", "busy"), deadline=time.monotonic() + 5)
+    assert ("blind", "FailedGetExternalMetric") in cluster.log  # leadership came back here
+    writes = [entry for entry in cluster.log if entry[1].startswith("write")]
+    assert writes == [] or persisted, f"sent without being on record: {writes}"
