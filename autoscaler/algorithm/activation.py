@@ -175,6 +175,9 @@ def decide_with_zero(
     passes predictive scaling's, which wraps it)."""
     bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
     current = scale.spec_replicas
+    if current > 0 and memory.scaled_to_zero:
+        # Running again (woken by us, or by hand): a later zero is ours only if we make it.
+        memory = dataclasses.replace(memory, scaled_to_zero=False)
     if current == 0 and not memory.scaled_to_zero and rules is not None:
         return ZeroDecision(decision=_paused_at_zero(history, now), memory=memory)
     if current == 0 and memory.scaled_to_zero and (rules is None or bounds.min_replicas > 0):

@@ -271,6 +271,8 @@ class Reconciler:
                           settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
+        else:
+            _adopt_keda_zero(state, scale, owners)
         state.blocked_by = () if target.shadow else owners
         if state.blocked_by:
             self._readable_again(target)
@@ -532,6 +534,15 @@ class Reconciler:
                                      consecutive_invalid=state.consecutive_invalid)
         state.fallback_active = replicas is not None
         return decision.desired_replicas if replicas is None else replicas
+
+
+def _adopt_keda_zero(state: TargetState, scale: Scale, owners: tuple[str, ...]) -> None:
+    """In shadow beside a ScaledObject, a zero KEDA made is an autoscaler's zero, not one set
+    by hand: once the ScaledObject is gone and shadow is off, it is ours to wake (a queue
+    worker idle at the cutover must not stay at 0 for good)."""
+    keda_zero = scale.spec_replicas == 0 and any(o.startswith("ScaledObject ") for o in owners)
+    if state.zero.scaled_to_zero != keda_zero:
+        state.zero = dataclasses.replace(state.zero, scaled_to_zero=keda_zero)
 
 
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:

@@ -177,3 +177,14 @@ def test_the_scaled_to_zero_condition(previous: int, new: int, rules: ScaleToZer
     assert condition.type is ConditionType.SCALED_TO_ZERO
     assert condition.status is expected
     assert condition.reason == (Reason.SCALED_TO_ZERO if expected else Reason.NOT_SCALED_TO_ZERO)
+
+
+def test_a_zero_set_by_hand_after_someone_woke_our_zero_is_left_alone() -> None:
+    """We took the target to 0; someone scaled it to 2 by hand (the HPA agreed with 2, so
+    nothing was written); then someone set it to 0 by hand. That zero is not ours: it is
+    left alone even with an active metric, as any zero we did not make."""
+    woken_by_hand = run(2, queue(20))  # 20 messages at 10 each: 2 is right, no write
+    assert woken_by_hand.decision.desired_replicas == 2
+    paused_by_hand = run(0, queue(500), memory=woken_by_hand.memory)
+    assert paused_by_hand.decision.desired_replicas == 0
+    assert paused_by_hand.decision.steps == (Step.SCALING_DISABLED,)

@@ -322,3 +322,33 @@ async def test_a_removed_target_leaves_no_ongoing_warning_behind() -> None:
     assert reconciler.unreadable  # the warning is ongoing
     reconciler.remove(WEB.key)
     assert not reconciler.unreadable, "the removed target's warning is kept forever"
+
+
+class Queue(Depths):
+    """The queue's depth, changed by the test between passes."""
+
+    def __init__(self, units: int) -> None:
+        super().__init__({"web": depth(units)})
+
+    def set(self, units: int) -> None:
+        self.values = {"web": depth(units)}
+
+
+async def test_a_worker_keda_left_at_zero_is_woken_after_the_cutover_from_shadow() -> None:
+    """The README's move from KEDA: shadow beside the ScaledObject while KEDA holds the idle
+    worker at 0, then the ScaledObject deleted and shadow removed. "The daemon takes over at
+    the next pass": messages arrive and the worker is woken, not left at 0 for good as a
+    zero set by hand."""
+    zero = 'minReplicas = 0\ncooldownPeriod = "300s"'
+    [shadowed] = targets("web", extra=zero + "\nshadow = true")
+    [live] = targets("web", extra=zero)
+    workload, queue = Workload(replicas=0), Queue(0)
+    keda = Owners(owners=("ScaledObject shop/web",),
+                  reported=(("HorizontalPodAutoscaler shop/keda-hpa-web", 1),))
+    reconciler = Reconciler(scales=workload, pods=NoPods(), metrics=queue, events=Events(),
+                            owners=keda, options=ReconcileOptions(), telemetry=DaemonMetrics())
+    await run_passes(reconciler, 2, target=shadowed)
+    reconciler.owners = Owners()  # kubectl delete scaledobject web; shadow removed
+    queue.set(30)
+    await run_passes(reconciler, 1, target=live)
+    assert workload.replicas >= 1, workload.log
