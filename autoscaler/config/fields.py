@@ -126,6 +126,16 @@ def _quantity(value: object, expected: str, limit: str) -> Fraction:
     return parsed
 
 
+def quantity_problem(value: object, *, positive: bool) -> str | None:
+    """Why ``value`` is no quantity the config takes (positive, or at least 0), or None: the
+    same sentence a config gets, for the importers to say of a manifest's field."""
+    try:
+        (_positive_quantity if positive else _non_negative_quantity)(value)
+    except PydanticCustomError as error:
+        return error.message()
+    return None
+
+
 def _positive_quantity(value: object) -> object:
     parsed = _quantity(
         value, "must be a quantity such as \"500m\", \"1.5Gi\", \"10k\" or 2",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.config import manifest_fields as read
+from autoscaler.config.fields import quantity_problem
 from autoscaler.config.issues import Loc
 from autoscaler.config.manifest_fields import ManifestError
 from autoscaler.config.manifests import plain, shown
@@ -52,13 +53,17 @@ class Metadata:
         return text in _TRUE
 
     def number(self, key: str, *, positive: bool = False) -> str | None:
-        """A JSON number as KEDA parses it (``float64``), kept as written."""
+        """A JSON number as KEDA parses it (``float64``), kept as written; one the config
+        cannot take (negative, or past upstream's int64 milli-units) is refused here, by
+        the config's own rule, rather than written into a file ``check`` refuses."""
         text = self.values.get(key)
         if text is None:
             return None
         if not JSON_NUMBER.fullmatch(text) or (positive and float(text) <= 0):
             wanted = "a number greater than 0" if positive else "a number"
             raise ManifestError((*self.loc, key), f"must be {wanted}, got {shown(text)}")
+        if problem := quantity_problem(text, positive=positive):
+            raise ManifestError((*self.loc, key), problem)
         return text
 
     def pairs(self, key: str) -> dict[str, str]:

@@ -472,3 +472,33 @@ def test_trigger_authentication_in_the_input_names_the_secret(
     trigger = {**prometheus(authModes="bearer"), "authenticationRef": {"name": "creds"}}
     parsed, _, _ = convert(tmp_path, auth, scaled_object(triggers=[trigger]))
     assert parsed["prometheus"]["bearerTokenFile"] == expected
+
+
+OUT_OF_RANGE_TRIGGERS = [
+    ("threshold-beyond-int64", {"threshold": "1e400"}, "threshold"),
+    ("activation-negative", {"activationThreshold": "-1"}, "activationThreshold"),
+]
+
+
+@pytest.mark.parametrize(("metadata", "field"), [c[1:] for c in OUT_OF_RANGE_TRIGGERS],
+                         ids=[c[0] for c in OUT_OF_RANGE_TRIGGERS])
+def test_a_trigger_number_check_would_refuse_is_an_error_naming_it(
+    tmp_path: Path, metadata: dict[str, Any], field: str,
+) -> None:
+    """A number the config refuses (past int64 milli-units, a negative activation) is a
+    one-line error naming the trigger's field, as "0" is, not a config that `check` fails."""
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump(scaled_object(minReplicaCount=0,
+                                                 triggers=[prometheus(**metadata)])))
+    refused: InputError | None = None
+    try:
+        text, _ = convert_files([str(path)], default_namespace="default")
+    except InputError as error:
+        refused = error
+    if refused is not None:
+        assert f"spec.triggers[0].metadata.{field}" in str(refused)
+        return
+    try:
+        parse_config(fill_todos(text))
+    except ConfigError as error:
+        pytest.fail(f"import-keda wrote a config check refuses: {error}")
