@@ -17,8 +17,8 @@ from autoscaler.algorithm.pods import (
     MetricError,
     PodGroups,
     count_running_ready,
-    group_pods,
-    pod_requests,
+    grouped,
+    requests_of,
 )
 from autoscaler.record import record
 
@@ -160,7 +160,7 @@ def _usable_samples(
         raise MetricError(empty_message)
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
-    groups = group_pods(pods, samples, resource=resource, now=now, settings=settings)
+    groups = grouped(pods, samples, resource=resource, now=now, settings=settings)
     excluded = groups.ignored | groups.unready
     values: dict[str, int] = {
         name: s.value for name, s in samples.items() if name not in excluded
@@ -187,7 +187,7 @@ def utilization_proposal(
         samples, pods, resource=resource, now=now, settings=settings,
         empty_message="no metrics returned from resource metrics API",
     )
-    requests = pod_requests(pods, resource=resource, container=container)
+    requests = requests_of(pods, resource=resource, container=container)
 
     def utilization(of: Mapping[str, int]) -> tuple[float, int, int]:
         usage = request = count = 0

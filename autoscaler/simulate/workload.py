@@ -20,6 +20,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
+from autoscaler.algorithm.pods import PodView
 from autoscaler.record import record
 
 CONTAINER = "app"
@@ -108,6 +109,10 @@ class Workload:
         self._serial = 0
         self._containers = (Container(name=model.container, requests=model.requests),)
         self.pods: list[SimPod] = []
+        self._view: PodView | None = None
+        """The core's pods as last observed; handed over again while no pod changed, so
+        the core's groupings and requests of them are computed once."""
+        self._counts: Counts | None = None
         self._terminating = 0
         """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
@@ -134,22 +139,26 @@ class Workload:
     def counts(self, now: float) -> Counts:
         return self.observe(now)[0]
 
-    def observe(self, now: float) -> tuple[Counts, list[Pod]]:
+    def observe(self, now: float) -> tuple[Counts, PodView]:
         """The pods by state, and as the core sees them (``core_pods``), in one look at
         each pod: the simulator's step asks for both."""
         tally = dict(_NO_PODS)  # (iterating the enum itself is slow: this runs every step)
         out = []
+        # A pod added, removed or changed shows as a rebuilt core pod or another count.
+        changed = self._view is None or len(self._view) != len(self.pods)
         for pod in self.pods:
             state = pod.state(now)
             tally[state] += 1
             if pod._core is None or pod._core_state is not state:
                 pod._core, pod._core_state = self._core_pod(pod, state), state
+                changed = True
             out.append(pod._core)
-        counts = Counts(
-            pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
-            ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
-        )
-        return counts, out
+        if changed or self._view is None or self._counts is None:
+            self._view, self._counts = PodView(out), Counts(
+                pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
+                ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
+            )
+        return self._counts, self._view
 
     def scale_to(self, replicas: int, now: float) -> None:
         """Create pods, or mark the ReplicaSet's choice of pods as deleting."""
@@ -170,7 +179,7 @@ class Workload:
             else:
                 self._terminating += 1
 
-    def core_pods(self, now: float) -> list[Pod]:
+    def core_pods(self, now: float) -> PodView:
         """The pods as the core sees them; rebuilt only when a pod changes state."""
         return self.observe(now)[1]
 

@@ -33,6 +33,7 @@ from autoscaler.algorithm.model import (
     ScaleState,
     Seconds,
 )
+from autoscaler.algorithm.pods import pod_view
 from autoscaler.algorithm.reasons import ConditionType, Reason
 from autoscaler.record import record
 
@@ -99,8 +100,10 @@ def decide_predictive(
     """``decide`` with the forecasts combined by max; ``acting`` false (forecastOnly) returns
     the live decision with the forecast's report. ``predictions`` is aligned with
     ``spec.metrics``."""
+    view = pod_view(pods)  # the second decision sees the same pods: group them once
+
     def run(values: Sequence[MetricValues]) -> Decision:
-        return decide(spec=spec, scale=scale, metrics=values, pods=pods, history=history,
+        return decide(spec=spec, scale=scale, metrics=values, pods=view, history=history,
                       now=now, settings=settings, bounds=bounds)
 
     live = run(metrics)
