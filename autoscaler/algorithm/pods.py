@@ -101,6 +101,10 @@ def _cpu_sample_untrusted(
     return not_ready and pod.start_time + settings.initial_readiness_delay > transition
 
 
+_GroupsKey = tuple[tuple[str, ...], AlgorithmSettings]
+"""The names of the pods with a sample, and the settings: what a grouping depends on."""
+
+
 class PodView(tuple[Pod, ...]):
     """Pods (a tuple of them) that remember what the metrics compute from the pods alone:
     each resource's requests, and the grouping for a set of sample names. Pods are values,
@@ -109,7 +113,7 @@ class PodView(tuple[Pod, ...]):
 
     def __init__(self, pods: Iterable[Pod] = ()) -> None:
         self._requests: dict[tuple[str, str | None], dict[str, int]] = {}
-        self._groups: dict[bool, tuple[tuple[str, ...], AlgorithmSettings, PodGroups]] = {}
+        self._groups: dict[bool, tuple[_GroupsKey, PodGroups]] = {}
         self._settled: tuple[AlgorithmSettings, float] | None = None
 
     def requests(self, *, resource: str, container: str | None) -> Mapping[str, int]:
@@ -127,14 +131,13 @@ class PodView(tuple[Pod, ...]):
         the ``cpu`` readiness rule while some pod is initializing (its answer then depends
         on ``now`` and the samples' times): that grouping is not remembered."""
         cpu = resource == CPU
-        names = tuple(samples)
+        key = (tuple(samples), settings)
         kept = self._groups.get(cpu)
-        if kept is not None and kept[0] == names and kept[1] == settings \
-                and (not cpu or now >= self._settled_at(settings)):
-            return kept[2]
+        if kept is not None and kept[0] == key and (not cpu or now >= self._settled_at(settings)):
+            return kept[1]
         groups = group_pods(self, samples, resource=resource, now=now, settings=settings)
         if not cpu or now >= self._settled_at(settings):
-            self._groups[cpu] = (names, settings, groups)
+            self._groups[cpu] = (key, groups)
         return groups
 
     def _settled_at(self, settings: AlgorithmSettings) -> Seconds:

@@ -53,7 +53,8 @@ def metric_total(values: MetricValues) -> float | None:
     """The metric's total in base units (what is forecast): the pods' samples summed, the
     Object's value, the External series summed; ``None`` when the metric is unavailable."""
     if isinstance(values, PodMetricValues):
-        return sum(s.value for s in values.samples.values()) / 1000 if values.samples else None
+        samples = values.samples
+        return sum([s.value for s in samples.values()]) / 1000 if samples else None
     if isinstance(values, ObjectMetricValue):
         return values.value / 1000
     if isinstance(values, ExternalMetricValues):
