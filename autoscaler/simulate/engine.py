@@ -163,7 +163,7 @@ class _Target:
         workload.advance(now)
         counts, pods = workload.observe(now)
         observed = [
-            feed.observe(now=now, total=total, ready=counts.ready, pods=workload.pods)
+            feed.observe(now=now, total=total, ready=counts.ready, pods=workload.reporting)
             for feed, total in zip(self._feeds, totals, strict=True)
         ]
         decision = self._decide(now, counts, pods, [values for values, _ in observed])

@@ -85,6 +85,8 @@ class SimPod:
 
 
 _NO_PODS = dict.fromkeys(PodState, 0)
+_REPORTING = frozenset({PodState.STARTING, PodState.READY})
+"""Running and not deleting: Pending and deleting pods report no samples."""
 
 
 @record
@@ -113,6 +115,9 @@ class Workload:
         """The core's pods as last observed; handed over again while no pod changed, so
         the core's groupings and requests of them are computed once."""
         self._counts: Counts | None = None
+        self.reporting: tuple[SimPod, ...] = ()
+        """The pods that report samples (Running, not deleting) as last observed; the same
+        tuple until a pod changes."""
         self._terminating = 0
         """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
@@ -158,6 +163,7 @@ class Workload:
                 pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
                 ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
             )
+            self.reporting = tuple(p for p in self.pods if p._core_state in _REPORTING)
         return self._counts, self._view
 
     def scale_to(self, replicas: int, now: float) -> None:
