@@ -96,26 +96,20 @@ def _per_pod_proposal(
 
     ``ratio`` is ``ratio_of(values)``, which the caller has computed already.
     """
-
-    def proposal(replicas: int, ratio: float, **extra: object) -> MetricProposal:
-        return MetricProposal(
-            replicas=replicas,
-            current=reported,
-            ratio=ratio,
-            ready_pods=groups.ready_count,
-            unready_pods=len(groups.unready),
-            missing_pods=len(groups.missing),
-            ignored_pods=len(groups.ignored),
-            pods=groups,
-            **extra,  # type: ignore[arg-type]
-        )
-
     scale_up_with_unready = bool(groups.unready) and ratio > 1.0
     if not scale_up_with_unready and not groups.missing:
+        # (the usual case, built without the closure below: it runs per metric per pass)
         if tolerances.within(ratio):
-            return proposal(current_replicas, ratio, within_tolerance=True)
+            return _grouped_proposal(groups, reported, current_replicas, ratio,
+                                     within_tolerance=True)
         # No unready or missing pods: the ratio times the ready pods is the answer.
-        return proposal(ceil_int32(ratio * groups.ready_count), ratio)
+        return _grouped_proposal(groups, reported, ceil_int32(ratio * groups.ready_count), ratio)
+
+    def proposal(replicas: int, ratio: float, *, rebalanced_ratio: float | None = None,
+                 within_tolerance: bool = False) -> MetricProposal:
+        return _grouped_proposal(groups, reported, replicas, ratio,
+                                 rebalanced_ratio=rebalanced_ratio,
+                                 within_tolerance=within_tolerance)
 
     filled = dict(values)
     if groups.missing:
@@ -147,6 +141,18 @@ def _per_pod_proposal(
     return proposal(replicas, ratio, rebalanced_ratio=new_ratio)
 
 
+def _grouped_proposal(
+    groups: PodGroups, reported: MetricCurrent, replicas: int, ratio: float, *,
+    rebalanced_ratio: float | None = None, within_tolerance: bool = False,
+) -> MetricProposal:
+    return MetricProposal(
+        replicas=replicas, current=reported, ratio=ratio, rebalanced_ratio=rebalanced_ratio,
+        within_tolerance=within_tolerance, ready_pods=groups.ready_count,
+        unready_pods=len(groups.unready), missing_pods=len(groups.missing),
+        ignored_pods=len(groups.ignored), pods=groups,
+    )
+
+
 def _usable_samples(
     samples: Mapping[str, PodSample],
     pods: Sequence[Pod],
@@ -164,7 +170,7 @@ def _usable_samples(
     excluded = groups.ignored | groups.unready
     values: dict[str, int] = {
         name: s.value for name, s in samples.items() if name not in excluded
-    }
+    } if excluded else {name: s.value for name, s in samples.items()}
     if not values:
         raise MetricError("did not receive metrics for targeted pods (pods might be unready)")
     return values, groups
@@ -192,9 +198,10 @@ def utilization_proposal(
     def utilization(of: Mapping[str, int]) -> tuple[float, int, int]:
         usage = request = count = 0
         for name, value in of.items():
-            if name in requests:  # samples of unlisted pods have no request: skipped here
+            pod_request = requests.get(name)
+            if pod_request is not None:  # samples of unlisted pods have no request: skipped
                 usage += value
-                request += requests[name]
+                request += pod_request
                 count += 1
         if request == 0:
             raise MetricError("no metrics returned matched known pods")

@@ -13,7 +13,7 @@ value is missing or invalid stays invalid: a forecast never stands in for missin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
@@ -72,10 +72,7 @@ def with_forecast(live: MetricValues, forecast: float, total: float | None = Non
     if isinstance(live, PodMetricValues):
         samples = live.samples
         if total > 0:
-            factor = forecast / total
-            return PodMetricValues(samples={  # (PodSample built inline: once per pod per pass)
-                name: PodSample(value=Milli(round(s.value * factor)), timestamp=s.timestamp,
-                                window=s.window) for name, s in samples.items()})
+            return PodMetricValues(samples=_scaled(samples, forecast / total))
         each = Milli(wanted // len(samples))
         return PodMetricValues(samples={
             name: PodSample(value=each, timestamp=s.timestamp, window=s.window)
@@ -83,6 +80,20 @@ def with_forecast(live: MetricValues, forecast: float, total: float | None = Non
     if isinstance(live, ObjectMetricValue):
         return ObjectMetricValue(value=Milli(wanted))
     return ExternalMetricValues(values=(Milli(wanted),))
+
+
+def _scaled(samples: Mapping[str, PodSample], factor: float) -> dict[str, PodSample]:
+    """Each sample times ``factor``; pods that share one sample object (the simulator's
+    pods Ready through the window) share its scaled copy, built once."""
+    made: dict[int, PodSample] = {}
+    out: dict[str, PodSample] = {}
+    for name, s in samples.items():
+        scaled = made.get(id(s))
+        if scaled is None:
+            scaled = made[id(s)] = PodSample(value=Milli(round(s.value * factor)),
+                                             timestamp=s.timestamp, window=s.window)
+        out[name] = scaled
+    return out
 
 
 def decide_predictive(
