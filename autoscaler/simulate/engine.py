@@ -184,8 +184,9 @@ class _Target:
         ``runtime/prediction.py``), else plain ``decide``."""
         spec = self._scenario.spec
         scale = ScaleState(spec_replicas=self._replicas, status_replicas=counts.active)
-        bounds = bounds_at(self._scenario.schedules, spec,
-                           datetime.fromtimestamp(self._origin + now, UTC))[0]
+        schedules = self._scenario.schedules
+        bounds = bounds_at(schedules, spec, datetime.fromtimestamp(self._origin + now, UTC))[0] \
+            if schedules else None  # (no schedule: the spec's bounds, without a datetime a step)
         if self._predictor is None:
             return decide(spec=spec, scale=scale, metrics=values, pods=pods,
                           history=self._history, now=now, settings=self._scenario.settings,

@@ -14,6 +14,7 @@ transition time is the creation time until the pod becomes ready, then the momen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -118,11 +119,15 @@ class Workload:
         self.reporting: tuple[SimPod, ...] = ()
         """The pods that report samples (Running, not deleting) as last observed; the same
         tuple until a pod changes."""
+        self._unchanged = (math.inf, -math.inf)
+        """From when to when the last observation holds: no pod starts running or becomes
+        Ready in between, and nothing was created, deleted or removed since."""
         self._terminating = 0
         """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
 
     def _create(self, count: int, *, created: float) -> None:
+        self._unchanged = (math.inf, -math.inf)
         for _ in range(count):
             self._serial += 1
             running_at = created + self.model.startup
@@ -136,6 +141,7 @@ class Workload:
         if not self._terminating:  # most steps: nothing to look for
             return
         grace = self.model.termination
+        self._unchanged = (math.inf, -math.inf)
         self.pods = [
             p for p in self.pods if p.deleted_at is None or p.deleted_at + grace > now
         ]
@@ -147,6 +153,9 @@ class Workload:
     def observe(self, now: float) -> tuple[Counts, PodView]:
         """The pods by state, and as the core sees them (``core_pods``), in one look at
         each pod: the simulator's step asks for both."""
+        since, until = self._unchanged
+        if since <= now < until and self._view is not None and self._counts is not None:
+            return self._counts, self._view  # no pod changed state (most steps)
         tally = dict(_NO_PODS)  # (iterating the enum itself is slow: this runs every step)
         out = []
         # A pod added, removed or changed shows as a rebuilt core pod or another count.
@@ -164,6 +173,9 @@ class Workload:
                 ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
             )
             self.reporting = tuple(p for p in self.pods if p._core_state in _REPORTING)
+        self._unchanged = (now, min(
+            (t for p in self.pods if p.deleted_at is None
+             for t in (p.running_at, p.ready_at) if t > now), default=math.inf))
         return self._counts, self._view
 
     def scale_to(self, replicas: int, now: float) -> None:
@@ -175,6 +187,7 @@ class Workload:
         # ReplicaSet order (controller.ActivePods): pending < unready < ready, then the most
         # recently ready, then the newest: the cheapest pods to lose go first. Ties: the
         # later name (serials grow), so the original pods are the last to go.
+        self._unchanged = (math.inf, -math.inf)
         rank = {PodState.PENDING: 0, PodState.STARTING: 1, PodState.READY: 2}
         active.sort(key=lambda p: p.name, reverse=True)
         active.sort(key=lambda p: (rank[p.state(now)], -p.ready_at, -p.created))
