@@ -6,7 +6,7 @@ sample), ready.
 
 ``PodView`` is pods that remember both: a predictive pass decides twice on the same pods,
 and a caller that sees the same pods pass after pass (the simulator) can keep one view for
-all of them. ``grouped`` and ``requests_of`` use a view's memory when they are handed one.
+all of them. The replica calculator uses a view's memory when it is handed one.
 """
 
 from __future__ import annotations
@@ -155,23 +155,6 @@ class PodView(tuple[Pod, ...]):
 def pod_view(pods: Sequence[Pod]) -> PodView:
     """``pods`` as a ``PodView`` (itself when it is one)."""
     return pods if isinstance(pods, PodView) else PodView(pods)
-
-
-def grouped(pods: Sequence[Pod], samples: Mapping[str, PodSample], *, resource: str | None,
-            now: Seconds, settings: AlgorithmSettings) -> PodGroups:
-    """``group_pods``, remembered when ``pods`` is a ``PodView`` (a plain sequence is
-    grouped as it is: building a view for one look would only cost)."""
-    if isinstance(pods, PodView):
-        return pods.groups(samples, resource=resource, now=now, settings=settings)
-    return group_pods(pods, samples, resource=resource, now=now, settings=settings)
-
-
-def requests_of(pods: Sequence[Pod], *, resource: str,
-                container: str | None) -> Mapping[str, int]:
-    """``pod_requests``, remembered when ``pods`` is a ``PodView``."""
-    if isinstance(pods, PodView):
-        return pods.requests(resource=resource, container=container)
-    return pod_requests(pods, resource=resource, container=container)
 
 
 def count_running_ready(pods: Sequence[Pod]) -> int:

@@ -16,9 +16,10 @@ from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample,
 from autoscaler.algorithm.pods import (
     MetricError,
     PodGroups,
+    PodView,
     count_running_ready,
-    grouped,
-    requests_of,
+    group_pods,
+    pod_requests,
 )
 from autoscaler.record import record
 
@@ -166,7 +167,9 @@ def _usable_samples(
         raise MetricError(empty_message)
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
-    groups = grouped(pods, samples, resource=resource, now=now, settings=settings)
+    groups = pods.groups(samples, resource=resource, now=now, settings=settings) \
+        if isinstance(pods, PodView) else group_pods(pods, samples, resource=resource, now=now,
+                                                     settings=settings)
     excluded = groups.ignored | groups.unready
     values: dict[str, int] = {
         name: s.value for name, s in samples.items() if name not in excluded
@@ -193,7 +196,8 @@ def utilization_proposal(
         samples, pods, resource=resource, now=now, settings=settings,
         empty_message="no metrics returned from resource metrics API",
     )
-    requests = requests_of(pods, resource=resource, container=container)
+    requests = pods.requests(resource=resource, container=container) \
+        if isinstance(pods, PodView) else pod_requests(pods, resource=resource, container=container)
 
     def utilization(of: Mapping[str, int]) -> tuple[float, int, int]:
         usage = request = count = 0
