@@ -9,12 +9,15 @@ tolerance with at most 10 % more replica-hours on the week, in under 5 s).
     .venv/bin/python bench/predict_week.py [--step 5m] [--model holtWinters] [--repeat 3]
 
 Each simulation's time is the best of ``--repeat`` runs (the machine is shared: the best is
-the one least disturbed); the load average is printed with the table.
+the one least disturbed); the load average is printed with the table. ``--digest`` adds each
+run's sha256 over the repr of every row and of the summary: two commits whose digests match
+simulate the same timeline, row for row (what a change made only for speed must keep).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import os
 import time
@@ -48,9 +51,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
                     predictions=predictions)
 
 
-def run(s: Scenario, trace_name: str, repeat: int = 1) -> tuple[Summary, float, float]:
-    """The run's summary, and its best wall and CPU seconds (CPU time moves less with what
-    else the machine does)."""
+def run(s: Scenario, trace_name: str, repeat: int = 1) -> tuple[Summary, float, float, str]:
+    """The run's summary, its best wall and CPU seconds (CPU time moves less with what else
+    the machine does), and the digest of its rows and summary."""
     trace = load_trace(EXAMPLES / trace_name)
     wall = cpu = math.inf
     for _ in range(max(1, repeat)):
@@ -58,7 +61,9 @@ def run(s: Scenario, trace_name: str, repeat: int = 1) -> tuple[Summary, float, 
         timeline = simulate(s, trace, interpolation="linear")
         wall = min(wall, time.perf_counter() - started)
         cpu = min(cpu, time.process_time() - used)
-    return summarize(timeline), wall, cpu
+    summary = summarize(timeline)
+    digest = hashlib.sha256((repr(timeline.rows) + repr(summary)).encode()).hexdigest()
+    return summary, wall, cpu, digest
 
 
 def main() -> None:
@@ -66,6 +71,8 @@ def main() -> None:
     parser.add_argument("--step", help="override every prediction's step (e.g. 1m)")
     parser.add_argument("--model", help="override every prediction's model")
     parser.add_argument("--repeat", type=int, default=1, help="runs per simulation (best time)")
+    parser.add_argument("--digest", action="store_true",
+                        help="print each run's sha256 of its rows and summary")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
     predictive = scenario(args)
@@ -73,20 +80,24 @@ def main() -> None:
     print("| trace | run | beyond tolerance | over target | worst overshoot | replica-hours "
           "| scale events | forecast used | simulate (s) | CPU (s) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    digests: list[str] = []
     for name in ("week.csv", "noise.csv"):
         results = [(s.label, *run(s, name, args.repeat)) for s in (reactive, predictive)]
-        for label, summary, seconds, cpu in results:
+        for label, summary, seconds, cpu, _ in results:
             print(f"| {name} | {label} | {format_elapsed(summary.beyond_tolerance_seconds)} "
                   f"| {format_elapsed(summary.over_target_seconds)} "
                   f"| +{summary.max_over_target_percent:.1f}% | {summary.replica_hours:.1f} "
                   f"| {summary.scale_events} | {format_elapsed(summary.forecast_used_seconds)} "
                   f"| {seconds:.2f} | {cpu:.2f} |")
-        (_, base, _, _), (_, pred, _, _) = results
+        (_, base, _, _, _), (_, pred, _, _, _) = results
         cut = 1 - pred.beyond_tolerance_seconds / base.beyond_tolerance_seconds \
             if base.beyond_tolerance_seconds else 0.0
         more = pred.replica_hours / base.replica_hours - 1
         print(f"| {name} | change | {-100 * cut:+.0f}% | | | {100 * more:+.1f}% | | | | |")
+        digests += [f"{name} {label}: {digest}" for label, *_, digest in results]
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.digest:
+        print("\n".join(digests))
 
 
 if __name__ == "__main__":

@@ -175,7 +175,8 @@ def decide(
     """Decide the desired replica count for one target, as kube-controller-manager would.
 
     ``metrics`` is aligned with ``spec.metrics``. ``bounds`` replaces the spec's min/max for
-    this pass (schedules); by default the spec's own bounds apply.
+    this pass (schedules); by default the spec's own bounds apply. ``pods`` may be a
+    ``PodView`` (``algorithm.pods``), whose groupings and requests are then computed once.
     """
     if len(metrics) != len(spec.metrics):
         raise ValueError(f"got {len(metrics)} metric values for {len(spec.metrics)} metric specs")

@@ -3,11 +3,16 @@
 Every pod lands in exactly one class, tested in upstream's order: ignored (being deleted or
 Failed), unready (Pending, or for the ``cpu`` resource not yet trustworthy), missing (no
 sample), ready.
+
+``PodView`` is pods that remember both: a predictive pass decides twice on the same pods,
+and a caller that sees the same pods pass after pass (the simulator) can keep one view for
+all of them. The replica calculator uses a view's memory when it is handed one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -94,6 +99,62 @@ def _cpu_sample_untrusted(
         return not_ready or sample.timestamp < transition + sample.window
     # Initialized: ignore the sample only if the pod is unready and has never been ready.
     return not_ready and pod.start_time + settings.initial_readiness_delay > transition
+
+
+_GroupsKey = tuple[tuple[str, ...], AlgorithmSettings]
+"""The names of the pods with a sample, and the settings: what a grouping depends on."""
+
+
+class PodView(tuple[Pod, ...]):
+    """Pods (a tuple of them) that remember what the metrics compute from the pods alone:
+    each resource's requests, and the grouping for a set of sample names. Pods are values,
+    so the answers cannot go stale; they are exactly what ``pod_requests`` and
+    ``group_pods`` return."""
+
+    def __init__(self, pods: Iterable[Pod] = ()) -> None:
+        self._requests: dict[tuple[str, str | None], dict[str, int]] = {}
+        self._groups: dict[bool, tuple[_GroupsKey, PodGroups]] = {}
+        self._settled: tuple[AlgorithmSettings, float] | None = None
+
+    def requests(self, *, resource: str, container: str | None) -> Mapping[str, int]:
+        """``pod_requests`` of these pods (a failure is not remembered: it raises again)."""
+        key = (resource, container)
+        found = self._requests.get(key)
+        if found is None:
+            found = self._requests[key] = pod_requests(self, resource=resource,
+                                                       container=container)
+        return found
+
+    def groups(self, samples: Mapping[str, PodSample], *, resource: str | None, now: Seconds,
+               settings: AlgorithmSettings) -> PodGroups:
+        """``group_pods`` of these pods. Only which pods have a sample matters, except for
+        the ``cpu`` readiness rule while some pod is initializing (its answer then depends
+        on ``now`` and the samples' times): that grouping is not remembered."""
+        cpu = resource == CPU
+        key = (tuple(samples), settings)
+        kept = self._groups.get(cpu)
+        if kept is not None and kept[0] == key and (not cpu or now >= self._settled_at(settings)):
+            return kept[1]
+        groups = group_pods(self, samples, resource=resource, now=now, settings=settings)
+        if not cpu or now >= self._settled_at(settings):
+            self._groups[cpu] = (key, groups)
+        return groups
+
+    def _settled_at(self, settings: AlgorithmSettings) -> Seconds:
+        """From when on no pod is initializing: the cpu rule then reads neither ``now``
+        nor a sample's time (``_cpu_sample_untrusted``'s initialized branch)."""
+        if self._settled is None or self._settled[0] != settings:
+            period = settings.cpu_initialization_period
+            self._settled = (settings, max(
+                (pod.start_time + period for pod in self
+                 if pod.start_time is not None and pod.ready is not None),
+                default=-math.inf))
+        return self._settled[1]
+
+
+def pod_view(pods: Sequence[Pod]) -> PodView:
+    """``pods`` as a ``PodView`` (itself when it is one)."""
+    return pods if isinstance(pods, PodView) else PodView(pods)
 
 
 def count_running_ready(pods: Sequence[Pod]) -> int:

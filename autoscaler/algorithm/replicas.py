@@ -16,6 +16,7 @@ from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample,
 from autoscaler.algorithm.pods import (
     MetricError,
     PodGroups,
+    PodView,
     count_running_ready,
     group_pods,
     pod_requests,
@@ -96,26 +97,20 @@ def _per_pod_proposal(
 
     ``ratio`` is ``ratio_of(values)``, which the caller has computed already.
     """
-
-    def proposal(replicas: int, ratio: float, **extra: object) -> MetricProposal:
-        return MetricProposal(
-            replicas=replicas,
-            current=reported,
-            ratio=ratio,
-            ready_pods=groups.ready_count,
-            unready_pods=len(groups.unready),
-            missing_pods=len(groups.missing),
-            ignored_pods=len(groups.ignored),
-            pods=groups,
-            **extra,  # type: ignore[arg-type]
-        )
-
     scale_up_with_unready = bool(groups.unready) and ratio > 1.0
     if not scale_up_with_unready and not groups.missing:
+        # (the usual case, built without the closure below: it runs per metric per pass)
         if tolerances.within(ratio):
-            return proposal(current_replicas, ratio, within_tolerance=True)
+            return _grouped_proposal(groups, reported, current_replicas, ratio,
+                                     within_tolerance=True)
         # No unready or missing pods: the ratio times the ready pods is the answer.
-        return proposal(ceil_int32(ratio * groups.ready_count), ratio)
+        return _grouped_proposal(groups, reported, ceil_int32(ratio * groups.ready_count), ratio)
+
+    def proposal(replicas: int, ratio: float, *, rebalanced_ratio: float | None = None,
+                 within_tolerance: bool = False) -> MetricProposal:
+        return _grouped_proposal(groups, reported, replicas, ratio,
+                                 rebalanced_ratio=rebalanced_ratio,
+                                 within_tolerance=within_tolerance)
 
     filled = dict(values)
     if groups.missing:
@@ -147,6 +142,18 @@ def _per_pod_proposal(
     return proposal(replicas, ratio, rebalanced_ratio=new_ratio)
 
 
+def _grouped_proposal(
+    groups: PodGroups, reported: MetricCurrent, replicas: int, ratio: float, *,
+    rebalanced_ratio: float | None = None, within_tolerance: bool = False,
+) -> MetricProposal:
+    return MetricProposal(
+        replicas=replicas, current=reported, ratio=ratio, rebalanced_ratio=rebalanced_ratio,
+        within_tolerance=within_tolerance, ready_pods=groups.ready_count,
+        unready_pods=len(groups.unready), missing_pods=len(groups.missing),
+        ignored_pods=len(groups.ignored), pods=groups,
+    )
+
+
 def _usable_samples(
     samples: Mapping[str, PodSample],
     pods: Sequence[Pod],
@@ -160,11 +167,13 @@ def _usable_samples(
         raise MetricError(empty_message)
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
-    groups = group_pods(pods, samples, resource=resource, now=now, settings=settings)
+    groups = pods.groups(samples, resource=resource, now=now, settings=settings) \
+        if isinstance(pods, PodView) else group_pods(pods, samples, resource=resource, now=now,
+                                                     settings=settings)
     excluded = groups.ignored | groups.unready
     values: dict[str, int] = {
         name: s.value for name, s in samples.items() if name not in excluded
-    }
+    } if excluded else {name: s.value for name, s in samples.items()}
     if not values:
         raise MetricError("did not receive metrics for targeted pods (pods might be unready)")
     return values, groups
@@ -187,14 +196,16 @@ def utilization_proposal(
         samples, pods, resource=resource, now=now, settings=settings,
         empty_message="no metrics returned from resource metrics API",
     )
-    requests = pod_requests(pods, resource=resource, container=container)
+    requests = pods.requests(resource=resource, container=container) \
+        if isinstance(pods, PodView) else pod_requests(pods, resource=resource, container=container)
 
     def utilization(of: Mapping[str, int]) -> tuple[float, int, int]:
         usage = request = count = 0
         for name, value in of.items():
-            if name in requests:  # samples of unlisted pods have no request: skipped here
+            pod_request = requests.get(name)
+            if pod_request is not None:  # samples of unlisted pods have no request: skipped
                 usage += value
-                request += requests[name]
+                request += pod_request
                 count += 1
         if request == 0:
             raise MetricError("no metrics returned matched known pods")

@@ -164,7 +164,7 @@ class _Target:
         workload.advance(now)
         counts, pods = workload.observe(now)
         observed = [
-            feed.observe(now=now, total=total, ready=counts.ready, pods=workload.pods)
+            feed.observe(now=now, total=total, ready=counts.ready, pods=workload.reporting)
             for feed, total in zip(self._feeds, totals, strict=True)
         ]
         decision = self._decide(now, counts, pods, [values for values, _ in observed])
@@ -185,8 +185,9 @@ class _Target:
         ``runtime/prediction.py``), else plain ``decide``."""
         spec = self._scenario.spec
         scale = ScaleState(spec_replicas=self._replicas, status_replicas=counts.active)
-        bounds = bounds_at(self._scenario.schedules, spec,
-                           datetime.fromtimestamp(self._origin + now, UTC))[0]
+        schedules = self._scenario.schedules
+        bounds = bounds_at(schedules, spec, datetime.fromtimestamp(self._origin + now, UTC))[0] \
+            if schedules else None  # (no schedule: the spec's bounds, without a datetime a step)
         if self._predictor is None:
             return decide(spec=spec, scale=scale, metrics=values, pods=pods,
                           history=self._history, now=now, settings=self._scenario.settings,

@@ -19,6 +19,7 @@ the core's readiness rules for cpu samples apply as they do in the daemon.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -80,6 +81,11 @@ class MetricFeed:
         self._per_pod = spec.type in PER_POD_SOURCES
         self._request = self._resource_request() if spec.type in RESOURCE_SOURCES else None
         self._window: deque[tuple[float, float]] = deque()
+        self._reporting: Sequence[SimPod] = ()
+        self._names: tuple[str, ...] = ()
+        self._last_ready = -math.inf
+        """The latest ``ready_at`` of ``_reporting``'s pods: from the window's start on,
+        every pod is Ready through the whole window and reports the same sample."""
 
     def _resource_request(self) -> float:
         request = self._model.requests.get(self.spec.name)
@@ -111,7 +117,8 @@ class MetricFeed:
     def observe(
         self, *, now: float, total: float | None, ready: int, pods: Sequence[SimPod]
     ) -> tuple[MetricValues, MetricLoad]:
-        """What the daemon would fetch at ``now`` and the metric's true load."""
+        """What the daemon would fetch at ``now`` and the metric's true load; ``pods`` are
+        the pods that report (Running, not deleting: ``Workload.reporting``)."""
         if total is None:
             reason = f"the trace has no value for {self.spec.name} at {now:g}s"
             return MetricUnavailable(reason=reason), NO_LOAD
@@ -151,10 +158,16 @@ class MetricFeed:
             value=_milli(sum(v for _, v in window) / len(window)),
             timestamp=now, window=self._window_seconds,
         )
+        if pods is not self._reporting:
+            # The workload hands the same tuple until a pod changes; a list may change
+            # under us, so it is looked at every time.
+            self._reporting = pods if isinstance(pods, tuple) else ()
+            self._names = tuple(pod.name for pod in pods)
+            self._last_ready = max((pod.ready_at for pod in pods), default=-math.inf)
+        if self._last_ready <= first:
+            return dict.fromkeys(self._names, steady)  # every pod Ready through the window
         samples: dict[str, PodSample] = {}
         for pod in pods:
-            if pod.deleted_at is not None or now < pod.running_at:
-                continue  # deleting and Pending pods report nothing
             if pod.ready_at <= first:
                 samples[pod.name] = steady  # Ready through the whole window
                 continue

@@ -14,12 +14,14 @@ transition time is the creation time until the pod becomes ready, then the momen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
+from autoscaler.algorithm.pods import PodView
 from autoscaler.record import record
 
 CONTAINER = "app"
@@ -84,6 +86,8 @@ class SimPod:
 
 
 _NO_PODS = dict.fromkeys(PodState, 0)
+_REPORTING = frozenset({PodState.STARTING, PodState.READY})
+"""Running and not deleting: Pending and deleting pods report no samples."""
 
 
 @record
@@ -108,11 +112,22 @@ class Workload:
         self._serial = 0
         self._containers = (Container(name=model.container, requests=model.requests),)
         self.pods: list[SimPod] = []
+        self._view: PodView | None = None
+        """The core's pods as last observed; handed over again while no pod changed, so
+        the core's groupings and requests of them are computed once."""
+        self._counts: Counts | None = None
+        self.reporting: tuple[SimPod, ...] = ()
+        """The pods that report samples (Running, not deleting) as last observed; the same
+        tuple until a pod changes."""
+        self._unchanged = (math.inf, -math.inf)
+        """From when to when the last observation holds: no pod starts running or becomes
+        Ready in between, and nothing was created, deleted or removed since."""
         self._terminating = 0
         """Pods marked deleting and not gone yet (``advance`` has nothing to do without)."""
         self._create(replicas, created=now - LONG_AGO)
 
     def _create(self, count: int, *, created: float) -> None:
+        self._unchanged = (math.inf, -math.inf)
         for _ in range(count):
             self._serial += 1
             running_at = created + self.model.startup
@@ -126,6 +141,7 @@ class Workload:
         if not self._terminating:  # most steps: nothing to look for
             return
         grace = self.model.termination
+        self._unchanged = (math.inf, -math.inf)
         self.pods = [
             p for p in self.pods if p.deleted_at is None or p.deleted_at + grace > now
         ]
@@ -134,22 +150,33 @@ class Workload:
     def counts(self, now: float) -> Counts:
         return self.observe(now)[0]
 
-    def observe(self, now: float) -> tuple[Counts, list[Pod]]:
+    def observe(self, now: float) -> tuple[Counts, PodView]:
         """The pods by state, and as the core sees them (``core_pods``), in one look at
         each pod: the simulator's step asks for both."""
+        since, until = self._unchanged
+        if since <= now < until and self._view is not None and self._counts is not None:
+            return self._counts, self._view  # no pod changed state (most steps)
         tally = dict(_NO_PODS)  # (iterating the enum itself is slow: this runs every step)
         out = []
+        # A pod added, removed or changed shows as a rebuilt core pod or another count.
+        changed = self._view is None or len(self._view) != len(self.pods)
         for pod in self.pods:
             state = pod.state(now)
             tally[state] += 1
             if pod._core is None or pod._core_state is not state:
                 pod._core, pod._core_state = self._core_pod(pod, state), state
+                changed = True
             out.append(pod._core)
-        counts = Counts(
-            pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
-            ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
-        )
-        return counts, out
+        if changed or self._view is None or self._counts is None:
+            self._view, self._counts = PodView(out), Counts(
+                pending=tally[PodState.PENDING], starting=tally[PodState.STARTING],
+                ready=tally[PodState.READY], deleting=tally[PodState.DELETING],
+            )
+            self.reporting = tuple(p for p in self.pods if p._core_state in _REPORTING)
+        self._unchanged = (now, min(
+            (t for p in self.pods if p.deleted_at is None
+             for t in (p.running_at, p.ready_at) if t > now), default=math.inf))
+        return self._counts, self._view
 
     def scale_to(self, replicas: int, now: float) -> None:
         """Create pods, or mark the ReplicaSet's choice of pods as deleting."""
@@ -160,6 +187,7 @@ class Workload:
         # ReplicaSet order (controller.ActivePods): pending < unready < ready, then the most
         # recently ready, then the newest: the cheapest pods to lose go first. Ties: the
         # later name (serials grow), so the original pods are the last to go.
+        self._unchanged = (math.inf, -math.inf)
         rank = {PodState.PENDING: 0, PodState.STARTING: 1, PodState.READY: 2}
         active.sort(key=lambda p: p.name, reverse=True)
         active.sort(key=lambda p: (rank[p.state(now)], -p.ready_at, -p.created))
@@ -170,7 +198,7 @@ class Workload:
             else:
                 self._terminating += 1
 
-    def core_pods(self, now: float) -> list[Pod]:
+    def core_pods(self, now: float) -> PodView:
         """The pods as the core sees them; rebuilt only when a pod changes state."""
         return self.observe(now)[1]
 

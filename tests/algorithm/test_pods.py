@@ -6,7 +6,7 @@ import pytest
 
 from autoscaler.algorithm import Pod, PodSample
 from autoscaler.algorithm.model import PodPhase
-from autoscaler.algorithm.pods import MetricError, group_pods, pod_requests
+from autoscaler.algorithm.pods import MetricError, PodView, group_pods, pod_requests
 from tests.algorithm.builders import (
     FAILED,
     FALSE,
@@ -172,3 +172,56 @@ def test_unready_pending_pod_is_classified_before_samples() -> None:
                         settings=TESTING)
     assert groups.unready == {"p"}
     assert not groups.missing
+
+
+# --- PodView: the same answers, computed once ---------------------------------------------
+
+
+@pytest.mark.parametrize(("pods", "samples", "resource", "expected"), GROUP_PODS)
+def test_view_groups_as_group_pods(
+    pods: list[Pod], samples: dict[str, PodSample], resource: str,
+    expected: tuple[int, set[str], set[str], set[str]],
+) -> None:
+    """A view groups its pods as ``group_pods`` does, asked once or again."""
+    view = PodView(pods)
+    for _ in range(2):
+        groups = view.groups(samples, resource=resource, now=NOW, settings=TESTING)
+        got = (groups.ready_count, set(groups.unready), set(groups.missing), set(groups.ignored))
+        assert got == expected
+
+
+def test_view_regroups_cpu_while_a_pod_initializes() -> None:
+    """While a pod is initializing, its cpu sample's time decides: the view does not hand
+    back the grouping of an earlier pass (same names, staler sample)."""
+    view = PodView([pod("p", start=NOW - 60, transition=NOW - 30)])
+    stale = view.groups({"p": sample(1, timestamp=NOW, window=60)}, resource="cpu", now=NOW,
+                        settings=TESTING)
+    fresh = view.groups({"p": sample(1, timestamp=NOW + 15, window=30)}, resource="cpu",
+                        now=NOW + 15, settings=TESTING)
+    assert (stale.unready, fresh.ready_count) == ({"p"}, 1)
+
+
+def test_view_regroups_when_the_samples_name_other_pods() -> None:
+    """A pod whose sample went missing is missing, whatever the view grouped before."""
+    view = PodView([pod("a"), pod("b")])
+    view.groups({"a": sample(1), "b": sample(1)}, resource="memory", now=NOW, settings=TESTING)
+    assert view.groups({"a": sample(1)}, resource="memory", now=NOW,
+                       settings=TESTING).missing == {"b"}
+
+
+@pytest.mark.parametrize(("pods", "named", "expected"), CALCULATE_REQUESTS)
+def test_view_requests_as_pod_requests(
+    pods: list[Pod], named: str | None, expected: dict[str, int],
+) -> None:
+    """A view's requests are ``pod_requests``', asked once or again."""
+    view = PodView(pods)
+    assert view.requests(resource="cpu", container=named) == expected
+    assert view.requests(resource="cpu", container=named) == expected
+
+
+def test_view_request_failure_fails_again() -> None:
+    """A missing request fails every time it is asked for, not only the first."""
+    view = PodView([pod("test-pod", containers=[container("container1")])])
+    for _ in range(2):
+        with pytest.raises(MetricError, match="missing request for cpu"):
+            view.requests(resource="cpu", container=None)

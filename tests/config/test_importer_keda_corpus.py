@@ -97,7 +97,9 @@ CASES = [
      "in.yaml:8: document 1, spec.triggers[0].metadata: must be a mapping, got an array",
      SECONDS, RSS_MIB),
     ("5000-digit-threshold", file(SO.replace(b'threshold: "10"', b'threshold: "' + b"9" * 5000
-                                             + b'"')), 0, "", SECONDS, RSS_MIB),
+                                             + b'"')), 1,
+     "in.yaml:8: document 1, spec.triggers[0].metadata.threshold: must be a quantity", SECONDS,
+     RSS_MIB),
     ("utf-16", file("\ufeff".encode("utf-16-le") + SO.decode().encode("utf-16-le")), 0, "",
      SECONDS, RSS_MIB),
     ("unquoted-numbers", file(SO.replace(b'threshold: "10"', b"threshold: 10.5")), 0, "",

@@ -3,7 +3,6 @@ the standby takes the lease and does not take a step the policy forbids."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.e2e.conftest import Rig
@@ -14,6 +13,7 @@ from tests.e2e.test_trust import (
     UP_TWO_PODS_PER_15S,
     config,
     hold,
+    kill_at_the_next_write,
     without_state_file,
 )
 
@@ -26,17 +26,11 @@ async def test_the_standby_keeps_the_step_of_a_leader_killed_after_its_write(
     rig.load.demand = 1000
     text = without_state_file(config(rig, tmp_path, behavior=UP_TWO_PODS_PER_15S,
                                      downscale="0s", extra_daemon=LEADER_ELECTION), tmp_path)
-    written: list[float] = []
     with daemon(text, tmp_path, name="first") as first:
         await eventually(lambda: (first.status() or {}).get("leader") is True, timeout=20,
                          what="first leads")
         with daemon(text, tmp_path, name="second") as second:
-            def kill() -> None:
-                written.append(time.monotonic())
-                assert first.process is not None
-                first.process.kill()
-
-            rig.api.after_next(verb="update", resource="deployments/scale", action=kill)
+            written = kill_at_the_next_write(rig, first)
             await eventually(lambda: bool(written), timeout=40, what="the first scale write")
             assert replicas(rig) == 4
             await eventually(lambda: (second.status() or {}).get("leader") is True,

@@ -60,6 +60,27 @@ def without_state_file(text: str, tmp_path: Path) -> str:
     return text.replace(f'stateFile = "{tmp_path / "state"}"\n', "")
 
 
+def targeting(text: str, name: str) -> str:
+    """The config with its target pointed at Deployment ``name`` instead of ``web`` (a
+    reload that drops web, or one that brings it back)."""
+    head, _, tail = text.partition("[[autoscaler]]")
+    return head + "[[autoscaler]]" + tail.replace('name = "web"', f'name = "{name}"')
+
+
+def kill_at_the_next_write(rig: Rig, proc: DaemonProcess) -> list[float]:
+    """SIGKILL ``proc`` the moment its next PUT /scale has succeeded; the list gets the
+    monotonic time of the kill."""
+    written: list[float] = []
+
+    def kill() -> None:
+        written.append(time.monotonic())
+        assert proc.process is not None
+        proc.process.kill()
+
+    rig.api.after_next(verb="update", resource="deployments/scale", action=kill)
+    return written
+
+
 async def hold(check: callable, *, until: float, what: str) -> None:  # type: ignore[valid-type]
     """``check()`` stays true until the monotonic instant ``until``."""
     while time.monotonic() < until:
@@ -74,15 +95,8 @@ async def test_a_kill_right_after_a_write_does_not_free_the_next_step(
     the restarted daemon knows of that step and waits out the period before 4 -> 6."""
     rig.load.demand = 1000  # wants 10
     text = config(rig, tmp_path, behavior=UP_TWO_PODS_PER_15S, downscale="0s")
-    written: list[float] = []
     with daemon(text, tmp_path, name="first") as first:
-
-        def kill() -> None:
-            written.append(time.monotonic())
-            assert first.process is not None
-            first.process.kill()
-
-        rig.api.after_next(verb="update", resource="deployments/scale", action=kill)
+        written = kill_at_the_next_write(rig, first)
         await eventually(lambda: bool(written), timeout=40, what="the first scale write")
         assert first.process is not None
         first.process.wait(10)
@@ -151,9 +165,7 @@ async def test_a_reload_that_drops_and_restores_a_target_keeps_its_history(
         stepped = await scaled_down_once(rig)
         assert proc.process is not None
         text = proc.config.read_text()
-        head, _, tail = text.partition("[[autoscaler]]")
-        proc.config.write_text(head + "[[autoscaler]]" + tail.replace('name = "web"',
-                                                                      'name = "other"'))
+        proc.config.write_text(targeting(text, "other"))
         proc.process.send_signal(signal.SIGHUP)
         await eventually(lambda: "default/Deployment/web" not in
                          (proc.status() or {}).get("targets", {}),
@@ -361,8 +373,7 @@ async def test_a_target_added_by_a_reload_while_the_history_is_read_gets_its_his
     with daemon(text, tmp_path, name="first") as first:
         stepped = await scaled_down_once(rig)
         assert await first.stop_async() == 0
-    head, _, tail = text.partition("[[autoscaler]]")
-    without_web = head + "[[autoscaler]]" + tail.replace('name = "web"', 'name = "other"')
+    without_web = targeting(text, "other")
     failing = rig.api.fail_next(4, verb="get", resource="configmaps")
     with daemon(without_web, tmp_path, name="second") as second:
         await eventually(lambda: failing.remaining <= 3, timeout=20, interval=0.05,
@@ -420,12 +431,10 @@ async def test_a_reload_that_drops_a_target_mid_pass_keeps_its_history(
             stepped = await scaled_down_once(rig)
             assert proc.process is not None
             good = proc.config.read_text()
-            head, _, tail = good.partition("[[autoscaler]]")
             proxy.delay = 1.5  # every pass now waits 1.5 s on its query
             await eventually(lambda: proxy.in_flight > 0, timeout=10, interval=0.02,
                              what="a pass waiting on Prometheus")
-            proc.config.write_text(head + "[[autoscaler]]" + tail.replace('name = "web"',
-                                                                          'name = "other"'))
+            proc.config.write_text(targeting(good, "other"))
             proc.process.send_signal(signal.SIGHUP)
             await eventually(lambda: "default/Deployment/web" not in
                              (proc.status() or {}).get("targets", {}),

@@ -57,7 +57,8 @@ def test_only_ready_pods_get_traffic() -> None:
     workload.scale_to(4, 0)  # p-00004, p-00005: Running at 10, Ready at 20
     workload.scale_to(5, 5)  # p-00006: Running at 15
     feed = MetricFeed(rps(100), model, own_column=False)
-    values, load = feed.observe(now=12, total=300, ready=2, pods=workload.pods)
+    workload.observe(12)
+    values, load = feed.observe(now=12, total=300, ready=2, pods=workload.reporting)
     assert samples(values) == {"p-00001": 150_000, "p-00002": 150_000, "p-00004": 0, "p-00005": 0}
     assert load.per_pod == 150.0
 
@@ -138,3 +139,21 @@ def test_own_column_needs_no_capacity() -> None:
     """With a ``cpu`` column the total is already in cores."""
     feed = MetricFeed(cpu(50), WorkloadModel(), own_column=True)
     assert feed.total(1.5) == 1.5
+
+
+def test_a_pod_reports_the_common_sample_once_ready_through_the_window() -> None:
+    """A new pod's sample counts only its Ready steps until it has been Ready for a whole
+    window; from then on it reports what every other pod does."""
+    model = WorkloadModel(readiness=15, metric_window=30)
+    workload = Workload(model, prefix="p", replicas=1, now=0)
+    workload.scale_to(2, 0)  # p-00002: Running at 0, Ready at 15
+    feed = MetricFeed(rps(100), model, own_column=False)
+    workload.observe(0)
+    feed.observe(now=0, total=100, ready=1, pods=workload.reporting)
+    workload.observe(15)
+    got = [samples(feed.observe(now=now, total=200, ready=2, pods=workload.reporting)[0])
+           for now in (15, 30)]
+    # At 15 p-00002 counts its two steps, Ready in one: (0 + 100) / 2; at 30 the window
+    # (0, 30] holds only Ready steps of both.
+    assert got == [{"p-00001": 100_000, "p-00002": 50_000},
+                   {"p-00001": 100_000, "p-00002": 100_000}]

@@ -73,3 +73,18 @@ def test_starting_pods_were_ready_long_ago() -> None:
     assert pod.ready is ConditionStatus.TRUE
     assert pod.start_time is not None
     assert pod.start_time + 300 < 0
+
+
+def test_observe_sees_every_change_between_two_looks() -> None:
+    """A pod becoming Running or Ready, a scale-up and a scale-down each show at the next
+    observation, even one at the same instant as the last."""
+    workload = Workload(WorkloadModel(startup=10, readiness=10, termination=5), prefix="p",
+                        replicas=1, now=0)
+    seen = [workload.observe(0)[0]]
+    workload.scale_to(2, 0)
+    seen += [workload.observe(t)[0] for t in (0, 9, 10, 19, 20)]
+    workload.scale_to(1, 20)
+    seen.append(workload.observe(20)[0])
+    assert [(c.pending, c.starting, c.ready, c.deleting) for c in seen] == [
+        (0, 0, 1, 0), (1, 0, 1, 0), (1, 0, 1, 0), (0, 1, 1, 0), (0, 1, 1, 0), (0, 0, 2, 0),
+        (0, 0, 1, 1)]

@@ -13,7 +13,7 @@ value is missing or invalid stays invalid: a forecast never stands in for missin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
@@ -33,6 +33,7 @@ from autoscaler.algorithm.model import (
     ScaleState,
     Seconds,
 )
+from autoscaler.algorithm.pods import pod_view
 from autoscaler.algorithm.reasons import ConditionType, Reason
 from autoscaler.record import record
 
@@ -52,7 +53,8 @@ def metric_total(values: MetricValues) -> float | None:
     """The metric's total in base units (what is forecast): the pods' samples summed, the
     Object's value, the External series summed; ``None`` when the metric is unavailable."""
     if isinstance(values, PodMetricValues):
-        return sum(s.value for s in values.samples.values()) / 1000 if values.samples else None
+        samples = values.samples
+        return sum([s.value for s in samples.values()]) / 1000 if samples else None
     if isinstance(values, ObjectMetricValue):
         return values.value / 1000
     if isinstance(values, ExternalMetricValues):
@@ -70,10 +72,7 @@ def with_forecast(live: MetricValues, forecast: float, total: float | None = Non
     if isinstance(live, PodMetricValues):
         samples = live.samples
         if total > 0:
-            factor = forecast / total
-            return PodMetricValues(samples={  # (PodSample built inline: once per pod per pass)
-                name: PodSample(value=Milli(round(s.value * factor)), timestamp=s.timestamp,
-                                window=s.window) for name, s in samples.items()})
+            return PodMetricValues(samples=_scaled(samples, forecast / total))
         each = Milli(wanted // len(samples))
         return PodMetricValues(samples={
             name: PodSample(value=each, timestamp=s.timestamp, window=s.window)
@@ -81,6 +80,20 @@ def with_forecast(live: MetricValues, forecast: float, total: float | None = Non
     if isinstance(live, ObjectMetricValue):
         return ObjectMetricValue(value=Milli(wanted))
     return ExternalMetricValues(values=(Milli(wanted),))
+
+
+def _scaled(samples: Mapping[str, PodSample], factor: float) -> dict[str, PodSample]:
+    """Each sample times ``factor``; pods that share one sample object (the simulator's
+    pods Ready through the window) share its scaled copy, built once."""
+    made: dict[int, PodSample] = {}
+    out: dict[str, PodSample] = {}
+    for name, s in samples.items():
+        scaled = made.get(id(s))
+        if scaled is None:
+            scaled = made[id(s)] = PodSample(value=Milli(round(s.value * factor)),
+                                             timestamp=s.timestamp, window=s.window)
+        out[name] = scaled
+    return out
 
 
 def decide_predictive(
@@ -99,8 +112,10 @@ def decide_predictive(
     """``decide`` with the forecasts combined by max; ``acting`` false (forecastOnly) returns
     the live decision with the forecast's report. ``predictions`` is aligned with
     ``spec.metrics``."""
+    view = pod_view(pods)  # the second decision sees the same pods: group them once
+
     def run(values: Sequence[MetricValues]) -> Decision:
-        return decide(spec=spec, scale=scale, metrics=values, pods=pods, history=history,
+        return decide(spec=spec, scale=scale, metrics=values, pods=view, history=history,
                       now=now, settings=settings, bounds=bounds)
 
     live = run(metrics)

@@ -52,6 +52,7 @@ class Forecast:
 class Forecaster:
     def __init__(self, settings: PredictionSettings) -> None:
         self.settings = settings
+        self._season = settings.season_buckets  # (read every pass)
         self._reset(Series(step=settings.step), smoothing=settings.smoothing)
 
     def _reset(self, series: Series, *, smoothing: Smoothing | None) -> None:
@@ -105,7 +106,7 @@ class Forecaster:
     def _feed(self, index: int, value: float | None, ahead: int) -> None:
         real = value is not None
         if value is None:  # the same rule as ``filled``: a season back, else the last value
-            m = self.settings.season_buckets
+            m = self._season
             value = self._recent[-m] if len(self._recent) >= m else self._last
             if value is None:
                 return  # nothing to fill a leading gap from
@@ -172,8 +173,8 @@ class Forecaster:
         smoothing = self._smoothing if s.model is ModelKind.HOLT_WINTERS else None
         if value is None:
             reason = "not enough history to forecast yet"
-        elif len(self._scored) < s.season_buckets:
-            reason = (f"learning: {len(self._scored)} of {s.season_buckets} forecasts "
+        elif len(self._scored) < self._season:
+            reason = (f"learning: {len(self._scored)} of {self._season} forecasts "
                       "scored (a season)")
         elif error is None:
             reason = "error undefined: no load in the last season"
@@ -182,6 +183,6 @@ class Forecaster:
         else:
             reason = ""
         unreliable = error is not None and error > s.max_error_percent and \
-            len(self._scored) >= s.season_buckets
+            len(self._scored) >= self._season
         return Forecast(value=value, error_percent=error, usable=not reason, reason=reason,
                         unreliable=unreliable, smoothing=smoothing)

@@ -126,20 +126,23 @@ def sse(values: Sequence[float], m: int, smoothing: Smoothing) -> float:
 
     ``HoltWinters._step`` unrolled over local variables, the same arithmetic in the same
     order (so the same floats): the fit evaluates this ~80 times per refit over up to three
-    seasons, and attribute access made it most of a refit's time."""
+    seasons, and attribute access made it most of a refit's time. The loop walks the values
+    a season at a time so the season index is the inner loop's own (no modulo per value)."""
     a, b, g = smoothing.level, smoothing.trend, smoothing.seasonal
+    keep_a, keep_b, keep_g = 1 - a, 1 - b, 1 - g
     level, trend, seasons = initial_states(values, m)
     errors: list[float] = []
-    at = 0
-    for y in values:
-        s = seasons[at]
-        new_level = a * (y - s) + (1 - a) * (level + trend)
-        new_trend = b * (new_level - level) + (1 - b) * trend
-        seasons[at] = g * (y - level - trend) + (1 - g) * s
-        at = (at + 1) % m
-        e = y - (level + trend + s)
-        errors.append(e * e)
-        level, trend = new_level, new_trend
+    square = errors.append
+    for start in range(0, len(values), m):
+        for at, y in enumerate(values[start:start + m]):
+            s = seasons[at]
+            both = level + trend
+            new_level = a * (y - s) + keep_a * both
+            seasons[at] = g * (y - level - trend) + keep_g * s
+            trend = b * (new_level - level) + keep_b * trend
+            level = new_level
+            e = y - (both + s)
+            square(e * e)
     return sum(errors)
 
 

@@ -109,8 +109,11 @@ class TargetPredictor:
         immutable values, and the pod cache (and the simulator) hand the same objects over
         until a pod changes, so most passes find the same ones."""
         last = self._startup_of
+        if pods is last:
+            return self._startup_seen  # the very same pods (a ``PodView`` kept by the caller)
         if len(pods) != len(last) or any(a is not b for a, b in zip(pods, last, strict=True)):
-            self._startup_of, self._startup_seen = tuple(pods), observed_startup(pods)
+            self._startup_seen = observed_startup(pods)
+        self._startup_of = pods if isinstance(pods, tuple) else tuple(pods)
         return self._startup_seen
 
     def backfill(self, index: int, points: Sequence[tuple[float, float]]) -> None:
