@@ -86,7 +86,7 @@ class MetricOutcome:
         current = self.proposal.current
         if self.spec.target.average_utilization is not None \
                 and current.average_utilization is not None:
-            return float(current.average_utilization)
+            return current.average_utilization  # a whole percent, as upstream's status has it
         milli = current.average_value if current.average_value is not None else current.value
         return None if milli is None else milli / 1000
 

@@ -19,7 +19,6 @@ from autoscaler.algorithm import (
     Decision,
     History,
     MetricOutcome,
-    MetricTargetType,
     MetricValues,
     Pod,
     ScaleState,
@@ -236,18 +235,6 @@ def _totals(
     return [feed.total(value) for value in demand]
 
 
-def _seen(outcome: MetricOutcome) -> float | None:
-    """The metric's current value as the core reported it, in the target's units."""
-    if outcome.proposal is None:
-        return None
-    current = outcome.proposal.current
-    if outcome.spec.target.type is MetricTargetType.UTILIZATION:
-        return current.average_utilization
-    milli = current.value if outcome.spec.target.type is MetricTargetType.VALUE else None
-    milli = current.average_value if milli is None else milli
-    return None if milli is None else milli / 1000
-
-
 def _row(
     now: float,
     demand: float | None,
@@ -263,7 +250,7 @@ def _row(
     metrics = tuple(
         MetricRow(
             load=load,
-            seen=_seen(outcome) if outcome else None,
+            seen=outcome.current_value if outcome else None,
             proposal=outcome.proposal.replicas if outcome and outcome.proposal else None,
             forecast=forecast.value if forecast else None,
             forecast_at=now + forecast.horizon if forecast else None,
