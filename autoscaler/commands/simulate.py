@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     """A flag or an input it names that does not work is a usage error (exit 2); an invalid
     config is a failure (exit 1), as for every command."""
     from autoscaler.simulate.command import run as simulate
-    from autoscaler.simulate.errors import SimulationError
+    from autoscaler.simulate.simulation_error import SimulationError
 
     try:
         return simulate(args)

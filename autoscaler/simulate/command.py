@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.options import (
     SimulateSettings,
     build_settings,
@@ -37,6 +36,7 @@ from autoscaler.simulate.report import (
     write_timeline_csv,
     write_timeline_json,
 )
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import DEMAND, Trace, load_trace
 
 REACTIVE = Path()

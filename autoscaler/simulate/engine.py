@@ -29,8 +29,8 @@ from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, d
 from autoscaler.config.validated import DEFAULT_SYNC_PERIOD
 from autoscaler.record import record
 from autoscaler.schedules import Schedule, bounds_at
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import DEMAND, Interpolation, Trace
 from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
 

@@ -36,7 +36,7 @@ from autoscaler.algorithm import (
     PodSample,
 )
 from autoscaler.record import record
-from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.workload import SimPod, WorkloadModel
 
 DEFAULT_WINDOW = 60.0

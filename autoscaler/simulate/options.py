@@ -30,7 +30,7 @@ from typing import Any
 from autoscaler.algorithm import Milli, QuantityError, parse_milli
 from autoscaler.config.durations import DurationError
 from autoscaler.config.durations import parse_duration as config_parse_duration
-from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import Interpolation, parse_time
 from autoscaler.simulate.workload import WorkloadModel
 

@@ -17,7 +17,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import Trace, Value, make_trace
 
 MAX_POINTS = 10_000

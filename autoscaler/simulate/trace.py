@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.simulation_error import SimulationError
 
 DEMAND = "demand"
 TIME_COLUMNS = ("time", "timestamp")

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from autoscaler.algorithm import Behavior, ScalingRules, SelectPolicy
 from autoscaler.config import load_config
 from autoscaler.simulate.engine import Scenario, simulate
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.options import build_settings, load_workload_file
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import load_trace, make_trace
 from autoscaler.simulate.workload import WorkloadModel
 from tests.simulate.builders import (

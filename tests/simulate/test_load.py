@@ -15,8 +15,8 @@ from autoscaler.algorithm import (
     ObjectMetricValue,
     PodMetricValues,
 )
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.load import MetricFeed
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.workload import Workload, WorkloadModel
 from tests.simulate.builders import cpu, external, rps
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.options import (
     build_settings,
     load_workload_file,
     parse_duration,
     parse_instant,
 )
+from autoscaler.simulate.simulation_error import SimulationError
 
 
 @pytest.mark.parametrize(

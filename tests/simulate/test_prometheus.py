@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.simulate.errors import SimulationError
 from autoscaler.simulate.prometheus import query_trace
+from autoscaler.simulate.simulation_error import SimulationError
 from tests.sim.prometheus import PrometheusProcess, free_port
 from tests.simulate.promdata import END, POINTS, START, STEP, demand_at
 

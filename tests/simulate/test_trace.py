@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.simulate.errors import SimulationError
+from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import load_trace, make_trace
 
 
