@@ -43,7 +43,7 @@ from autoscaler.algorithm.reasons import ConditionType, Reason, Step
 from autoscaler.record import record
 
 if TYPE_CHECKING:
-    from autoscaler.algorithm.forecast.report import ForecastReport
+    from autoscaler.algorithm.forecast.forecast_report import ForecastReport
 
 
 @record

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec, ConditionType, Decision
 from autoscaler.algorithm.behavior import tolerances_for
-from autoscaler.algorithm.forecast.report import ForecastReport, MetricForecast
+from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.record import record
 
 SCALE_DIRECTIONS = ("up", "down")

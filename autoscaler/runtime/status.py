@@ -28,7 +28,7 @@ from autoscaler.algorithm import (
 from autoscaler.algorithm.activation import Activity, ZeroMemory
 from autoscaler.algorithm.explain import StepLimit
 from autoscaler.algorithm.forecast import Series, TargetPredictor
-from autoscaler.algorithm.forecast.report import ForecastReport
+from autoscaler.algorithm.forecast.forecast_report import ForecastReport
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.runtime.conditions import StatusCondition
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation

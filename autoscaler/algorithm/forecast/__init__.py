@@ -12,11 +12,15 @@ from autoscaler.algorithm.forecast.combine import (
     metric_total,
     with_forecast,
 )
+from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.forecaster import Forecast, Forecaster
+from autoscaler.algorithm.forecast.prediction_settings import (
+    ModelKind,
+    PredictionSettings,
+    Smoothing,
+)
 from autoscaler.algorithm.forecast.predictor import TargetPredictor, metric_key, observed_startup
-from autoscaler.algorithm.forecast.report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.series import Series, backfill, observe
-from autoscaler.algorithm.forecast.settings import ModelKind, PredictionSettings, Smoothing
 
 __all__ = [
     "Forecast", "ForecastReport", "Forecaster", "MetricForecast", "ModelKind", "Prediction",

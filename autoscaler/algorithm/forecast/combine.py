@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
+from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.forecaster import Forecast
-from autoscaler.algorithm.forecast.report import ForecastReport, MetricForecast
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
     AutoscalerSpec,

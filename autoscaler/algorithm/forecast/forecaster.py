@@ -26,8 +26,12 @@ from autoscaler.algorithm.forecast.models import (
     SeasonalNaive,
     fit_smoothing,
 )
+from autoscaler.algorithm.forecast.prediction_settings import (
+    ModelKind,
+    PredictionSettings,
+    Smoothing,
+)
 from autoscaler.algorithm.forecast.series import Series, filled
-from autoscaler.algorithm.forecast.settings import ModelKind, PredictionSettings, Smoothing
 from autoscaler.record import record
 
 START_SMOOTHING = Smoothing(level=0.3, trend=0.01, seasonal=0.3)

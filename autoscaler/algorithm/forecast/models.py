@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-from autoscaler.algorithm.forecast.settings import Smoothing
+from autoscaler.algorithm.forecast.prediction_settings import Smoothing
 
 
 class OnlineModel(Protocol):

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from autoscaler.algorithm.forecast.combine import Prediction, metric_total
 from autoscaler.algorithm.forecast.forecaster import Forecaster
+from autoscaler.algorithm.forecast.prediction_settings import DEFAULT_HORIZON, PredictionSettings
 from autoscaler.algorithm.forecast.series import Series, backfill, observe
-from autoscaler.algorithm.forecast.settings import DEFAULT_HORIZON, PredictionSettings
 from autoscaler.algorithm.model import (
     ConditionStatus,
     MetricSpec,

@@ -16,7 +16,7 @@ from autoscaler.algorithm.forecast.models import (
     initial_states,
     sse,
 )
-from autoscaler.algorithm.forecast.settings import Smoothing
+from autoscaler.algorithm.forecast.prediction_settings import Smoothing
 
 np = pytest.importorskip("numpy")
 holtwinters = pytest.importorskip("statsmodels.tsa.holtwinters")
