@@ -99,10 +99,13 @@ class ScaleWriter:
                                     message=f"{rescale_message(desired, write.reason)} (dry-run)")
             return
         try:
-            previous, desired = await self._put(write, options)
+            written = await self._put(write, options)
         except Exception as error:
             await self._failed(write, desired, error)
             return
+        if written is None:
+            return  # refused: any intent stays, for a fresh read to settle
+        previous, desired = written
         state.intent = None
         state.write_not_before = None
         if self.failing:
@@ -114,18 +117,19 @@ class ScaleWriter:
         await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
                                 message=rescale_message(desired, write.reason))
 
-    async def _put(self, write: ScaleWrite, options: ReconcileOptions) -> tuple[int, int]:
+    async def _put(self, write: ScaleWrite,
+                   options: ReconcileOptions) -> tuple[int, int] | None:
         """PUT with the resourceVersion we read; on 409 re-read, decide again, try again.
 
-        Returns the replica count we wrote over and the count written. Never overwrites
-        blindly: after a conflict the decision is made again from the fresh scale.
+        Returns the replica count we wrote over and the count written, or None if a PUT was
+        refused (``_refused``). Never overwrites blindly: after a conflict the decision is
+        made again from the fresh scale.
         """
         target, state, scale, desired = write.target, write.state, write.scale, write.desired
         for attempt in range(CONFLICT_RETRIES + 1):
             if (refused := self._refused(state, scale, desired, options)) is not None:
                 log.info(f"not writing the scale: {refused}", desired=desired)
-                state.intent = None
-                return scale.spec_replicas, scale.spec_replicas
+                return None
             try:
                 await self.scales.update_scale(
                     target.namespace, target.scale_target_ref, desired, scale.resource_version)

@@ -26,6 +26,7 @@ from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
 from autoscaler.runtime.writes import CONFLICT_RETRIES
+from autoscaler.snapshot import Intent
 from tests.runtime.doubles import (
     Depths,
     Events,
@@ -352,3 +353,22 @@ async def test_a_worker_keda_left_at_zero_is_woken_after_the_cutover_from_shadow
     queue.set(30)
     await run_passes(reconciler, 1, target=live)
     assert workload.replicas >= 1, workload.log
+
+
+async def test_a_refused_write_leaves_the_intent_it_finds_for_a_fresh_read() -> None:
+    """A restore lands while the pass puts its write on record and brings the store's own
+    intent (an earlier write whose outcome is unknown): the pass's write is refused, not on
+    record any more, and that intent stays for the next pass's fresh read to settle."""
+    earlier = Intent(previous=1, desired=2, resource_version="0", at=900.0)
+
+    async def persist() -> None:
+        await asyncio.sleep(0)
+        reconciler.states[WEB.key].intent = earlier  # the restore's _apply
+
+    workload = Workload()
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
+        owners=Owners(), telemetry=DaemonMetrics(), options=ReconcileOptions(persist=persist))
+    state = await run_passes(reconciler)
+    assert workload.log == []
+    assert state.intent is earlier
