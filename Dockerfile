@@ -23,10 +23,13 @@ COPY requirements/daemon.txt requirements/daemon.txt
 RUN /opt/autoscaler/bin/pip install --require-hashes -r requirements/daemon.txt
 COPY pyproject.toml README.md ./
 COPY autoscaler ./autoscaler
-# The locked setuptools builds the package (no build-time download); then pip and
-# setuptools leave the virtualenv: they build, they do not run.
-RUN /opt/autoscaler/bin/pip install --no-deps --no-build-isolation . \
- && /opt/autoscaler/bin/python -m pip uninstall -q -y pip setuptools
+# The locked setuptools builds the package (no build-time download); then pip, setuptools
+# and mypy (with its own dependencies) leave the virtualenv: they build, they do not run.
+# The image takes the pure-Python core (AUTOSCALER_PURE_PYTHON, setup.py): the slim base has
+# no C compiler, and the daemon's pass waits on Prometheus and the API server, not on the
+# decisions the compiled core speeds up (simulate, plan, a machine's install do compile).
+RUN AUTOSCALER_PURE_PYTHON=1 /opt/autoscaler/bin/pip install --no-deps --no-build-isolation . \
+ && /opt/autoscaler/bin/python -m pip uninstall -q -y pip setuptools mypy ast-serialize librt pathspec
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="autoscaler" \

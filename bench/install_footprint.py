@@ -4,9 +4,10 @@
     .venv/bin/python bench/install_footprint.py --unlocked OTHER_CHECKOUT   # before the lock
 
 By default it builds a virtualenv in a temporary directory as the Dockerfile does: the lock's
-daemon set (``scripts/install.sh VENV daemon``), then pip and setuptools removed (they build,
-they do not run). ``--unlocked DIR`` builds it as the Dockerfile did before the lock
-(``pip install DIR``: whatever PyPI serves today, pip and setuptools kept); ``--venv DIR``
+daemon set (``scripts/install.sh VENV daemon``) with the pure-Python core, then pip,
+setuptools and mypy removed (the Dockerfile's list: they build, they do not run).
+``--unlocked DIR`` builds it as the Dockerfile did before the lock (``pip install DIR``:
+whatever PyPI serves today, pip and setuptools kept); ``--venv DIR``
 measures an existing virtualenv. It prints the size of the installed site-packages (file
 bytes, as an image layer holds them; MB = 10^6 bytes) and its largest packages.
 
@@ -25,6 +26,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import re
 import shutil
 import signal
 import statistics
@@ -55,9 +58,13 @@ def build(venv: Path, unlocked: Path | None) -> None:
         subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q",
                         "--disable-pip-version-check", str(unlocked)], check=True)
         return
-    subprocess.run([ROOT / "scripts" / "install.sh", venv, "daemon"], check=True)
+    # As the Dockerfile builds it: the pure-Python core, then what only builds leaves.
+    subprocess.run([ROOT / "scripts" / "install.sh", venv, "daemon"], check=True,
+                   env={**os.environ, "AUTOSCALER_PURE_PYTHON": "1"})
+    (build_only,) = re.findall(r"pip uninstall -q -y ([^\n]+)",
+                               (ROOT / "Dockerfile").read_text())
     subprocess.run([venv / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y",
-                    "pip", "setuptools"], check=True)
+                    *build_only.split()], check=True)
 
 
 def site_packages(venv: Path) -> Path:

@@ -284,7 +284,7 @@ def _hold(
     else:
         rules = resolved.scale_down if reason is Reason.SCALE_DOWN_STABILIZED else (
             resolved.scale_up)
-        window = rules.stabilization_window_seconds
+        window = float(rules.stabilization_window_seconds)
     return hold(normalized.history, reason=reason, proposal=proposal,
                 stabilized=normalized.stabilized, window=window, now=now)
 

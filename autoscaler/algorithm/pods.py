@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
+from mypy_extensions import mypyc_attr
+
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
     ConditionStatus,
@@ -105,6 +107,8 @@ _GroupsKey = tuple[tuple[str, ...], AlgorithmSettings]
 """The names of the pods with a sample, and the settings: what a grouping depends on."""
 
 
+# A subclass of tuple cannot be a mypyc native class: it stays a Python class (setup.py).
+@mypyc_attr(native_class=False)
 class PodView(tuple[Pod, ...]):
     """Pods (a tuple of them) that remember what the metrics compute from the pods alone:
     each resource's requests, and the grouping for a set of sample names. Pods are values,
