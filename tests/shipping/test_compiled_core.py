@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -51,8 +52,10 @@ def pure_copy(directory: Path) -> Path:
 
 @pytest.mark.skipif(os.environ.get("AUTOSCALER_PURE_PYTHON", "") not in ("", "0"),
                     reason="AUTOSCALER_PURE_PYTHON is set: this install chose the pure core")
-@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler: the pure core is the "
-                    "expected install here")
+@pytest.mark.skipif(shutil.which("cc") is None
+                    or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
+                    reason="no C compiler or no Python headers: the pure core is the expected "
+                    "install here")
 def test_every_module_setup_compiles_is_the_compiled_one() -> None:
     """A build that quietly fell back to pure Python would pass every other test, twice slower
     (issue #27's 5 s for the predictive week needs the compiled core)."""
