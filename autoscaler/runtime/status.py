@@ -227,7 +227,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
     if decision.hold is not None:
         hold = decision.hold
         body["stabilization"] = {
-            "reason": hold.reason.value, "windowSeconds": hold.window_seconds,
+            "reason": hold.reason.value, "windowSeconds": _whole(hold.window_seconds),
             "heldAt": hold.held_at, "releasesAt": _iso(hold.releases_at)}
     if decision.limit is not None:
         body["limit"] = limit_json(decision.limit)
@@ -359,6 +359,12 @@ def _quantity(milli: int | None) -> str | None:
 def _ratio(ratio: float) -> float | None:
     """Rounded for reading; an infinite ratio (no replicas to divide by) is ``null``."""
     return round(ratio, 4) if math.isfinite(ratio) else None
+
+
+def _whole(seconds: float) -> float:
+    """Whole seconds as an integer, as Kubernetes spells its *Seconds fields (a window may be
+    a float or an int in memory: the compiled core holds every one as a float)."""
+    return int(seconds) if float(seconds).is_integer() else seconds
 
 
 def _iso(moment: float | None) -> str | None:

@@ -101,3 +101,26 @@ def test_a_target_never_decided_shows_what_was_observed() -> None:
                        last_outcome="paused").to_json()
     assert (body["currentReplicas"], body["paused"]) == (2, "config paused")
     assert "desiredReplicas" not in body
+
+
+def test_a_stabilization_window_is_whole_seconds() -> None:
+    """windowSeconds is an integer, from a config's behavior or the default window alike, and
+    in either build: the compiled core holds every window as a float (setup.py)."""
+    quiet = {name: PodSample(value=Milli(10_000), timestamp=NOW + 15) for name in "abcd"}
+    pods = [Pod(name=name, start_time=0.0) for name in "abcd"]
+    for behavior, window in (
+            (None, 300),
+            (Behavior(scale_down=ScalingRules(stabilization_window_seconds=600)), 600)):
+        busy = state_after_one_pass(behavior=behavior).last_decision
+        assert busy is not None
+        scaled = busy.desired_replicas
+        held = decide(spec=AutoscalerSpec(min_replicas=1, max_replicas=10, metrics=(RPS,),
+                                          behavior=behavior),
+                      scale=ScaleState(spec_replicas=scaled, status_replicas=scaled),
+                      metrics=[PodMetricValues(samples=quiet)], pods=pods,
+                      history=busy.history, now=NOW + 15)
+        body = TargetState(key="k", last_decision=held, last_reconcile=NOW + 15,
+                           history=held.history).to_json()
+        stabilization = body["decision"]["stabilization"]
+        assert stabilization["windowSeconds"] == window
+        assert type(stabilization["windowSeconds"]) is int, stabilization
