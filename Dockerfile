@@ -27,7 +27,8 @@ COPY autoscaler ./autoscaler
 # and mypy (with its own dependencies) leave the virtualenv: they build, they do not run.
 # The image takes the pure-Python core (AUTOSCALER_PURE_PYTHON, setup.py): the slim base has
 # no C compiler, and the daemon's pass waits on Prometheus and the API server, not on the
-# decisions the compiled core speeds up (simulate, plan, a machine's install do compile).
+# decisions the compiled core speeds up (an install on a machine with a compiler, as the
+# README's systemd one, the demo and CI, compiles it).
 RUN AUTOSCALER_PURE_PYTHON=1 /opt/autoscaler/bin/pip install --no-deps --no-build-isolation . \
  && /opt/autoscaler/bin/python -m pip uninstall -q -y pip setuptools mypy ast-serialize librt pathspec
 
