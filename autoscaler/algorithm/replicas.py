@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
+from functools import partial
 
 from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample, Seconds
 from autoscaler.algorithm.pods import (
@@ -106,11 +107,9 @@ def _per_pod_proposal(
         # No unready or missing pods: the ratio times the ready pods is the answer.
         return _grouped_proposal(groups, reported, ceil_int32(ratio * groups.ready_count), ratio)
 
-    def proposal(replicas: int, ratio: float, *, rebalanced_ratio: float | None = None,
-                 within_tolerance: bool = False) -> MetricProposal:
-        return _grouped_proposal(groups, reported, replicas, ratio,
-                                 rebalanced_ratio=rebalanced_ratio,
-                                 within_tolerance=within_tolerance)
+    # (a partial, not a nested function: compiled, a nested function and its environment
+    # refer to each other, a cycle only the cyclic collector frees)
+    proposal = partial(_grouped_proposal, groups, reported)
 
     filled = dict(values)
     if groups.missing:
@@ -179,6 +178,33 @@ def _usable_samples(
     return values, groups
 
 
+# The ratio functions are module-level, not nested in their proposal functions: compiled, a
+# nested function that a lambda calls and its environment refer to each other, a cycle per
+# call that only the cyclic collector frees (two per metric per pass).
+def _utilization(
+    of: Mapping[str, int], requests: Mapping[str, int], target_utilization: int
+) -> tuple[float, int, int]:
+    """The ratio to the target, the integer percent and the raw average of ``of``."""
+    usage = request = count = 0
+    for name, value in of.items():
+        pod_request = requests.get(name)
+        if pod_request is not None:  # samples of unlisted pods have no request: skipped
+            usage += value
+            request += pod_request
+            count += 1
+    if request == 0:
+        raise MetricError("no metrics returned matched known pods")
+    percent = trunc_div(usage * 100, request)  # an integer percent, as upstream
+    return float(percent) / float(target_utilization), percent, trunc_div(usage, count)
+
+
+def _average(of: Mapping[str, int], target_average: Milli) -> tuple[float, int]:
+    """The ratio to the target and the average of ``of``."""
+    # Upstream averages over every sample, including samples of pods it did not list.
+    value = trunc_div(sum(of.values()), len(of))
+    return float(value) / float(target_average), value
+
+
 def utilization_proposal(
     *,
     samples: Mapping[str, PodSample],
@@ -199,20 +225,7 @@ def utilization_proposal(
     requests = pods.requests(resource=resource, container=container) \
         if isinstance(pods, PodView) else pod_requests(pods, resource=resource, container=container)
 
-    def utilization(of: Mapping[str, int]) -> tuple[float, int, int]:
-        usage = request = count = 0
-        for name, value in of.items():
-            pod_request = requests.get(name)
-            if pod_request is not None:  # samples of unlisted pods have no request: skipped
-                usage += value
-                request += pod_request
-                count += 1
-        if request == 0:
-            raise MetricError("no metrics returned matched known pods")
-        percent = trunc_div(usage * 100, request)  # an integer percent, as upstream
-        return float(percent) / float(target_utilization), percent, trunc_div(usage, count)
-
-    ratio, percent, raw_average = utilization(values)
+    ratio, percent, raw_average = _utilization(values, requests, target_utilization)
     fallback_percent = max(100, target_utilization)
     return _per_pod_proposal(
         values=values,
@@ -220,7 +233,7 @@ def utilization_proposal(
         groups=groups,
         current_replicas=current_replicas,
         tolerances=tolerances,
-        ratio_of=lambda of: utilization(of)[0],
+        ratio_of=lambda of: _utilization(of, requests, target_utilization)[0],
         scale_down_fill=lambda name: trunc_div(requests[name] * fallback_percent, 100),
         reported=MetricCurrent(average_utilization=percent, average_value=raw_average),
     )
@@ -246,19 +259,14 @@ def average_value_proposal(
         ),
     )
 
-    def average(of: Mapping[str, int]) -> tuple[float, int]:
-        # Upstream averages over every sample, including samples of pods it did not list.
-        value = trunc_div(sum(of.values()), len(of))
-        return float(value) / float(target_average), value
-
-    ratio, current = average(values)
+    ratio, current = _average(values, target_average)
     return _per_pod_proposal(
         values=values,
         ratio=ratio,
         groups=groups,
         current_replicas=current_replicas,
         tolerances=tolerances,
-        ratio_of=lambda of: average(of)[0],
+        ratio_of=lambda of: _average(of, target_average)[0],
         # On a scale-down, treat missing pods as using exactly the target.
         scale_down_fill=lambda _name: target_average,
         reported=MetricCurrent(average_value=current),
