@@ -114,7 +114,13 @@ def metric_columns(timeline: Timeline) -> list[str]:
     return [name if names.count(name) == 1 else f"{name}{i + 1}" for i, name in enumerate(names)]
 
 
-def row_record(row: Row, prefixes: Sequence[str]) -> dict[str, Any]:
+def predictive_columns(timeline: Timeline) -> bool:
+    """Whether the timeline files carry the forecast columns: a run with prediction decides
+    every step with it, so the first row tells for all (and every row has the same keys)."""
+    return bool(timeline.rows) and timeline.rows[0].predictive is not None
+
+
+def row_record(row: Row, prefixes: Sequence[str], *, predictive: bool) -> dict[str, Any]:
     record: dict[str, Any] = {
         "time": row.time, "demand": row.demand, "current": row.current,
         "desired": row.desired, "pending": row.pending, "starting": row.starting,
@@ -126,26 +132,30 @@ def row_record(row: Row, prefixes: Sequence[str]) -> dict[str, Any]:
         record[f"{prefix}_ratio"] = metric.load.ratio
         record[f"{prefix}_seen"] = metric.seen
         record[f"{prefix}_proposal"] = metric.proposal
-        if row.predictive is not None:
+        if predictive:
             record[f"{prefix}_forecast"] = metric.forecast
             record[f"{prefix}_forecast_used"] = metric.forecast_used
     record["steps"] = "+".join(row.steps)
     record["limited"] = row.limited
     record["error"] = row.error or ""
-    if row.predictive is not None:
+    if predictive:
         record["reactive"] = row.reactive
         record["predictive"] = row.predictive
     return record
 
 
+def _records(timeline: Timeline) -> list[dict[str, Any]]:
+    prefixes, predictive = metric_columns(timeline), predictive_columns(timeline)
+    return [row_record(row, prefixes, predictive=predictive) for row in timeline.rows]
+
+
 def write_timeline_csv(timeline: Timeline, path: Path) -> None:
-    prefixes = metric_columns(timeline)
-    records = [row_record(row, prefixes) for row in timeline.rows]
+    records = _records(timeline)
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(records[0]) if records else ["time"])
-        writer.writeheader()
-        for record in records:
-            writer.writerow({k: "" if v is None else v for k, v in record.items()})
+        writer = csv.writer(handle)  # (it writes None as an empty field)
+        writer.writerow(list(records[0]) if records else ["time"])
+        # Every record has the same keys in the same order (row_record), so no DictWriter.
+        writer.writerows(record.values() for record in records)
 
 
 def write_timeline_json(timeline: Timeline, path: Path) -> None:
@@ -159,7 +169,7 @@ def write_timeline_json(timeline: Timeline, path: Path) -> None:
             {"column": prefix, "type": str(m.type), "name": m.name, "target": str(m.target.type)}
             for prefix, m in zip(prefixes, scenario.spec.metrics, strict=True)
         ],
-        "rows": [row_record(row, prefixes) for row in timeline.rows],
+        "rows": _records(timeline),
     }
     # Compact: a week at 15 s is 40,320 rows.
     path.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
