@@ -120,47 +120,49 @@ def predictive_columns(timeline: Timeline) -> bool:
     return bool(timeline.rows) and timeline.rows[0].predictive is not None
 
 
-def row_record(row: Row, prefixes: Sequence[str], *, predictive: bool) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "time": row.time, "demand": row.demand, "current": row.current,
-        "desired": row.desired, "pending": row.pending, "starting": row.starting,
-        "ready": row.ready, "deleting": row.deleting, "proposal": row.proposal,
-    }
-    for prefix, metric in zip(prefixes, row.metrics, strict=True):
-        record[f"{prefix}_total"] = metric.load.total
-        record[f"{prefix}_per_pod"] = metric.load.per_pod
-        record[f"{prefix}_ratio"] = metric.load.ratio
-        record[f"{prefix}_seen"] = metric.seen
-        record[f"{prefix}_proposal"] = metric.proposal
+def timeline_columns(timeline: Timeline) -> list[str]:
+    """The timeline files' columns, in the order ``row_values`` gives a row's values."""
+    predictive = predictive_columns(timeline)
+    columns = ["time", "demand", "current", "desired", "pending", "starting", "ready",
+               "deleting", "proposal"]
+    for prefix in metric_columns(timeline):
+        columns += [f"{prefix}_total", f"{prefix}_per_pod", f"{prefix}_ratio", f"{prefix}_seen",
+                    f"{prefix}_proposal"]
         if predictive:
-            record[f"{prefix}_forecast"] = metric.forecast
-            record[f"{prefix}_forecast_used"] = metric.forecast_used
-    record["steps"] = "+".join(row.steps)
-    record["limited"] = row.limited
-    record["error"] = row.error or ""
+            columns += [f"{prefix}_forecast", f"{prefix}_forecast_used"]
+    columns += ["steps", "limited", "error"]
     if predictive:
-        record["reactive"] = row.reactive
-        record["predictive"] = row.predictive
-    return record
+        columns += ["reactive", "predictive"]
+    return columns
 
 
-def _records(timeline: Timeline) -> list[dict[str, Any]]:
-    prefixes, predictive = metric_columns(timeline), predictive_columns(timeline)
-    return [row_record(row, prefixes, predictive=predictive) for row in timeline.rows]
+def row_values(row: Row, *, predictive: bool) -> list[Any]:
+    """One row of the timeline files, in ``timeline_columns`` order."""
+    values: list[Any] = [row.time, row.demand, row.current, row.desired, row.pending,
+                         row.starting, row.ready, row.deleting, row.proposal]
+    for metric in row.metrics:
+        load = metric.load
+        values += (load.total, load.per_pod, load.ratio, metric.seen, metric.proposal)
+        if predictive:
+            values += (metric.forecast, metric.forecast_used)
+    values += ("+".join(row.steps), row.limited, row.error or "")
+    if predictive:
+        values += (row.reactive, row.predictive)
+    return values
 
 
 def write_timeline_csv(timeline: Timeline, path: Path) -> None:
-    records = _records(timeline)
+    predictive = predictive_columns(timeline)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)  # (it writes None as an empty field)
-        writer.writerow(list(records[0]) if records else ["time"])
-        # Every record has the same keys in the same order (row_record), so no DictWriter.
-        writer.writerows(record.values() for record in records)
+        writer.writerow(timeline_columns(timeline) if timeline.rows else ["time"])
+        writer.writerows(row_values(row, predictive=predictive) for row in timeline.rows)
 
 
 def write_timeline_json(timeline: Timeline, path: Path) -> None:
     scenario = timeline.scenario
     prefixes = metric_columns(timeline)
+    columns, predictive = timeline_columns(timeline), predictive_columns(timeline)
     document = {
         "label": scenario.label,
         "sync_period": scenario.sync_period,
@@ -169,7 +171,8 @@ def write_timeline_json(timeline: Timeline, path: Path) -> None:
             {"column": prefix, "type": str(m.type), "name": m.name, "target": str(m.target.type)}
             for prefix, m in zip(prefixes, scenario.spec.metrics, strict=True)
         ],
-        "rows": _records(timeline),
+        "rows": [dict(zip(columns, row_values(row, predictive=predictive), strict=True))
+                 for row in timeline.rows],
     }
     # Compact: a week at 15 s is 40,320 rows.
     path.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
