@@ -17,10 +17,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
+from autoscaler.simulate.jobs import Job, run_jobs
 from autoscaler.simulate.options import (
     SimulateSettings,
     build_settings,
@@ -203,28 +206,34 @@ def _progress(label: str) -> Progress | None:
 def write_outputs(
     timelines: Sequence[Timeline], summaries: Sequence[Summary], out: Path, *, plot_png: bool
 ) -> Outputs:
-    """The timeline(s), the summary and the plot, in ``out`` (created if needed)."""
+    """The timeline(s), the summary and the plot, in ``out`` (created if needed); the files
+    are written side by side where the machine allows (``autoscaler.simulate.jobs``)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise SimulationError(f"cannot create {out}: {error.strerror or error}") from None
     written: list[Path] = []
+    jobs: list[Job] = []
     for index, timeline in enumerate(timelines):
         suffix = "" if index == 0 else "-compare"
         for name, write in (("csv", write_timeline_csv), ("json", write_timeline_json)):
             path = out / f"timeline{suffix}.{name}"
-            write(timeline, path)
+            jobs.append(partial(write, timeline, path))
             written.append(path)
-    write_summary(summaries, out / "summary.json")
+    jobs.append(partial(write_summary, summaries, out / "summary.json"))
     written.append(out / "summary.json")
-    if not plot_png:
-        return Outputs(directory=out, written=tuple(written))
-    try:  # matplotlib is the optional ``plot`` extra, and takes a while to import
-        from autoscaler.simulate.plot import plot
-    except ModuleNotFoundError as missing:
-        if (missing.name or "").partition(".")[0] != "matplotlib":
-            raise
-        return Outputs(directory=out, written=tuple(written), notes=(NO_MATPLOTLIB,))
-    plot(timelines, out / "simulation.png")
-    written.append(out / "simulation.png")
-    return Outputs(directory=out, written=tuple(written))
+    notes: tuple[str, ...] = ()
+    if plot_png and find_spec("matplotlib") is None:  # the optional ``plot`` extra
+        notes = (NO_MATPLOTLIB,)
+    elif plot_png:
+        # First: the longest job (matplotlib alone takes a while to import).
+        jobs.insert(0, partial(_plot, timelines, out / "simulation.png"))
+        written.append(out / "simulation.png")
+    run_jobs(jobs)
+    return Outputs(directory=out, written=tuple(written), notes=notes)
+
+
+def _plot(timelines: Sequence[Timeline], path: Path) -> None:
+    from autoscaler.simulate.plot import plot  # (imports matplotlib)
+
+    plot(timelines, path)

@@ -258,3 +258,25 @@ def test_compare_alone_backtests_prediction_against_reactive(
     assert predictive["beyond_tolerance_seconds"] < reactive["beyond_tolerance_seconds"]  # type: ignore[operator]
     assert "time the forecast changed the count" in capsys.readouterr().out
     assert "rps_forecast" in (out / "timeline.csv").read_text().splitlines()[0]
+
+
+def test_files_written_by_workers_equal_those_written_in_order(tmp_path: Path) -> None:
+    """The outputs are written side by side in forked workers when only one thread runs
+    (``autoscaler.simulate.jobs``), else in order here: the same bytes either way."""
+    args = ["--config", str(EXAMPLE / "web.toml"), "--workload", str(EXAMPLE / "workload.toml"),
+            "--trace", str(EXAMPLE / "day.csv")]
+    assert threading.active_count() == 1  # so the first run forks where it can
+    assert command([*args, "--out", str(tmp_path / "workers")]) == 0
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert command([*args, "--out", str(tmp_path / "in-order")]) == 0
+    finally:
+        stop.set()
+        other.join()
+    names = sorted(path.name for path in (tmp_path / "workers").iterdir())
+    assert names == ["simulation.png", "summary.json", "timeline.csv", "timeline.json"]
+    for name in names:
+        assert (tmp_path / "workers" / name).read_bytes() == \
+            (tmp_path / "in-order" / name).read_bytes(), name
