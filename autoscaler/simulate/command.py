@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
         simulate(s, trace, interpolation=settings.interpolation, progress=_progress(s.label))
         for s in scenarios
     ]
-    summaries = [summarize(t) for t in timelines]
-    outputs = write_outputs(timelines, summaries, args.out, plot_png=not args.no_plot)
+    summaries, outputs = write_outputs(timelines, args.out, plot_png=not args.no_plot)
     print(render_table(summaries))
     print()
     for path in outputs.written:
@@ -204,10 +203,11 @@ def _progress(label: str) -> Progress | None:
 
 
 def write_outputs(
-    timelines: Sequence[Timeline], summaries: Sequence[Summary], out: Path, *, plot_png: bool
-) -> Outputs:
-    """The timeline(s), the summary and the plot, in ``out`` (created if needed); the files
-    are written side by side where the machine allows (``autoscaler.simulate.jobs``)."""
+    timelines: Sequence[Timeline], out: Path, *, plot_png: bool
+) -> tuple[list[Summary], Outputs]:
+    """The timeline(s), the summary and the plot, in ``out`` (created if needed), and each
+    run's summary. The files are written side by side where the machine allows, the summary
+    meanwhile (``autoscaler.simulate.jobs``)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -220,7 +220,6 @@ def write_outputs(
             path = out / f"timeline{suffix}.{name}"
             jobs.append(partial(write, timeline, path))
             written.append(path)
-    jobs.append(partial(write_summary, summaries, out / "summary.json"))
     written.append(out / "summary.json")
     notes: tuple[str, ...] = ()
     if plot_png and find_spec("matplotlib") is None:  # the optional ``plot`` extra
@@ -229,8 +228,14 @@ def write_outputs(
         # First: the longest job (matplotlib alone takes a while to import).
         jobs.insert(0, partial(_plot, timelines, out / "simulation.png"))
         written.append(out / "simulation.png")
-    run_jobs(jobs)
-    return Outputs(directory=out, written=tuple(written), notes=notes)
+
+    def summarize_runs() -> list[Summary]:
+        summaries = [summarize(timeline) for timeline in timelines]
+        write_summary(summaries, out / "summary.json")
+        return summaries
+
+    summaries = run_jobs(jobs, meanwhile=summarize_runs)
+    return summaries, Outputs(directory=out, written=tuple(written), notes=notes)
 
 
 def _plot(timelines: Sequence[Timeline], path: Path) -> None:

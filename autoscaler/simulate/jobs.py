@@ -5,7 +5,8 @@ timeline as CSV and JSON, the plot). On a machine with two or more CPUs they are
 worker processes forked from this one: a fork shares the timelines as they are, with
 nothing to serialize, so the wall time is the longest job's instead of the sum. Elsewhere
 (one CPU, no safe ``fork``, or threads running, which a forked child could find holding a
-lock) the jobs run one after the other here, with the same results.
+lock) the jobs run one after the other here, with the same results. Either way the caller
+does its own share meanwhile (``simulate``: the summary), on the CPU the workers leave it.
 """
 
 from __future__ import annotations
@@ -17,25 +18,35 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
 
 Job = Callable[[], None]
+T = TypeVar("T")
 
 _pending: Sequence[Job] = ()
 """The jobs of the running ``run_jobs``: set before the workers fork, which inherit it."""
 
 
-def run_jobs(jobs: Sequence[Job]) -> bool:
-    """Run every job, even after one failed; then raise the first failure in job order, as
-    if they had run one after the other. True when the jobs ran in worker processes."""
+def run_jobs(jobs: Sequence[Job], *, meanwhile: Callable[[], T]) -> T:
+    """Run every job and, while they run, ``meanwhile`` here; return what it returned.
+
+    Every job runs even after one failed; then the first failure in job order (a failure of
+    ``meanwhile`` first) is raised, as if they had all run one after the other."""
     workers = min(len(jobs), _cpus()) if len(jobs) > 1 and _can_fork() else 0
-    failures = _in_workers(jobs, workers) if workers >= 2 else [_failure(job) for job in jobs]
+    if workers >= 2:
+        result, failures = _in_workers(jobs, workers, meanwhile)
+    else:
+        failures = [_failure(job) for job in jobs]
+        result = meanwhile()
     first = next((failure for failure in failures if failure is not None), None)
     if first is not None:
         raise first
-    return workers >= 2
+    return result
 
 
-def _in_workers(jobs: Sequence[Job], workers: int) -> list[BaseException | None]:
+def _in_workers(
+    jobs: Sequence[Job], workers: int, meanwhile: Callable[[], T],
+) -> tuple[T, list[BaseException | None]]:
     global _pending  # noqa: PLW0603 - the only way to hand a forked worker a closure
     _pending = jobs
     # Frozen, what the workers inherit is out of their collector's reach: a collection there
@@ -45,7 +56,8 @@ def _in_workers(jobs: Sequence[Job], workers: int) -> list[BaseException | None]
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             futures = [pool.submit(_run, index) for index in range(len(jobs))]
-            return [future.exception() for future in futures]
+            result = meanwhile()  # (on an error here, the pool still waits for its jobs)
+            return result, [future.exception() for future in futures]
     finally:
         gc.unfreeze()
         _pending = ()
