@@ -38,6 +38,8 @@ from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
 
 NEVER = 2**31 - 1
 """A collection threshold that is never reached."""
+YOUNG = 20_000
+"""The youngest generation's threshold during a run: allocations between collections."""
 
 Progress = Callable[[int, int], None]
 """Called with (steps done, steps in all) now and then during a run."""
@@ -136,7 +138,7 @@ def simulate(
                      origin=trace.origin if trace.origin is not None else scenario.origin)
     rows: list[Row] = []
     every = max(len(grid) // 100, 1)
-    with _no_full_collections():
+    with _collector_tuned():
         for k, now in enumerate(grid):
             step_demand = demand[k] if demand is not None else None
             rows.append(target.sync(now, demand=step_demand, totals=[t[k] for t in totals]))
@@ -146,11 +148,13 @@ def simulate(
 
 
 @contextmanager
-def _no_full_collections() -> Iterator[None]:
+def _collector_tuned() -> Iterator[None]:
     """The timeline only grows, and each full collection walks all of it again (~5 % of a
-    week's run). A step's garbage dies young, so the young collections still free it."""
+    week's run): none runs during the loop. A step's garbage dies young, so the young
+    collections still free it; fewer of them (as the daemon does once settled) walk the
+    young rows fewer times (~3 %)."""
     young, middle, old = gc.get_threshold()
-    gc.set_threshold(young, middle, NEVER)
+    gc.set_threshold(max(young, YOUNG), middle, NEVER)
     try:
         yield
     finally:
