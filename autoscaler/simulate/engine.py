@@ -269,7 +269,7 @@ def _row(
     outcomes: Sequence[MetricOutcome | None] = decision.metrics or [None] * len(observed)
     report = decision.forecast
     forecasts = report.metrics if report and report.metrics else (None,) * len(observed)
-    metrics = tuple(
+    metrics = tuple([
         MetricRow(
             load=load,
             seen=outcome.current_value if outcome else None,
@@ -279,7 +279,7 @@ def _row(
             forecast_used=bool(forecast and forecast.used),
         )
         for (_, load), outcome, forecast in zip(observed, outcomes, forecasts, strict=True)
-    )
+    ])
     limited = decision.condition(ConditionType.SCALING_LIMITED)
     return Row(
         time=now, demand=demand, current=decision.current_replicas,

@@ -155,7 +155,7 @@ class MetricFeed:
             window.popleft()
         first = window[0][0]
         steady = PodSample(
-            value=_milli(sum(v for _, v in window) / len(window)),
+            value=_milli(sum([v for _, v in window]) / len(window)),
             timestamp=now, window=self._window_seconds,
         )
         if pods is not self._reporting:

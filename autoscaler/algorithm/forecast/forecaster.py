@@ -72,6 +72,7 @@ class Forecaster:
         self._scored: deque[tuple[float, float]] = deque(maxlen=s.season_buckets)
         self._sums = [0.0, 0.0]  # running sums of _scored's errors and actual values
         self._last: float | None = None
+        self._judged: tuple[float | None, str, bool, Smoothing | None] | None = None
 
     def _new_model(self) -> OnlineModel:
         s = self.settings
@@ -136,6 +137,7 @@ class Forecaster:
         scored.append((error, actual))
         sums[0] += error
         sums[1] += actual
+        self._judged = None
 
     def _due_refit(self) -> bool:
         return (self.settings.model is ModelKind.HOLT_WINTERS
@@ -171,13 +173,25 @@ class Forecaster:
         return max(0.0, a + (b - a) * share)
 
     def _judge(self, value: float | None) -> Forecast:
+        # The verdict changes only when a forecast is scored or the model reset (a bucket
+        # closed), not with each pass's value: judged once per bucket.
+        judged = self._judged
+        if judged is None:
+            judged = self._judged = self._verdict()
+        error, reason, unreliable, smoothing = judged
+        if value is None:
+            reason = "not enough history to forecast yet"
+        return Forecast(value=value, error_percent=error, usable=not reason, reason=reason,
+                        unreliable=unreliable, smoothing=smoothing)
+
+    def _verdict(self) -> tuple[float | None, str, bool, Smoothing | None]:
+        """The error, why a forecast is not usable (a value given), whether the model is
+        unreliable, and its smoothing."""
         s = self.settings
         error = 100 * self._sums[0] / self._sums[1] if self._scored and self._sums[1] > 0 \
             else None
         smoothing = self._smoothing if s.model is ModelKind.HOLT_WINTERS else None
-        if value is None:
-            reason = "not enough history to forecast yet"
-        elif len(self._scored) < self._season:
+        if len(self._scored) < self._season:
             reason = (f"learning: {len(self._scored)} of {self._season} forecasts "
                       "scored (a season)")
         elif error is None:
@@ -188,5 +202,4 @@ class Forecaster:
             reason = ""
         unreliable = error is not None and error > s.max_error_percent and \
             len(self._scored) >= self._season
-        return Forecast(value=value, error_percent=error, usable=not reason, reason=reason,
-                        unreliable=unreliable, smoothing=smoothing)
+        return error, reason, unreliable, smoothing

@@ -63,6 +63,7 @@ class TargetPredictor:
         }
         self._forecasters = {key: Forecaster(s)
                              for key, s in zip(keys, self.settings, strict=True) if s is not None}
+        self._models = tuple("" if s is None else s.model.value for s in self.settings)
         self._kept = {key: s.kept_buckets
                       for key, s in zip(keys, self.settings, strict=True) if s is not None}
         self.startup: Seconds | None = None
@@ -88,8 +89,8 @@ class TargetPredictor:
         """Record this pass's live totals, then forecast each metric ``horizon`` ahead."""
         self.startup = self._observed_startup(pods) or self.startup
         out: list[Prediction | None] = []
-        for key, settings, values, window in zip(self._keys, self.settings, metrics,
-                                                 self.windows, strict=True):
+        for key, settings, values, window, model in zip(self._keys, self.settings, metrics,
+                                                        self.windows, self._models, strict=True):
             if settings is None:
                 out.append(None)
                 continue
@@ -100,8 +101,7 @@ class TargetPredictor:
             horizon = self.horizon(settings, window)
             forecast = self._forecasters[key].forecast(self.series[key], now=now,
                                                        horizon=horizon)
-            out.append(Prediction(model=settings.model.value, horizon=horizon,
-                                  forecast=forecast, live=total))
+            out.append(Prediction(model=model, horizon=horizon, forecast=forecast, live=total))
         return tuple(out)
 
     def _observed_startup(self, pods: Sequence[Pod]) -> Seconds | None:
