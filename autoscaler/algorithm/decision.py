@@ -178,6 +178,79 @@ def decide(
     this pass (schedules); by default the spec's own bounds apply. ``pods`` may be a
     ``PodView`` (``algorithm.pods``), whose groupings and requests are then computed once.
     """
+    staged = decide_staged(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
+                           now=now, settings=settings, bounds=bounds)
+    return staged if isinstance(staged, Decision) else staged.decision()
+
+
+class StagedDecision:
+    """A decision that got past its metrics and normalization, before the ``Decision`` (its
+    conditions, steps, holds and limits) is built: a caller weighing two decisions (prediction)
+    builds only the one it keeps. ``decision()`` gives exactly what ``decide`` returns."""
+
+    __slots__ = ("_active", "_current", "_description", "_error", "_history", "_now",
+                 "_resolved", "_settings", "bounds", "desired", "metrics", "normalized",
+                 "proposal", "rescale_reason")
+
+    def __init__(  # noqa: PLR0917 - private to this module and decide_predictive
+        self, active: Condition, current: int, bounds: Bounds, history: History,
+        now: Seconds, settings: AlgorithmSettings, resolved: ResolvedBehavior | None,
+        outcomes: tuple[MetricOutcome, ...], proposal: int, description: str,
+        error: str | None, rescale_reason: str, normalized: Normalized,
+    ) -> None:
+        self._active, self._current, self.bounds = active, current, bounds
+        self._history, self._now, self._settings = history, now, settings
+        self._resolved, self.metrics, self.proposal = resolved, outcomes, proposal
+        self._description, self._error, self.rescale_reason = description, error, rescale_reason
+        self.normalized, self.desired = normalized, normalized.desired
+
+    def decision(
+        self, *, rescale_reason: str | None = None, extra: Condition | None = None,
+        forecast: ForecastReport | None = None,
+    ) -> Decision:
+        """The ``Decision``; ``rescale_reason``, an ``extra`` condition after the others and a
+        ``forecast`` report are what ``decide_predictive`` adds."""
+        normalized, resolved, outcomes = self.normalized, self._resolved, self.metrics
+        current, proposal, now, settings = self._current, self.proposal, self._now, self._settings
+        # setCondition's order: AbleToScale (first set as got-the-scale, then replaced by the
+        # stabilization's), ScalingActive, ScalingLimited.
+        conditions = (_STABILIZATION[normalized.stabilization_reason], self._active,
+                      _LIMIT[normalized.limited, normalized.limit_reason])
+        return Decision(
+            current_replicas=current, desired_replicas=normalized.desired, decided_at=now,
+            bounds=self.bounds,
+            conditions=conditions if extra is None else (*conditions, extra),
+            history=normalized.history,
+            proposal=proposal,
+            proposed_by=self._description,
+            stabilized=normalized.stabilized,
+            rescale_reason=self.rescale_reason if rescale_reason is None else rescale_reason,
+            metrics=outcomes,
+            error=self._error,
+            steps=_steps(outcomes, current, proposal, normalized, invalid=self._error is not None),
+            hold=_hold(normalized, resolved, proposal, now, settings),
+            limit=_limit(normalized, resolved, current, now),
+            scale_down=ScaleDownRules(
+                window_seconds=settings.downscale_stabilization if resolved is None
+                else resolved.scale_down.stabilization_window_seconds,
+                rules=None if resolved is None else resolved.scale_down),
+            forecast=forecast,
+        )
+
+
+def decide_staged(
+    *,
+    spec: AutoscalerSpec,
+    scale: ScaleState,
+    metrics: Sequence[MetricValues],
+    pods: Sequence[Pod],
+    history: History,
+    now: Seconds,
+    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
+    bounds: Bounds | None = None,
+) -> Decision | StagedDecision:
+    """``decide`` up to its normalized count: a ``Decision`` when the pass ended early (scaling
+    disabled, outside the bounds, no valid metric), else a ``StagedDecision``."""
     if len(metrics) != len(spec.metrics):
         raise ValueError(f"got {len(metrics)} metric values for {len(spec.metrics)} metric specs")
     bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
@@ -221,7 +294,9 @@ def decide(
     ])
     combined = _combine(outcomes, scale.spec_replicas)
     if isinstance(combined, _Failure):
-        conditions.set(ConditionType.SCALING_ACTIVE, False, combined.reason, combined.message)
+        active = Condition(type=ConditionType.SCALING_ACTIVE, status=False,
+                           reason=combined.reason, message=combined.message)
+        conditions.put(active)
         if not (bounds.gradual and current < bounds.min_replicas):
             return done(
                 current, metrics=outcomes, error=combined.error, steps=(Step.INVALID_METRICS,)
@@ -229,9 +304,9 @@ def decide(
         # A scheduled floor still applies without metrics: raising capacity is always safe.
         combined = (bounds.min_replicas, "scheduled minReplicas", combined.error)
     else:
-        conditions.set(
-            ConditionType.SCALING_ACTIVE, True, Reason.VALID_METRIC_FOUND,
-            f"the autoscaler was able to compute a replica count from {combined[1]}",
+        active = Condition(
+            type=ConditionType.SCALING_ACTIVE, status=True, reason=Reason.VALID_METRIC_FOUND,
+            message=f"the autoscaler was able to compute a replica count from {combined[1]}",
         )
     proposal, description, error = combined
     if bounds.gradual and outside:
@@ -250,25 +325,8 @@ def decide(
 
     resolved = resolve_behavior(spec.behavior, settings) if spec.behavior else None
     normalized = _normalize(resolved, bounds, history, current, proposal, now, settings)
-    history = normalized.history
-    conditions.put(_STABILIZATION[normalized.stabilization_reason])
-    conditions.put(_LIMIT[normalized.limited, normalized.limit_reason])
-    return done(
-        normalized.desired,
-        proposal=proposal,
-        proposed_by=description,
-        stabilized=normalized.stabilized,
-        rescale_reason=rescale_reason,
-        metrics=outcomes,
-        error=error,
-        steps=_steps(outcomes, current, proposal, normalized, invalid=error is not None),
-        hold=_hold(normalized, resolved, proposal, now, settings),
-        limit=_limit(normalized, resolved, current, now),
-        scale_down=ScaleDownRules(
-            window_seconds=settings.downscale_stabilization if resolved is None
-            else resolved.scale_down.stabilization_window_seconds,
-            rules=None if resolved is None else resolved.scale_down),
-    )
+    return StagedDecision(active, current, bounds, history, now, settings, resolved,
+                          outcomes, proposal, description, error, rescale_reason, normalized)
 
 
 def _hold(

@@ -16,9 +16,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.algorithm.decision import Bounds, Condition, Decision, decide
+from autoscaler.algorithm.decision import (
+    Bounds,
+    Condition,
+    Decision,
+    StagedDecision,
+    decide_staged,
+)
 from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.forecaster import Forecast
+from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
     AutoscalerSpec,
@@ -114,9 +121,10 @@ def decide_predictive(
     ``spec.metrics``."""
     view = pod_view(pods)  # the second decision sees the same pods: group them once
 
-    def run(values: Sequence[MetricValues]) -> Decision:
-        return decide(spec=spec, scale=scale, metrics=values, pods=view, history=history,
-                      now=now, settings=settings, bounds=bounds)
+    def run(values: Sequence[MetricValues]) -> Decision | StagedDecision:
+        # Staged: only the decision kept is built in full (conditions, steps, holds, limits).
+        return decide_staged(spec=spec, scale=scale, metrics=values, pods=view,
+                             history=history, now=now, settings=settings, bounds=bounds)
 
     live = run(metrics)
     totals = [p.live if p is not None else None for p in predictions]
@@ -127,20 +135,27 @@ def decide_predictive(
               for p, m, t, use in zip(predictions, metrics, totals, used, strict=True)]
     if any(v is not m for v, m in zip(values, metrics, strict=True)):
         predicted = run(values)
-        if predicted.desired_replicas < live.desired_replicas:
+        if _desired(predicted) < _desired(live):
             predicted = live  # never below what the live metrics ask for
     report = ForecastReport(
-        acting=acting, reactive_replicas=live.desired_replicas,
-        predictive_replicas=predicted.desired_replicas,
-        metrics=tuple(_shown(p, t, use, predicted, i) for i, (p, t, use) in
+        acting=acting, reactive_replicas=_desired(live),
+        predictive_replicas=_desired(predicted),
+        metrics=tuple(_shown(p, t, use, predicted.metrics, i) for i, (p, t, use) in
                       enumerate(zip(predictions, totals, used, strict=True))),
     )
     chosen = predicted if acting else live
     reason = chosen.rescale_reason
     if acting and report.changed and reason:
         reason = f"{reason} (forecast {_ahead(predictions)} ahead)"
+    condition = _condition(report, predictions)
+    if isinstance(chosen, StagedDecision):
+        return chosen.decision(rescale_reason=reason, extra=condition, forecast=report)
     return replace(chosen, forecast=report, rescale_reason=reason,
-                   conditions=(*chosen.conditions, _condition(report, predictions)))
+                   conditions=(*chosen.conditions, condition))
+
+
+def _desired(decision: Decision | StagedDecision) -> int:
+    return decision.desired_replicas if isinstance(decision, Decision) else decision.desired
 
 
 def _usable(prediction: Prediction | None, total: float | None) -> bool:
@@ -148,15 +163,15 @@ def _usable(prediction: Prediction | None, total: float | None) -> bool:
             and prediction.forecast.value is not None and total is not None)
 
 
-def _shown(prediction: Prediction | None, total: float | None, used: bool, decision: Decision,
-           index: int) -> MetricForecast | None:
+def _shown(prediction: Prediction | None, total: float | None, used: bool,
+           outcomes: Sequence[MetricOutcome], index: int) -> MetricForecast | None:
     if prediction is None:
         return None
     forecast = prediction.forecast
     reason = forecast.reason
     if not reason and not used:
         reason = "the live metric is invalid: a forecast never stands in for missing data"
-    outcome = decision.metrics[index] if used and index < len(decision.metrics) else None
+    outcome = outcomes[index] if used and index < len(outcomes) else None
     return MetricForecast(
         model=prediction.model, horizon=prediction.horizon, value=forecast.value,
         live=total,
