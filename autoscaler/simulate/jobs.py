@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -54,10 +55,15 @@ def _in_workers(
     gc.freeze()
     try:
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(workers, mp_context=context,
+                                 initializer=_leave_interrupts_to_the_caller) as pool:
             futures = [pool.submit(_run, index) for index in range(len(jobs))]
-            result = meanwhile()  # (on an error here, the pool still waits for its jobs)
-            return result, [future.exception() for future in futures]
+            try:
+                result = meanwhile()
+                return result, [future.exception() for future in futures]
+            except KeyboardInterrupt:  # Ctrl-C: the jobs not yet started never start
+                pool.shutdown(cancel_futures=True)
+                raise
     finally:
         gc.unfreeze()
         _pending = ()
@@ -73,6 +79,13 @@ def _failure(job: Job) -> Exception | None:
 
 def _run(index: int) -> None:
     _pending[index]()
+
+
+def _leave_interrupts_to_the_caller() -> None:
+    """A worker ignores Ctrl-C (the terminal sends it to every process of the group): the
+    caller stops, the jobs already running finish their files, and nothing prints a
+    worker's traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _cpus() -> int:

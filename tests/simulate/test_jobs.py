@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -90,3 +93,62 @@ def test_a_failure_meanwhile_is_raised_once_the_jobs_have_run(
             pytest.raises(OSError, match="meanwhile"):
         run_jobs(work, meanwhile=partial(_fail, "meanwhile"))
     assert all(path.exists() for path in paths)
+
+
+INTERRUPTED = """
+import signal, sys, time
+from pathlib import Path
+from autoscaler.simulate.jobs import run_jobs
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (even if started ignoring it)
+started, release = Path(sys.argv[1]), Path(sys.argv[2])
+
+def slow() -> None:
+    started.write_text("")
+    while not release.exists():
+        time.sleep(0.01)
+
+try:
+    run_jobs([slow, lambda: None], meanwhile=lambda: None)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(not PARALLEL, reason="needs Linux and two CPUs (the jobs run in order)")
+def test_ctrl_c_stops_the_caller_and_no_worker_prints_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C reaches every process of the terminal's group: the caller stops (exit 130 as
+    the CLI gives), the running job finishes, an idle worker says nothing, none is left."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, str(started), str(release)],
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started.exists()
+        time.sleep(0.2)  # the other worker has run its job and waits for the next
+        os.killpg(process.pid, signal.SIGINT)
+        release.write_text("")
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130
+    assert "Traceback" not in stderr, stderr
+    assert in_group(process.pid) == []
+
+
+def in_group(group: int) -> list[int]:
+    """The live processes of a process group, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == group:
+                    found.append(int(entry.name))
+            except ProcessLookupError:
+                continue
+    return found
