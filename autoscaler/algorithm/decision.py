@@ -188,18 +188,18 @@ class StagedDecision:
     conditions, steps, holds and limits) is built: a caller weighing two decisions (prediction)
     builds only the one it keeps. ``decision()`` gives exactly what ``decide`` returns."""
 
-    __slots__ = ("_active", "_current", "_description", "_error", "_history", "_now",
+    __slots__ = ("_active", "_current", "_description", "_error", "_now",
                  "_resolved", "_settings", "bounds", "desired", "metrics", "normalized",
                  "proposal", "rescale_reason")
 
     def __init__(  # noqa: PLR0917 - private to this module and decide_predictive
-        self, active: Condition, current: int, bounds: Bounds, history: History,
-        now: Seconds, settings: AlgorithmSettings, resolved: ResolvedBehavior | None,
+        self, active: Condition, current: int, bounds: Bounds, now: Seconds,
+        settings: AlgorithmSettings, resolved: ResolvedBehavior | None,
         outcomes: tuple[MetricOutcome, ...], proposal: int, description: str,
         error: str | None, rescale_reason: str, normalized: Normalized,
     ) -> None:
         self._active, self._current, self.bounds = active, current, bounds
-        self._history, self._now, self._settings = history, now, settings
+        self._now, self._settings = now, settings
         self._resolved, self.metrics, self.proposal = resolved, outcomes, proposal
         self._description, self._error, self.rescale_reason = description, error, rescale_reason
         self.normalized, self.desired = normalized, normalized.desired
@@ -325,7 +325,7 @@ def decide_staged(
 
     resolved = resolve_behavior(spec.behavior, settings) if spec.behavior else None
     normalized = _normalize(resolved, bounds, history, current, proposal, now, settings)
-    return StagedDecision(active, current, bounds, history, now, settings, resolved,
+    return StagedDecision(active, current, bounds, now, settings, resolved,
                           outcomes, proposal, description, error, rescale_reason, normalized)
 
 
