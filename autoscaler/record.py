@@ -13,6 +13,18 @@ mypy (strict, in CI) reject any assignment to a field, exactly as it does for a 
 dataclass; ``dataclasses.replace`` makes changed copies. Use it for the types built per
 target per pass; types built once (configuration) stay ``dataclass(frozen=True)``, whose
 run-time check costs nothing there.
+
+In the modules mypyc compiles (setup.py's ``COMPILED``), the types built per pass are native
+value types instead, because mypyc makes native only the classes it sees decorated with
+``dataclasses.dataclass`` itself. Each is ``@dataclass(init=False, slots=True,
+unsafe_hash=True)``, declares its fields ``Final[...]`` and sets them in a keyword-only
+``__init__`` of its own. mypyc compiles that ``__init__``, so compiled code builds one with a
+direct call: ~60 ns against a record's ~500-800 ns (a keyword dict and a bytecode
+``__init__``). ``Final`` makes mypy reject any other assignment, as for a record, and the
+compiled class refuses one at run time too. A field that needs ``field(compare=False)`` cannot
+be ``Final`` (mypy counts the ``field()`` as its one assignment) and is read-only by convention.
+tests/shipping/test_compiled_core.py checks that each type's fields, parameters and
+assignments agree.
 """
 
 from __future__ import annotations

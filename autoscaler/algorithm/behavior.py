@@ -9,6 +9,8 @@ the recorded scale events. History is passed in and returned, never mutated.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Final
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -24,7 +26,6 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.reasons import Reason
 from autoscaler.algorithm.replicas import MAX_INT32, Tolerances
-from autoscaler.record import record
 
 MIN_INT32 = -(2**31)
 SCALE_UP_LIMIT_FACTOR = 2.0
@@ -39,20 +40,37 @@ DEFAULT_SCALE_DOWN_POLICIES = (
 )
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Rules:
     """``HPAScalingRules`` with every default filled in."""
 
-    stabilization_window_seconds: int
-    select_policy: SelectPolicy
-    policies: tuple[ScalingPolicy, ...]
-    tolerance: float | None
+    stabilization_window_seconds: Final[int]
+    select_policy: Final[SelectPolicy]
+    policies: Final[tuple[ScalingPolicy, ...]]
+    tolerance: Final[float | None]
+
+    def __init__(
+        self,
+        *,
+        stabilization_window_seconds: int,
+        select_policy: SelectPolicy,
+        policies: tuple[ScalingPolicy, ...],
+        tolerance: float | None,
+    ) -> None:
+        self.stabilization_window_seconds = stabilization_window_seconds
+        self.select_policy = select_policy
+        self.policies = policies
+        self.tolerance = tolerance
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ResolvedBehavior:
-    scale_up: Rules
-    scale_down: Rules
+    scale_up: Final[Rules]
+    scale_down: Final[Rules]
+
+    def __init__(self, *, scale_up: Rules, scale_down: Rules) -> None:
+        self.scale_up = scale_up
+        self.scale_down = scale_down
 
 
 def resolve_behavior(behavior: Behavior, settings: AlgorithmSettings) -> ResolvedBehavior:
@@ -95,15 +113,30 @@ def tolerances_for(behavior: Behavior | None, settings: AlgorithmSettings) -> To
     )
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Normalized:
     """The outcome of normalization, with the reasons upstream puts on its conditions."""
 
-    stabilized: int
-    desired: int
-    stabilization_reason: Reason
-    limit_reason: Reason
-    history: History
+    stabilized: Final[int]
+    desired: Final[int]
+    stabilization_reason: Final[Reason]
+    limit_reason: Final[Reason]
+    history: Final[History]
+
+    def __init__(
+        self,
+        *,
+        stabilized: int,
+        desired: int,
+        stabilization_reason: Reason,
+        limit_reason: Reason,
+        history: History,
+    ) -> None:
+        self.stabilized = stabilized
+        self.desired = desired
+        self.stabilization_reason = stabilization_reason
+        self.limit_reason = limit_reason
+        self.history = history
 
     @property
     def limited(self) -> bool:

@@ -9,8 +9,8 @@ succeeded, calls ``record_scale_event``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
 
 from autoscaler.algorithm.behavior import (
     Normalized,
@@ -30,6 +30,7 @@ from autoscaler.algorithm.explain import (
 )
 from autoscaler.algorithm.metric import MetricOutcome, evaluate_metric
 from autoscaler.algorithm.model import (
+    EMPTY_HISTORY,
     AlgorithmSettings,
     AutoscalerSpec,
     History,
@@ -46,55 +47,105 @@ if TYPE_CHECKING:
     from autoscaler.algorithm.forecast.forecast_report import ForecastReport
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Condition:
-    type: ConditionType
-    status: bool
-    reason: Reason
-    message: str
+    type: Final[ConditionType]
+    status: Final[bool]
+    reason: Final[Reason]
+    message: Final[str]
+
+    def __init__(self, *, type: ConditionType, status: bool, reason: Reason, message: str) -> None:
+        self.type = type
+        self.status = status
+        self.reason = reason
+        self.message = message
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Bounds:
     """The replica bounds this pass clamps to (the spec's, or a schedule's override)."""
 
-    min_replicas: int
-    max_replicas: int
-    gradual: bool = False
+    min_replicas: Final[int]
+    max_replicas: Final[int]
+    gradual: Final[bool]
     """Move a count outside these bounds into them through stabilization and the rate limits
     (scheduled bounds), instead of upstream's jump straight to the bound."""
 
+    def __init__(self, *, min_replicas: int, max_replicas: int, gradual: bool = False) -> None:
+        self.min_replicas = min_replicas
+        self.max_replicas = max_replicas
+        self.gradual = gradual
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Decision:
-    current_replicas: int
-    desired_replicas: int
-    proposal: int | None = None
+    current_replicas: Final[int]
+    desired_replicas: Final[int]
+    proposal: Final[int | None]
     """The metrics' combined proposal before normalization; ``None`` if none was made."""
-    stabilized: int | None = None
+    stabilized: Final[int | None]
     """The proposal after the stabilization windows, before rate limits and bounds."""
-    rescale_reason: str = ""
+    rescale_reason: Final[str]
     """Upstream's SuccessfulRescale reason text ("cpu resource utilization ... above target")."""
-    conditions: tuple[Condition, ...] = ()
-    metrics: tuple[MetricOutcome, ...] = ()
-    steps: tuple[Step, ...] = ()
-    history: History = field(default_factory=History)
-    error: str | None = None
+    conditions: Final[tuple[Condition, ...]]
+    metrics: Final[tuple[MetricOutcome, ...]]
+    steps: Final[tuple[Step, ...]]
+    history: Final[History]
+    error: Final[str | None]
     """The pass's error (the first invalid metric), also set when scaling went ahead."""
-    forecast: ForecastReport | None = None
+    forecast: Final[ForecastReport | None]
     """Set on targets with a ``prediction`` (``autoscaler.algorithm.forecast``)."""
-    proposed_by: str = field(default="", compare=False)
+    proposed_by: str = field(compare=False)
     """Which metric's proposal won ("pods metric rps"), or "scheduled minReplicas"."""
-    decided_at: Seconds | None = field(default=None, compare=False)
+    decided_at: Seconds | None = field(compare=False)
     """The ``now`` this decision was made at."""
-    bounds: Bounds | None = field(default=None, compare=False)
+    bounds: Bounds | None = field(compare=False)
     """The bounds this pass clamped to (the spec's, or an active schedule's)."""
-    hold: WindowHold | None = field(default=None, compare=False)
+    hold: WindowHold | None = field(compare=False)
     """The stabilization window that held the proposal back, and when it lets go."""
-    limit: StepLimit | None = field(default=None, compare=False)
+    limit: StepLimit | None = field(compare=False)
     """The rate limit or bound that cut the step, and when the next step is allowed."""
-    scale_down: ScaleDownRules | None = field(default=None, compare=False)
+    scale_down: ScaleDownRules | None = field(compare=False)
     """What a later scale-down must get past (for ``earliest_scale_down``)."""
+
+    def __init__(
+        self,
+        *,
+        current_replicas: int,
+        desired_replicas: int,
+        proposal: int | None = None,
+        stabilized: int | None = None,
+        rescale_reason: str = "",
+        conditions: tuple[Condition, ...] = (),
+        metrics: tuple[MetricOutcome, ...] = (),
+        steps: tuple[Step, ...] = (),
+        history: History = EMPTY_HISTORY,
+        error: str | None = None,
+        forecast: ForecastReport | None = None,
+        proposed_by: str = "",
+        decided_at: Seconds | None = None,
+        bounds: Bounds | None = None,
+        hold: WindowHold | None = None,
+        limit: StepLimit | None = None,
+        scale_down: ScaleDownRules | None = None,
+    ) -> None:
+        self.current_replicas = current_replicas
+        self.desired_replicas = desired_replicas
+        self.proposal = proposal
+        self.stabilized = stabilized
+        self.rescale_reason = rescale_reason
+        self.conditions = conditions
+        self.metrics = metrics
+        self.steps = steps
+        self.history = history
+        self.error = error
+        self.forecast = forecast
+        self.proposed_by = proposed_by
+        self.decided_at = decided_at
+        self.bounds = bounds
+        self.hold = hold
+        self.limit = limit
+        self.scale_down = scale_down
 
     @property
     def rescale(self) -> bool:

@@ -15,6 +15,8 @@ comparison's difference, which is below one pass and not shown.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
 
 from autoscaler.algorithm.behavior import Rules, scale_down_limit, scale_up_limit
 from autoscaler.algorithm.model import (
@@ -25,46 +27,77 @@ from autoscaler.algorithm.model import (
     SelectPolicy,
 )
 from autoscaler.algorithm.reasons import Reason
-from autoscaler.record import record
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class WindowHold:
     """A stabilization window kept the count away from the metrics' proposal."""
 
-    reason: Reason
+    reason: Final[Reason]
     """``ScaleDownStabilized`` or ``ScaleUpStabilized``."""
-    window_seconds: Seconds
-    held_at: int
+    window_seconds: Final[Seconds]
+    held_at: Final[int]
     """The count the window allowed (the highest, or lowest, recommendation in it)."""
-    releases_at: Seconds | None
+    releases_at: Final[Seconds | None]
     """When the last recommendation that holds the proposal back leaves the window."""
 
+    def __init__(
+        self,
+        *,
+        reason: Reason,
+        window_seconds: Seconds,
+        held_at: int,
+        releases_at: Seconds | None,
+    ) -> None:
+        self.reason = reason
+        self.window_seconds = window_seconds
+        self.held_at = held_at
+        self.releases_at = releases_at
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class StepLimit:
     """A rate limit or a bound cut the step from the stabilized count to ``limit``."""
 
-    reason: Reason
+    reason: Final[Reason]
     """``ScaleUpLimit``/``ScaleDownLimit`` (a rate) or ``TooManyReplicas``/``TooFewReplicas``."""
-    limit: int
-    policy: ScalingPolicy | None = None
+    limit: Final[int]
+    policy: Final[ScalingPolicy | None]
     """The ``behavior`` policy whose limit was selected; ``None`` for upstream's default
     scale-up rate (max(2 x current, 4), no behavior), a disabled direction or a bound."""
-    select_policy: SelectPolicy | None = None
+    select_policy: Final[SelectPolicy | None]
     """How the policies were combined (``None`` without behavior)."""
-    next_step_at: Seconds | None = None
+    next_step_at: Final[Seconds | None]
     """When the policies allow going past ``limit`` once this step is made; ``None``: at
     the next pass (the default rate), or not by waiting (a bound, a disabled direction)."""
 
+    def __init__(
+        self,
+        *,
+        reason: Reason,
+        limit: int,
+        policy: ScalingPolicy | None = None,
+        select_policy: SelectPolicy | None = None,
+        next_step_at: Seconds | None = None,
+    ) -> None:
+        self.reason = reason
+        self.limit = limit
+        self.policy = policy
+        self.select_policy = select_policy
+        self.next_step_at = next_step_at
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ScaleDownRules:
     """What a future scale-down must get past: the window, and the policies (``None``:
     no rate limit on scale-down, as without behavior)."""
 
-    window_seconds: Seconds
-    rules: Rules | None
+    window_seconds: Final[Seconds]
+    rules: Final[Rules | None]
+
+    def __init__(self, *, window_seconds: Seconds, rules: Rules | None) -> None:
+        self.window_seconds = window_seconds
+        self.rules = rules
 
 
 def hold(

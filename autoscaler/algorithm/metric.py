@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
+from typing import Final
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -36,7 +37,6 @@ from autoscaler.algorithm.replicas import (
     utilization_proposal,
     value_proposal,
 )
-from autoscaler.record import record
 
 _PER_POD_SOURCES = frozenset(
     {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE, MetricSourceType.PODS}
@@ -51,17 +51,32 @@ _FAILURE_REASONS = {
 }
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class MetricOutcome:
     """A metric's result this pass: a proposal, or the error that made it invalid."""
 
-    spec: MetricSpec
-    description: str
+    spec: Final[MetricSpec]
+    description: Final[str]
     """Upstream's name for the metric in messages ("cpu resource utilization (...)")."""
-    proposal: MetricProposal | None = None
-    error: str | None = None
-    values: MetricValues | None = field(default=None, compare=False)
+    proposal: Final[MetricProposal | None]
+    error: Final[str | None]
+    values: MetricValues | None = field(compare=False)
     """The values the metric was computed from (per-pod samples, the query), for status."""
+
+    def __init__(
+        self,
+        *,
+        spec: MetricSpec,
+        description: str,
+        proposal: MetricProposal | None = None,
+        error: str | None = None,
+        values: MetricValues | None = None,
+    ) -> None:
+        self.spec = spec
+        self.description = description
+        self.proposal = proposal
+        self.error = error
+        self.values = values
 
     @property
     def failure_reason(self) -> Reason:

@@ -1,19 +1,20 @@
 """Value objects of the pure HPA core: specs, pods, samples, history and the decision.
 
-Everything here is an immutable ``@record`` (``autoscaler.record``: the type checker rejects
-any assignment) or an enum, so a decision is a function of its inputs and can be compared,
-stored and replayed. Quantities are integer *milli-units*
-(``Quantity.MilliValue()`` upstream) and times are float seconds on any monotonic-enough
-clock the caller chooses (Unix time in the daemon, virtual time in the simulator).
+Everything here is immutable (the type checker rejects any assignment): a ``@record``, a
+native value type for what is built every pass (``autoscaler.record`` says why), or an enum,
+so a decision is a function of its inputs and can be compared, stored and replayed.
+Quantities are integer *milli-units* (``Quantity.MilliValue()`` upstream) and times are float
+seconds on any monotonic-enough clock the caller chooses (Unix time in the daemon, virtual
+time in the simulator).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import NewType
+from typing import Final, NewType
 
 from autoscaler.record import record
 
@@ -140,85 +141,139 @@ class AlgorithmSettings:
 # --- observed state -------------------------------------------------------------------------
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Container:
-    name: str
-    requests: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAPPING)
+    name: Final[str]
+    requests: Final[Mapping[str, int]]
     """Resource name -> request in milli-units."""
 
+    def __init__(self, *, name: str, requests: Mapping[str, int] = EMPTY_MAPPING) -> None:
+        self.name = name
+        self.requests = requests
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Pod:
     """What the core needs of a pod; the Kubernetes adapter builds these from the watch cache."""
 
-    name: str
-    phase: PodPhase = PodPhase.RUNNING
-    ready: ConditionStatus | None = ConditionStatus.TRUE
+    name: Final[str]
+    phase: Final[PodPhase]
+    ready: Final[ConditionStatus | None]
     """Status of the pod's Ready condition; ``None`` when the pod has no Ready condition."""
-    ready_transition_time: Seconds | None = None
-    start_time: Seconds | None = None
-    deleting: bool = False
+    ready_transition_time: Final[Seconds | None]
+    start_time: Final[Seconds | None]
+    deleting: Final[bool]
     """The pod has a deletion timestamp."""
-    containers: tuple[Container, ...] = ()
-    sidecars: tuple[Container, ...] = ()
+    containers: Final[tuple[Container, ...]]
+    sidecars: Final[tuple[Container, ...]]
     """Init containers with ``restartPolicy: Always``: their requests count (upstream)."""
-    pod_requests: Mapping[str, int] | None = None
+    pod_requests: Final[Mapping[str, int] | None]
     """Pod-level requests (``spec.resources.requests``, PodLevelResources), if set."""
-    overhead: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAPPING)
+    overhead: Final[Mapping[str, int]]
     """``spec.overhead`` (RuntimeClass), milli-units; upstream adds it to pod-level requests."""
 
+    def __init__(
+        self,
+        *,
+        name: str,
+        phase: PodPhase = PodPhase.RUNNING,
+        ready: ConditionStatus | None = ConditionStatus.TRUE,
+        ready_transition_time: Seconds | None = None,
+        start_time: Seconds | None = None,
+        deleting: bool = False,
+        containers: tuple[Container, ...] = (),
+        sidecars: tuple[Container, ...] = (),
+        pod_requests: Mapping[str, int] | None = None,
+        overhead: Mapping[str, int] = EMPTY_MAPPING,
+    ) -> None:
+        self.name = name
+        self.phase = phase
+        self.ready = ready
+        self.ready_transition_time = ready_transition_time
+        self.start_time = start_time
+        self.deleting = deleting
+        self.containers = containers
+        self.sidecars = sidecars
+        self.pod_requests = pod_requests
+        self.overhead = overhead
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class PodSample:
     """One pod's metric value, when it was measured and the window it averages over."""
 
-    value: Milli
-    timestamp: Seconds
-    window: Seconds = 60.0
+    value: Final[Milli]
+    timestamp: Final[Seconds]
+    window: Final[Seconds]
+
+    def __init__(self, *, value: Milli, timestamp: Seconds, window: Seconds = 60.0) -> None:
+        self.value = value
+        self.timestamp = timestamp
+        self.window = window
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ScaleState:
     """The target's ``/scale``: ``spec.replicas`` and ``status.replicas``."""
 
-    spec_replicas: int
-    status_replicas: int
+    spec_replicas: Final[int]
+    status_replicas: Final[int]
+
+    def __init__(self, *, spec_replicas: int, status_replicas: int) -> None:
+        self.spec_replicas = spec_replicas
+        self.status_replicas = status_replicas
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class PodMetricValues:
     """Samples for Resource, ContainerResource and Pods metrics, keyed by pod name."""
 
-    samples: Mapping[str, PodSample]
-    query: str | None = field(default=None, compare=False)
+    samples: Final[Mapping[str, PodSample]]
+    query: str | None = field(compare=False)
     """The PromQL that was run for these values, as sent (for status; not compared)."""
 
+    def __init__(self, *, samples: Mapping[str, PodSample], query: str | None = None) -> None:
+        self.samples = samples
+        self.query = query
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ObjectMetricValue:
     """The single value of an Object metric."""
 
-    value: Milli
-    query: str | None = field(default=None, compare=False)
+    value: Final[Milli]
+    query: str | None = field(compare=False)
     """The PromQL that was run for these values, as sent (for status; not compared)."""
 
+    def __init__(self, *, value: Milli, query: str | None = None) -> None:
+        self.value = value
+        self.query = query
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ExternalMetricValues:
     """Every series an External metric query matched; upstream sums them."""
 
-    values: tuple[Milli, ...]
-    query: str | None = field(default=None, compare=False)
+    values: Final[tuple[Milli, ...]]
+    query: str | None = field(compare=False)
     """The PromQL that was run for these values, as sent (for status; not compared)."""
 
+    def __init__(self, *, values: tuple[Milli, ...], query: str | None = None) -> None:
+        self.values = values
+        self.query = query
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class MetricUnavailable:
     """The metrics source could not produce this metric this pass; ``reason`` says why."""
 
-    reason: str
-    query: str | None = field(default=None, compare=False)
+    reason: Final[str]
+    query: str | None = field(compare=False)
     """The PromQL that was run for these values, as sent (for status; not compared)."""
+
+    def __init__(self, *, reason: str, query: str | None = None) -> None:
+        self.reason = reason
+        self.query = query
 
 
 MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | MetricUnavailable
@@ -227,29 +282,53 @@ MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | Metr
 # --- history (what stabilization windows and policies remember) ----------------------------
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Recommendation:
-    replicas: int
-    timestamp: Seconds
+    replicas: Final[int]
+    timestamp: Final[Seconds]
+
+    def __init__(self, *, replicas: int, timestamp: Seconds) -> None:
+        self.replicas = replicas
+        self.timestamp = timestamp
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ScaleEvent:
     """A scale write's magnitude; ``outdated`` slots are reused instead of deleted (upstream)."""
 
-    change: int
-    timestamp: Seconds
-    outdated: bool = False
+    change: Final[int]
+    timestamp: Final[Seconds]
+    outdated: Final[bool]
+
+    def __init__(self, *, change: int, timestamp: Seconds, outdated: bool = False) -> None:
+        self.change = change
+        self.timestamp = timestamp
+        self.outdated = outdated
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class History:
     """Per-target memory. Upstream keeps it in controller memory; the daemon persists it."""
 
-    recommendations: tuple[Recommendation, ...] = ()
-    scale_up_events: tuple[ScaleEvent, ...] = ()
-    scale_down_events: tuple[ScaleEvent, ...] = ()
+    recommendations: Final[tuple[Recommendation, ...]]
+    scale_up_events: Final[tuple[ScaleEvent, ...]]
+    scale_down_events: Final[tuple[ScaleEvent, ...]]
+
+    def __init__(
+        self,
+        *,
+        recommendations: tuple[Recommendation, ...] = (),
+        scale_up_events: tuple[ScaleEvent, ...] = (),
+        scale_down_events: tuple[ScaleEvent, ...] = (),
+    ) -> None:
+        self.recommendations = recommendations
+        self.scale_up_events = scale_up_events
+        self.scale_down_events = scale_down_events
 
     @property
     def seeded(self) -> bool:
         return bool(self.recommendations)
+
+
+EMPTY_HISTORY = History()
+"""A target's history before its first pass (immutable: one instance serves every default)."""

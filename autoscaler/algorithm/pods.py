@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -25,7 +27,6 @@ from autoscaler.algorithm.model import (
     PodSample,
     Seconds,
 )
-from autoscaler.record import record
 
 CPU = "cpu"
 
@@ -34,12 +35,25 @@ class MetricError(Exception):
     """A metric cannot be computed this pass; the message is upstream's wording where it has one."""
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class PodGroups:
-    ready_count: int
-    unready: frozenset[str]
-    missing: frozenset[str]
-    ignored: frozenset[str]
+    ready_count: Final[int]
+    unready: Final[frozenset[str]]
+    missing: Final[frozenset[str]]
+    ignored: Final[frozenset[str]]
+
+    def __init__(
+        self,
+        *,
+        ready_count: int,
+        unready: frozenset[str],
+        missing: frozenset[str],
+        ignored: frozenset[str],
+    ) -> None:
+        self.ready_count = ready_count
+        self.unready = unready
+        self.missing = missing
+        self.ignored = ignored
 
 
 def group_pods(

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Final
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
 from autoscaler.algorithm.pods import PodView
-from autoscaler.record import record
 
 CONTAINER = "app"
 LONG_AGO = 86_400.0
@@ -90,12 +90,18 @@ _REPORTING = frozenset({PodState.STARTING, PodState.READY})
 """Running and not deleting: Pending and deleting pods report no samples."""
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Counts:
-    pending: int
-    starting: int
-    ready: int
-    deleting: int
+    pending: Final[int]
+    starting: Final[int]
+    ready: Final[int]
+    deleting: Final[int]
+
+    def __init__(self, *, pending: int, starting: int, ready: int, deleting: int) -> None:
+        self.pending = pending
+        self.starting = starting
+        self.ready = ready
+        self.deleting = deleting
 
     @property
     def active(self) -> int:

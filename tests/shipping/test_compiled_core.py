@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -50,12 +51,71 @@ def pure_copy(directory: Path) -> Path:
     return directory
 
 
-@pytest.mark.skipif(os.environ.get("AUTOSCALER_PURE_PYTHON", "") not in ("", "0"),
-                    reason="AUTOSCALER_PURE_PYTHON is set: this install chose the pure core")
-@pytest.mark.skipif(shutil.which("cc") is None
-                    or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
-                    reason="no C compiler or no Python headers: the pure core is the expected "
-                    "install here")
+PURE_BY_CHOICE = pytest.mark.skipif(
+    os.environ.get("AUTOSCALER_PURE_PYTHON", "") not in ("", "0"),
+    reason="AUTOSCALER_PURE_PYTHON is set: this install chose the pure core")
+NO_COMPILER = pytest.mark.skipif(
+    shutil.which("cc") is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
+    reason="no C compiler or no Python headers: the pure core is the expected install here")
+
+
+def native_values() -> list[tuple[str, ast.ClassDef]]:
+    """(module, class) of every value type the compiled modules declare as a native class:
+    ``@dataclass(init=False, ...)`` with its own ``__init__``."""
+    found = []
+    for name in compiled_modules():
+        path = ROOT / (name.replace(".", "/") + ".py")
+        if not path.exists():
+            path = path.with_suffix("") / "__init__.py"
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and any(
+                    ast.unparse(d).startswith("dataclass(init=False") for d in node.decorator_list):
+                found.append((name, node))
+    return found
+
+
+NATIVE_VALUES = native_values()
+
+
+@pytest.mark.parametrize(("module", "cls"), NATIVE_VALUES,
+                         ids=[f"{m}.{c.name}" for m, c in NATIVE_VALUES])
+def test_a_native_value_takes_and_sets_exactly_its_fields(module: str, cls: ast.ClassDef) -> None:
+    """A native value type spells its fields three times (declared, taken, set): all three
+    agree, in order, so its repr, equality and ``dataclasses.replace`` see what it holds.
+    Each field is Final (assigned only here) unless it needs ``field(compare=False)``."""
+    decorator = next(d for d in cls.decorator_list if ast.unparse(d).startswith("dataclass"))
+    assert ast.unparse(decorator) == "dataclass(init=False, slots=True, unsafe_hash=True)"
+    fields = [s for s in cls.body if isinstance(s, ast.AnnAssign)]
+    names = [f.target.id for f in fields]  # type: ignore[union-attr]
+    init = next(s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__")
+    assert [a.arg for a in init.args.args] == ["self"]
+    assert init.args.vararg is None
+    assert [a.arg for a in init.args.kwonlyargs] == names
+    assert [ast.unparse(s) for s in init.body] == [f"self.{n} = {n}" for n in names]
+    for declared, taken in zip(fields, init.args.kwonlyargs, strict=True):
+        annotation = ast.unparse(declared.annotation)
+        if declared.value is None:
+            assert annotation == f"Final[{ast.unparse(taken.annotation)}]", declared.target
+        else:
+            assert ast.unparse(declared.value) == "field(compare=False)", declared.target
+            assert annotation == ast.unparse(taken.annotation), declared.target
+
+
+@PURE_BY_CHOICE
+@NO_COMPILER
+def test_native_values_are_native_in_the_compiled_build() -> None:
+    """Compiled code builds a native class through its compiled ``__init__`` (no keyword
+    dict, no bytecode): an added decorator mypyc does not know would quietly make one a
+    Python class again, a quarter of the predictive week's run (docs/architecture.md)."""
+    names = {f"{module}.{cls.name}" for module, cls in NATIVE_VALUES}
+    assert {"autoscaler.algorithm.decision.Decision", "autoscaler.simulate.engine.Row"} <= names
+    interpreted = [name for name in sorted(names) if inspect.isfunction(
+        getattr(importlib.import_module(name.rpartition(".")[0]), name.rpartition(".")[2]).__init__)]
+    assert not interpreted
+
+
+@PURE_BY_CHOICE
+@NO_COMPILER
 def test_every_module_setup_compiles_is_the_compiled_one() -> None:
     """A build that quietly fell back to pure Python would pass every other test, twice slower
     (issue #27's 5 s for the predictive week needs the compiled core)."""

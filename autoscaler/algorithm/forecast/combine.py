@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Final
 
 from autoscaler.algorithm.decision import (
     Bounds,
@@ -42,18 +43,30 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.pods import pod_view
 from autoscaler.algorithm.reasons import ConditionType, Reason
-from autoscaler.record import record
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Prediction:
     """One metric's forecast for this pass, as the forecaster judged it."""
 
-    model: str
-    horizon: Seconds
-    forecast: Forecast
-    live: float | None
+    model: Final[str]
+    horizon: Final[Seconds]
+    forecast: Final[Forecast]
+    live: Final[float | None]
     """The metric's live total this pass (``metric_total`` of its values)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        horizon: Seconds,
+        forecast: Forecast,
+        live: float | None,
+    ) -> None:
+        self.model = model
+        self.horizon = horizon
+        self.forecast = forecast
+        self.live = live
 
 
 def metric_total(values: MetricValues) -> float | None:

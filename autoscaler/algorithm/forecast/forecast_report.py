@@ -6,38 +6,73 @@ for the target, what the live metrics alone asked for and whether the forecast c
 
 from __future__ import annotations
 
-from autoscaler.record import record
+from dataclasses import dataclass
+from typing import Final
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class MetricForecast:
-    model: str
-    horizon: float
+    model: Final[str]
+    horizon: Final[float]
     """Seconds ahead of the pass the forecast is for."""
-    value: float | None
+    value: Final[float | None]
     """The metric's forecast total (base units: cores, requests/s, the object's value)."""
-    live: float | None
+    live: Final[float | None]
     """The metric's total read this pass (``None``: invalid, and so no forecast is used)."""
-    error_percent: float | None
+    error_percent: Final[float | None]
     """The model's recent error (WAPE over the last season, at this horizon)."""
-    used: bool
+    used: Final[bool]
     """The forecast went through the HPA math this pass (usable, and the live value valid)."""
-    reason: str = ""
+    reason: Final[str]
     """Why it was not used."""
-    proposal: int | None = None
+    proposal: Final[int | None]
     """The replicas this metric proposed with the forecast (``None``: not used)."""
 
+    def __init__(
+        self,
+        *,
+        model: str,
+        horizon: float,
+        value: float | None,
+        live: float | None,
+        error_percent: float | None,
+        used: bool,
+        reason: str = "",
+        proposal: int | None = None,
+    ) -> None:
+        self.model = model
+        self.horizon = horizon
+        self.value = value
+        self.live = live
+        self.error_percent = error_percent
+        self.used = used
+        self.reason = reason
+        self.proposal = proposal
 
-@record
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class ForecastReport:
-    acting: bool
+    acting: Final[bool]
     """False in ``forecastOnly``: shown, not acted on."""
-    reactive_replicas: int
+    reactive_replicas: Final[int]
     """The desired count from the live metrics alone."""
-    predictive_replicas: int
+    predictive_replicas: Final[int]
     """The desired count with the forecasts combined (what acting would do)."""
-    metrics: tuple[MetricForecast | None, ...] = ()
+    metrics: Final[tuple[MetricForecast | None, ...]]
     """Aligned with ``spec.metrics``; ``None`` for a metric without prediction."""
+
+    def __init__(
+        self,
+        *,
+        acting: bool,
+        reactive_replicas: int,
+        predictive_replicas: int,
+        metrics: tuple[MetricForecast | None, ...] = (),
+    ) -> None:
+        self.acting = acting
+        self.reactive_replicas = reactive_replicas
+        self.predictive_replicas = predictive_replicas
+        self.metrics = metrics
 
     @property
     def changed(self) -> bool:

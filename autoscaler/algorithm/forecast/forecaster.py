@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
+from typing import Final
 
 from autoscaler.algorithm.forecast.models import (
     HoltWinters,
@@ -32,25 +34,41 @@ from autoscaler.algorithm.forecast.prediction_settings import (
     Smoothing,
 )
 from autoscaler.algorithm.forecast.series import Series, filled
-from autoscaler.record import record
 
 START_SMOOTHING = Smoothing(level=0.3, trend=0.01, seasonal=0.3)
 """Holt-Winters' parameters until two seasons are there to fit them on."""
 
 
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Forecast:
     """A metric's forecast for one instant, and whether it may be used."""
 
-    value: float | None
-    error_percent: float | None
+    value: Final[float | None]
+    error_percent: Final[float | None]
     """WAPE of the last season's forecasts at this horizon; ``None`` until one was scored."""
-    usable: bool
-    reason: str
+    usable: Final[bool]
+    reason: Final[str]
     """Why it is not usable (``""`` when it is)."""
-    unreliable: bool = False
+    unreliable: Final[bool]
     """Scored over a whole season, and its error is above the bound: the model is dropped."""
-    smoothing: Smoothing | None = None
+    smoothing: Final[Smoothing | None]
+
+    def __init__(
+        self,
+        *,
+        value: float | None,
+        error_percent: float | None,
+        usable: bool,
+        reason: str,
+        unreliable: bool = False,
+        smoothing: Smoothing | None = None,
+    ) -> None:
+        self.value = value
+        self.error_percent = error_percent
+        self.usable = usable
+        self.reason = reason
+        self.unreliable = unreliable
+        self.smoothing = smoothing
 
 
 class Forecaster:

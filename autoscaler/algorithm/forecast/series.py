@@ -11,20 +11,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
 
-from autoscaler.record import record
 
-
-@record
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class Series:
-    step: float
-    first: int = 0
+    step: Final[float]
+    first: Final[int]
     """The bucket number of ``values[0]``."""
-    values: tuple[float | None, ...] = ()
+    values: Final[tuple[float | None, ...]]
     """Closed buckets' means, oldest first; ``None`` where nothing was read."""
-    open_index: int | None = None
-    open_sum: float = 0.0
-    open_count: int = 0
+    open_index: Final[int | None]
+    open_sum: Final[float]
+    open_count: Final[int]
+
+    def __init__(
+        self,
+        *,
+        step: float,
+        first: int = 0,
+        values: tuple[float | None, ...] = (),
+        open_index: int | None = None,
+        open_sum: float = 0.0,
+        open_count: int = 0,
+    ) -> None:
+        self.step = step
+        self.first = first
+        self.values = values
+        self.open_index = open_index
+        self.open_sum = open_sum
+        self.open_count = open_count
 
     @property
     def end(self) -> int:
