@@ -73,11 +73,13 @@ def summarize(timeline: Timeline) -> Summary:
     hours = len(rows) * sync / 3600
     changes = [row.desired - row.current for row in rows if row.desired != row.current]
     flips = sum(1 for a, b in pairwise(changes) if (a > 0) != (b > 0))
-    depths = [(r - 1) * 100 for r in map(worst_ratio, rows) if r is not None and r > OVER]
-    over = sum(1 for row in rows if _starved(row) or (worst_ratio(row) or 0) > OVER)
+    worst = [worst_ratio(row) or 0 for row in rows]  # once: a week is 40,320 rows
+    starved = [_starved(row) for row in rows]
+    depths = [(r - 1) * 100 for r in worst if r > OVER]
+    over = sum(1 for r, no_pod in zip(worst, starved, strict=True) if no_pod or r > OVER)
     limit = OVER + tolerances_for(timeline.scenario.spec.behavior, timeline.scenario.settings) \
         .scale_up
-    beyond = sum(1 for row in rows if _starved(row) or (worst_ratio(row) or 0) > limit)
+    beyond = sum(1 for r, no_pod in zip(worst, starved, strict=True) if no_pod or r > limit)
     replicas = [row.desired for row in rows]
     return Summary(
         label=timeline.scenario.label,
@@ -97,7 +99,7 @@ def summarize(timeline: Timeline) -> Summary:
         beyond_tolerance_seconds=beyond * sync,
         max_over_target_percent=max(depths, default=0.0),
         mean_over_target_percent=sum(depths) / len(depths) if depths else 0.0,
-        no_ready_pod_seconds=sum(1 for row in rows if _starved(row)) * sync,
+        no_ready_pod_seconds=sum(starved) * sync,
         invalid_metric_seconds=sum(1 for row in rows if row.error) * sync,
         predictive=any(row.predictive is not None for row in rows),
         forecast_used_seconds=sum(
