@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoscaler.commands.conventions import FILE, UsageError, add_config, add_out
+from autoscaler.commands.conventions import FILE, CommandError, UsageError, add_config, add_out
 
 HELP = "run a config against a demand trace in virtual time"
 DESCRIPTION = ("Run the HPA core in virtual time against a demand trace and a pod model; "
@@ -61,11 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """A flag or an input it names that does not work is a usage error (exit 2); an invalid
-    config is a failure (exit 1), as for every command."""
+    config or an output the system refuses is a failure (exit 1), as for every command."""
     from autoscaler.simulate.command import run as simulate
-    from autoscaler.simulate.simulation_error import SimulationError
+    from autoscaler.simulate.simulation_error import OutputError, SimulationError
 
     try:
         return simulate(args)
+    except OutputError as error:
+        raise CommandError(str(error)) from None
     except SimulationError as error:
         raise UsageError(str(error)) from None

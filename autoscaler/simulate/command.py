@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib.util import find_spec
@@ -39,7 +39,7 @@ from autoscaler.simulate.report import (
     write_timeline_csv,
     write_timeline_json,
 )
-from autoscaler.simulate.simulation_error import SimulationError
+from autoscaler.simulate.simulation_error import OutputError, SimulationError
 from autoscaler.simulate.trace import DEMAND, Trace, load_trace
 
 REACTIVE = Path()
@@ -211,14 +211,14 @@ def write_outputs(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise SimulationError(f"cannot create {out}: {error.strerror or error}") from None
+        raise OutputError(f"cannot create {out}: {error.strerror or error}") from None
     written: list[Path] = []
     jobs: list[Job] = []
     for index, timeline in enumerate(timelines):
         suffix = "" if index == 0 else "-compare"
         for name, write in (("csv", write_timeline_csv), ("json", write_timeline_json)):
             path = out / f"timeline{suffix}.{name}"
-            jobs.append(partial(write, timeline, path))
+            jobs.append(partial(_writing, path, partial(write, timeline, path)))
             written.append(path)
     written.append(out / "summary.json")
     notes: tuple[str, ...] = ()
@@ -226,16 +226,27 @@ def write_outputs(
         notes = (NO_MATPLOTLIB,)
     elif plot_png:
         # First: the longest job (matplotlib alone takes a while to import).
-        jobs.insert(0, partial(_plot, timelines, out / "simulation.png"))
+        png = out / "simulation.png"
+        jobs.insert(0, partial(_writing, png, partial(_plot, timelines, png)))
         written.append(out / "simulation.png")
 
     def summarize_runs() -> list[Summary]:
         summaries = [summarize(timeline) for timeline in timelines]
-        write_summary(summaries, out / "summary.json")
+        path = out / "summary.json"
+        _writing(path, partial(write_summary, summaries, path))
         return summaries
 
     summaries = run_jobs(jobs, meanwhile=summarize_runs)
     return summaries, Outputs(directory=out, written=tuple(written), notes=notes)
+
+
+def _writing(path: Path, write: Callable[[], None]) -> None:
+    """``write`` ``path``; what the system refused (a full disk, a directory in the way, no
+    permission) is said in one line, as for the output directory, not as a bug."""
+    try:
+        write()
+    except OSError as error:
+        raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def _plot(timelines: Sequence[Timeline], path: Path) -> None:

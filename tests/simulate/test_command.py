@@ -282,3 +282,42 @@ def test_files_written_by_workers_equal_those_written_in_order(tmp_path: Path) -
     for name in names:
         assert (tmp_path / "workers" / name).read_bytes() == \
             (tmp_path / "in-order" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("in_the_way", ["timeline.csv", "timeline.json", "summary.json",
+                                        "simulation.png"])
+def test_an_output_the_system_refuses_is_one_line_and_the_rest_is_written(
+    tmp_path: Path, in_the_way: str,
+) -> None:
+    """A directory where an output file goes (as a full disk or a read-only file would) is
+    a failure: one line naming the file and why, exit 1, and every other file
+    written; not an "unexpected error" to report. A fresh process, so the files are written
+    by the forked workers where the machine has two CPUs."""
+    out = tmp_path / "out"
+    (out / in_the_way).mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler", "simulate", "--config", str(config(tmp_path)),
+         "--trace", str(csv_trace(tmp_path)), "--out", str(out)],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"autoscaler simulate: cannot write {out / in_the_way}: Is a directory"]
+    written = {"timeline.csv", "timeline.json", "summary.json", "simulation.png"} - {in_the_way}
+    assert all((out / name).is_file() for name in written)
+
+
+def test_an_output_the_system_refuses_in_order_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """In this process (a thread of the suite's is alive, so the files are written in order)
+    the same line; so for an output directory that cannot be made."""
+    out = tmp_path / "out"
+    (out / "timeline.json").mkdir(parents=True)
+    args = ["--config", str(config(tmp_path)), "--trace", str(csv_trace(tmp_path)), "--no-plot"]
+    assert command([*args, "--out", str(out)]) == 1
+    (tmp_path / "file").write_text("")
+    assert command([*args, "--out", str(tmp_path / "file" / "out")]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"autoscaler simulate: cannot write {out / 'timeline.json'}: Is a directory",
+        f"autoscaler simulate: cannot create {tmp_path / 'file' / 'out'}: Not a directory"]
