@@ -42,6 +42,7 @@ from autoscaler.algorithm import (
     decide,
 )
 from autoscaler.algorithm.activation import decide_with_zero
+from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.algorithm.fallback import fallback_replicas
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
@@ -357,6 +358,9 @@ class Reconciler:
     def _settle_paused(self, observed: _Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
+        # Read this pass: an earlier pass's FailedGetScale no longer holds. Upstream says
+        # SucceededGetScale after every read; a paused target gets no decision to say more.
+        state.conditions = merge_conditions(state.conditions, (GOT_SCALE,), self.clock())
         hold = pause.write_to(observed.scale.spec_replicas, shadow=observed.target.shadow)
         if hold is None:
             self.report.finish(state, observed.target, "paused", error=None)

@@ -372,3 +372,18 @@ async def test_a_refused_write_leaves_the_intent_it_finds_for_a_fresh_read() -> 
     state = await run_passes(reconciler)
     assert workload.log == []
     assert state.intent is earlier
+
+
+async def test_a_paused_target_read_again_is_able_to_scale_again() -> None:
+    """A paused target whose scale could not be read (AbleToScale False, FailedGetScale) and
+    then is read: AbleToScale True, SucceededGetScale, as upstream says after any successful
+    read; not the failure of a pass long gone."""
+    [paused] = targets("web", extra="paused = true")
+    reconciler, _ = rig(Unreadable(failing=1), depth(20))
+    state = await run_passes(reconciler, 1, target=paused)
+    able = next(c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE)
+    assert (able.status, able.reason) == (False, Reason.FAILED_GET_SCALE)
+    state = await run_passes(reconciler, 1, target=paused)
+    assert state.last_outcome == "paused"
+    able = next(c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE)
+    assert (able.status, able.reason) == (True, Reason.SUCCEEDED_GET_SCALE)
