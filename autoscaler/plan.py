@@ -17,7 +17,8 @@ from typing import Any
 import structlog
 
 from autoscaler.adapters.local_state import FileStateStore
-from autoscaler.config import DEFAULT_SYNC_PERIOD, Config, TargetConfig
+from autoscaler.algorithm.model import DEFAULT_SYNC_PERIOD
+from autoscaler.config import Config, TargetConfig
 from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.backfill import HistoryBackfill

@@ -128,6 +128,11 @@ class AutoscalerSpec:
     behavior: Behavior | None = None
 
 
+DEFAULT_SYNC_PERIOD: Seconds = 15.0
+"""Seconds between a target's passes unless ``syncPeriod`` says otherwise (upstream's
+``--horizontal-pod-autoscaler-sync-period`` default)."""
+
+
 @record
 class AlgorithmSettings:
     """Controller-wide settings (kube-controller-manager flags), upstream defaults."""

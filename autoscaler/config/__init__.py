@@ -32,7 +32,6 @@ from autoscaler.config.loader import load_config, parse_config
 from autoscaler.config.query import PLACEHOLDERS, render_query
 from autoscaler.config.validated import (
     DEFAULT_SERVER,
-    DEFAULT_SYNC_PERIOD,
     Config,
     DaemonSettings,
     Fallback,
@@ -46,7 +45,7 @@ from autoscaler.config.validated import (
 )
 
 __all__ = [
-    "DEFAULT_SERVER", "DEFAULT_SYNC_PERIOD", "PLACEHOLDERS", "Config", "ConfigError",
+    "DEFAULT_SERVER", "PLACEHOLDERS", "Config", "ConfigError",
     "ConfigIssue", "DaemonSettings", "Fallback", "KubernetesSettings", "LeaderElectionSettings",
     "MetricQuery", "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig",
     "format_duration", "load_config", "parse_config", "parse_duration", "render_query",

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec
 from autoscaler.algorithm.activation import ScaleToZero
 from autoscaler.algorithm.forecast import PredictionSettings
+from autoscaler.algorithm.model import DEFAULT_SYNC_PERIOD
 from autoscaler.schedules import Schedule
 
 RequestsSource = Literal["pods", "kube-state-metrics"]
@@ -27,9 +28,6 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 DEFAULT_SERVER = "default"
 """The name of the ``[prometheus]`` server; ``[prometheus.servers.<name>]`` adds others."""
-DEFAULT_SYNC_PERIOD = 15.0
-"""Seconds between a target's passes unless ``syncPeriod`` says otherwise (upstream's
-``--horizontal-pod-autoscaler-sync-period`` default)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,7 +29,7 @@ from autoscaler.algorithm import (
     record_scale_event,
 )
 from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
-from autoscaler.config.validated import DEFAULT_SYNC_PERIOD
+from autoscaler.algorithm.model import DEFAULT_SYNC_PERIOD
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
 from autoscaler.simulate.simulation_error import SimulationError
