@@ -26,6 +26,7 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.reasons import Reason
 from autoscaler.algorithm.replicas import MAX_INT32, Tolerances
+from autoscaler.record import seal_values
 
 MIN_INT32 = -(2**31)
 SCALE_UP_LIMIT_FACTOR = 2.0
@@ -408,3 +409,6 @@ def record_scale_event(
         scale_up_events=history.scale_up_events,
         scale_down_events=tuple(marked),
     )
+
+
+seal_values(globals())

@@ -41,7 +41,7 @@ from autoscaler.algorithm.model import (
     Seconds,
 )
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
-from autoscaler.record import record
+from autoscaler.record import record, refuse_assignment, seal_values
 
 if TYPE_CHECKING:
     from autoscaler.algorithm.forecast.forecast_report import ForecastReport
@@ -169,6 +169,12 @@ class Decision:
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type is type_), None)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
 
 
 class _Conditions:
@@ -531,3 +537,6 @@ _LIMIT = {
                                  reason=reason, message=message)
     for reason, message in _LIMIT_MESSAGES.items() for limited in (False, True)
 }
+
+
+seal_values(globals())

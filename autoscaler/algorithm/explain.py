@@ -27,6 +27,7 @@ from autoscaler.algorithm.model import (
     SelectPolicy,
 )
 from autoscaler.algorithm.reasons import Reason
+from autoscaler.record import seal_values
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
@@ -207,3 +208,5 @@ def earliest_scale_down(
     return _first_time(history, rules=policies, count=count, now=opens, up=False,
                        candidates=(opens,))
 
+
+seal_values(globals())

@@ -37,6 +37,7 @@ from autoscaler.algorithm.replicas import (
     utilization_proposal,
     value_proposal,
 )
+from autoscaler.record import refuse_assignment, seal_values
 
 _PER_POD_SOURCES = frozenset(
     {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE, MetricSourceType.PODS}
@@ -104,6 +105,12 @@ class MetricOutcome:
             return current.average_utilization  # a whole percent, as upstream's status has it
         milli = current.average_value if current.average_value is not None else current.value
         return None if milli is None else milli / 1000
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
 
 
 @functools.lru_cache(maxsize=1024)  # called per metric per decision; specs are few
@@ -229,3 +236,6 @@ def _single_value(spec: MetricSpec, values: MetricValues) -> int:
             raise MetricError("no metrics returned from external metrics API")
         return saturating_sum(values.values)
     raise MetricError(f"{spec.type} metric got values of the wrong kind")
+
+
+seal_values(globals())

@@ -16,7 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, NewType
 
-from autoscaler.record import record
+from autoscaler.record import record, refuse_assignment, seal_values
 
 Milli = NewType("Milli", int)
 """A quantity in thousandths of its unit: 500m CPU is 500, 1 GiB is 1024**3 * 1000."""
@@ -241,6 +241,12 @@ class PodMetricValues:
         self.samples = samples
         self.query = query
 
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
+
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
 class ObjectMetricValue:
@@ -253,6 +259,12 @@ class ObjectMetricValue:
     def __init__(self, *, value: Milli, query: str | None = None) -> None:
         self.value = value
         self.query = query
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
@@ -267,6 +279,12 @@ class ExternalMetricValues:
         self.values = values
         self.query = query
 
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
+
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
 class MetricUnavailable:
@@ -279,6 +297,12 @@ class MetricUnavailable:
     def __init__(self, *, reason: str, query: str | None = None) -> None:
         self.reason = reason
         self.query = query
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
 
 
 MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | MetricUnavailable
@@ -337,3 +361,6 @@ class History:
 
 EMPTY_HISTORY = History()
 """A target's history before its first pass (immutable: one instance serves every default)."""
+
+
+seal_values(globals())

@@ -27,6 +27,7 @@ from autoscaler.algorithm.model import (
     PodSample,
     Seconds,
 )
+from autoscaler.record import seal_values
 
 CPU = "cpu"
 
@@ -241,3 +242,6 @@ def _pod_level_request(pod: Pod, resource: str) -> int:
     if not base:
         raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
     return sum(base)
+
+
+seal_values(globals())

@@ -23,6 +23,7 @@ from autoscaler.algorithm.pods import (
     group_pods,
     pod_requests,
 )
+from autoscaler.record import refuse_assignment, seal_values
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
@@ -105,6 +106,12 @@ class MetricProposal:
         self.missing_pods = missing_pods
         self.ignored_pods = ignored_pods
         self.pods = pods
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
 
 
 def trunc_div(numerator: int, denominator: int) -> int:
@@ -372,3 +379,6 @@ def per_pod_value_proposal(
         ratio=ratio,
         within_tolerance=within,
     )
+
+
+seal_values(globals())

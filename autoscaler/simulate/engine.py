@@ -30,6 +30,7 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, decide_predictive
 from autoscaler.algorithm.model import DEFAULT_SYNC_PERIOD
+from autoscaler.record import seal_values
 from autoscaler.schedules import Schedule, bounds_at
 from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
 from autoscaler.simulate.simulation_error import SimulationError
@@ -343,3 +344,6 @@ def _row(
         reactive=report.reactive_replicas if report else None,
         predictive=report.predictive_replicas if report else None,
     )
+
+
+seal_values(globals())

@@ -37,6 +37,7 @@ from autoscaler.algorithm import (
     PodMetricValues,
     PodSample,
 )
+from autoscaler.record import seal_values
 from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.workload import SimPod, WorkloadModel
 
@@ -184,3 +185,6 @@ class MetricFeed:
                 value=_milli(mean), timestamp=now, window=self._window_seconds
             )
         return samples
+
+
+seal_values(globals())

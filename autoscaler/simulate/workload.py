@@ -23,6 +23,7 @@ from typing import Final
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
 from autoscaler.algorithm.pods import PodView
+from autoscaler.record import seal_values
 
 CONTAINER = "app"
 LONG_AGO = 86_400.0
@@ -222,3 +223,6 @@ class Workload:
             deleting=pod.deleted_at is not None,
             containers=self._containers,
         )
+
+
+seal_values(globals())

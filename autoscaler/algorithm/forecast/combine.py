@@ -43,6 +43,7 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.pods import pod_view
 from autoscaler.algorithm.reasons import ConditionType, Reason
+from autoscaler.record import seal_values
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
@@ -215,3 +216,6 @@ def _condition(report: ForecastReport, predictions: Sequence[Prediction | None])
         type=ConditionType.PREDICTIVE_SCALING, status=False,
         reason=Reason.FORECAST_UNRELIABLE if unreliable else Reason.FORECAST_NOT_READY,
         message=f"purely reactive: {why}")
+
+
+seal_values(globals())

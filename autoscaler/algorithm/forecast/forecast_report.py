@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from autoscaler.record import seal_values
+
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
 class MetricForecast:
@@ -78,3 +80,6 @@ class ForecastReport:
     def changed(self) -> bool:
         """The forecast changed the result (or would have, in forecastOnly)."""
         return self.predictive_replicas != self.reactive_replicas
+
+
+seal_values(globals())

@@ -34,6 +34,7 @@ from autoscaler.algorithm.forecast.prediction_settings import (
     Smoothing,
 )
 from autoscaler.algorithm.forecast.series import Series, filled
+from autoscaler.record import seal_values
 
 START_SMOOTHING = Smoothing(level=0.3, trend=0.01, seasonal=0.3)
 """Holt-Winters' parameters until two seasons are there to fit them on."""
@@ -221,3 +222,6 @@ class Forecaster:
         unreliable = error is not None and error > s.max_error_percent and \
             len(self._scored) >= self._season
         return error, reason, unreliable, smoothing
+
+
+seal_values(globals())

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from autoscaler.record import seal_values
+
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
 class Series:
@@ -147,3 +149,6 @@ def filled(values: Iterable[float | None], season: int) -> list[float]:
         elif out:
             out.append(out[-1])
     return out
+
+
+seal_values(globals())
