@@ -21,16 +21,16 @@ RUN python -m venv /opt/autoscaler
 # Only the daemon's set: matplotlib (simulate's plot) is the `plot` extra and stays out.
 COPY requirements/daemon.txt requirements/daemon.txt
 RUN /opt/autoscaler/bin/pip install --require-hashes -r requirements/daemon.txt
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md setup.py MANIFEST.in ./
+COPY build_backend ./build_backend
 COPY autoscaler ./autoscaler
-# The locked setuptools builds the package (no build-time download); then pip, setuptools
-# and mypy (with its own dependencies) leave the virtualenv: they build, they do not run.
-# The image takes the pure-Python core (AUTOSCALER_PURE_PYTHON, setup.py): the slim base has
-# no C compiler, and the daemon's pass waits on Prometheus and the API server, not on the
-# decisions the compiled core speeds up (an install on a machine with a compiler, as the
-# README's systemd one, the demo and CI, compiles it).
-RUN AUTOSCALER_PURE_PYTHON=1 /opt/autoscaler/bin/pip install --no-deps --no-build-isolation . \
- && /opt/autoscaler/bin/python -m pip uninstall -q -y pip setuptools mypy ast-serialize librt pathspec
+# The locked setuptools builds the package (no build-time download); then pip and setuptools
+# leave the virtualenv: they build, they do not run. The core is pure Python, as every
+# install is unless AUTOSCALER_COMPILE=1 asks for mypyc (setup.py): the slim base has no C
+# compiler, and the daemon's pass waits on Prometheus and the API server, not on the
+# decisions a compiled core speeds up (docs/architecture.md, "Compiled or pure").
+RUN /opt/autoscaler/bin/pip install --no-deps --no-build-isolation . \
+ && /opt/autoscaler/bin/python -m pip uninstall -q -y pip setuptools
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="autoscaler" \

@@ -5,7 +5,7 @@
 
 By default it builds a virtualenv in a temporary directory as the Dockerfile does: the lock's
 daemon set (``scripts/install.sh VENV daemon``) with the pure-Python core, then pip,
-setuptools and mypy removed (the Dockerfile's list: they build, they do not run).
+setuptools removed (the Dockerfile's list: they build, they do not run).
 ``--unlocked DIR`` builds it as the Dockerfile did before the lock (``pip install DIR``:
 whatever PyPI serves today, pip and setuptools kept); ``--venv DIR``
 measures an existing virtualenv. It prints the size of the installed site-packages (file
@@ -60,7 +60,8 @@ def build(venv: Path, unlocked: Path | None) -> None:
         return
     # As the Dockerfile builds it: the pure-Python core, then what only builds leaves.
     subprocess.run([ROOT / "scripts" / "install.sh", venv, "daemon"], check=True,
-                   env={**os.environ, "AUTOSCALER_PURE_PYTHON": "1"})
+                   env={key: value for key, value in os.environ.items()
+                        if key != "AUTOSCALER_COMPILE"})
     (build_only,) = re.findall(r"pip uninstall -q -y ([^\n]+)",
                                (ROOT / "Dockerfile").read_text())
     subprocess.run([venv / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y",

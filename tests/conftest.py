@@ -1,29 +1,32 @@
-"""The suite tests the code in this checkout. setup.py compiles the core with mypyc into
-extension modules beside the sources (an editable install builds them in place), and Python
-imports an extension before its .py: a source edited after the build would go untested."""
+"""The suite tests the code in this checkout, in the build of the core that runs here.
+
+Importing ``autoscaler`` decides whether the mypyc-compiled modules run (only if they were
+built from these very sources: ``autoscaler/compiled.py``). The session's header says which
+build it tests; scripts/test.sh sets ``AUTOSCALER_EXPECT_CORE`` for its run against the
+compiled build, so that a build that quietly fell back to pure Python fails at once.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parents[1] / "autoscaler"
+import autoscaler
+
+CHECKOUT = Path(__file__).parents[1]
 
 
-def stale_extensions(package: Path = PACKAGE) -> list[str]:
-    """Each compiled module whose source is newer than it, or gone."""
-    stale = []
-    for built in sorted(package.rglob("*.so")):
-        source = built.with_name(built.name.split(".", 1)[0] + ".py")
-        if not source.exists() or source.stat().st_mtime > built.stat().st_mtime:
-            stale.append(str(built.relative_to(package.parent)))
-    return stale
+def pytest_report_header() -> str:
+    return f"autoscaler core: {autoscaler.CORE.describe()}, from {Path(autoscaler.__file__).parent}"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    stale = stale_extensions()
-    if stale:
-        pytest.exit(f"{len(stale)} compiled module(s) older than their source, e.g. {stale[0]}: "
-                    "rebuild them (bash scripts/install.sh .venv test --editable) or delete "
-                    "autoscaler/**/*.so to test the pure-Python core", returncode=4)
+    if Path(autoscaler.__file__).parent != CHECKOUT / "autoscaler":
+        pytest.exit(f"the suite imported autoscaler from {autoscaler.__file__}, not from this "
+                    f"checkout ({CHECKOUT})", returncode=4)
+    expected = os.environ.get("AUTOSCALER_EXPECT_CORE", "")
+    if expected and expected != ("compiled" if autoscaler.CORE.compiled else "pure"):
+        pytest.exit(f"AUTOSCALER_EXPECT_CORE={expected}, but the core here is "
+                    f"{autoscaler.CORE.describe()}", returncode=4)

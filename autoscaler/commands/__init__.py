@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
+from autoscaler import CORE
 from autoscaler.commands.conventions import CommandError, UsageError
 from autoscaler.errors import AutoscalerError
 
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'autoscaler COMMAND --help' for a command's options. Exit codes: 0 done, "
                "1 failed, 2 usage error.")
     parser.add_argument("--version", action="version",
-                        version=f"autoscaler {package_version()}")
+                        version=f"autoscaler {package_version()} (core: {CORE.describe()})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = _module(name)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler import CORE
 from autoscaler.commands import COMMANDS, build_parser, main
 from tests.commands.fake_http import serving
 
@@ -31,10 +32,12 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 @pytest.mark.parametrize("launcher", [[sys.executable, "-m", "autoscaler"], [str(SCRIPT)]],
                          ids=["python-m", "console-script"])
 def test_version(launcher: list[str]) -> None:
-    """--version prints the installed version, through both entry points."""
+    """--version prints the installed version and which build of the core runs, through both
+    entry points."""
     done = subprocess.run([*launcher, "--version"], capture_output=True, text=True, timeout=30,
                           cwd=ROOT, check=False)
-    assert (done.returncode, done.stdout) == (0, "autoscaler 0.1.0\n")
+    core = "compiled (mypyc)" if CORE.compiled else "pure Python"
+    assert (done.returncode, done.stdout) == (0, f"autoscaler 0.1.0 (core: {core})\n")
 
 
 def test_every_option_has_help_without_markup() -> None:
