@@ -10,7 +10,6 @@ import contextlib
 import re
 import subprocess
 import sys
-import sysconfig
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from tests.shipping import nspawn
+from tests.shipping.offline import install_matrix, wheelhouse_or_skip
 from tests.sim.apiserver.server import DEFAULT_USER
 from tests.sim.apiserver.tls import server_tls
 from tests.sim.kube import SimApiServer, apiserver
@@ -47,33 +47,22 @@ def readme_commands() -> list[str]:
 
 
 def install_script(sources: dict[str, str]) -> str:
-    """The README's commands with the operator's files filled in."""
-    commands = readme_commands()
-    assert commands[0] == PIP_INSTALL, "README: the first command changed; update this test"
-    packages = Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
-    script = "\n".join([OFFLINE_INSTALL.format(environment=sys.prefix,
-                                                 checkout=MACHINE_CHECKOUT,
-                                                 packages=f"{MACHINE_VENV}/{packages}"),
-                        *commands[1:]])
+    """The README's commands, verbatim, with the operator's files filled in; pip takes the
+    locked packages from the wheelhouse the machine sees (no network)."""
+    script = "\n".join([OFFLINE_PIP, *readme_commands()])
     for placeholder, files in sources.items():
         script = script.replace(placeholder, files)
     assert "your-" not in script, f"a README placeholder this test does not fill:\n{script}"
     return script
 
 
-PIP_INSTALL = "python3 -m venv /opt/autoscaler && /opt/autoscaler/bin/pip install ."
-MACHINE_CHECKOUT, MACHINE_VENV = "/srv/autoscaler/checkout", "/srv/autoscaler/venv"
-"""Where the machine sees this checkout and its virtualenv: outside /tmp, which the unit's
-``PrivateTmp=yes`` hides from the service (a clean clone in CI may well be under /tmp)."""
-OFFLINE_INSTALL = """\
-python3 -m venv --without-pip /opt/autoscaler
-printf '%s\\n' '{checkout}' "import site; site.addsitedir('{packages}')" \\
-  > "$(/opt/autoscaler/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/checkout.pth"
-sed '1s|.*|#!/opt/autoscaler/bin/python3|' {environment}/bin/autoscaler > /opt/autoscaler/bin/autoscaler
-chmod 755 /opt/autoscaler/bin/autoscaler"""
-"""``PIP_INSTALL`` without a download: the machine's own python3 makes the virtualenv, which
-takes this checkout (first on its path) and its installed packages (both mounted read-only,
-outside /tmp) and console script instead."""
+MACHINE_CHECKOUT, MACHINE_WHEELHOUSE = "/srv/autoscaler/checkout", "/srv/autoscaler/wheelhouse"
+"""Where the machine sees its copy of this checkout (writable: pip builds in it) and the
+wheelhouse: outside /tmp, which the unit's ``PrivateTmp=yes`` hides from the service."""
+OFFLINE_PIP = (f"export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 "
+               f"PIP_FIND_LINKS={MACHINE_WHEELHOUSE} PIP_DISABLE_PIP_VERSION_CHECK=1")
+"""The environment the README's ``pip install .`` runs in: the locked packages as files
+(scripts/test.sh downloads them), instead of PyPI, which CI's machine need not reach."""
 
 
 def python_mismatch() -> str | None:
@@ -176,7 +165,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], *, what: str,
 
 
 SCRIPT = """\
-cd {repo}
+cd {checkout}
 ( set -e
 {install}
 ) ; {installed}
@@ -193,7 +182,7 @@ def machine_script(sources: dict[str, str]) -> str:
     """Install as the README says and report (with the unit's journal so far); after the
     host's stop, stop the unit and report its state file and whole journal."""
     return SCRIPT.format(
-        repo=REPO, install=install_script(sources),
+        checkout=MACHINE_CHECKOUT, install=install_script(sources),
         installed=nspawn.report("installed", "echo $?"),
         files=nspawn.report("files", "stat -c '%U:%G %a %n' /etc/autoscaler /etc/autoscaler/*"),
         wait=nspawn.WAIT_FOR_STOP,
@@ -211,7 +200,7 @@ root:autoscaler 640 /etc/autoscaler/prometheus-token
 """
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)
 async def test_readme_install_starts_under_systemd(apiserver: SimApiServer,
                                                    tmp_path: Path) -> None:
     """Installed as the README says, the unit starts; the daemon reads the config, the
@@ -222,10 +211,13 @@ async def test_readme_install_starts_under_systemd(apiserver: SimApiServer,
     with prometheus_requiring_token(pods) as prometheus:
         sources = operator_files(tmp_path / "operator", apiserver,
                                  prometheus_url=prometheus.url, port=port)
-        async with nspawn.booted(machine_script(sources), workdir=tmp_path, read_only=[
-                str(REPO), sys.prefix, str(tmp_path / "operator"),
-                f"{REPO}:{MACHINE_CHECKOUT}", f"{sys.prefix}:{MACHINE_VENV}"]) as machine:
-            installed = await machine.wait_for("installed", timeout=120)
+        wheelhouse = wheelhouse_or_skip()
+        checkout = install_matrix.copy_checkout(tmp_path / "checkout")
+        async with nspawn.booted(
+                machine_script(sources), workdir=tmp_path,
+                read_only=[str(tmp_path / "operator"), f"{wheelhouse}:{MACHINE_WHEELHOUSE}"],
+                read_write=[f"{checkout}:{MACHINE_CHECKOUT}"]) as machine:
+            installed = await machine.wait_for("installed", timeout=300)
             assert installed.strip() == "0", machine.diagnostics()
 
             async def ready() -> bool:
