@@ -84,7 +84,7 @@ def _in_use(address: str) -> str:
 
 def _check_listen(address: str) -> None:
     """Fail before connecting anywhere if the listen address cannot be bound."""
-    from autoscaler.observability.http import split_address
+    from autoscaler.observability.addresses import split_address
 
     try:
         host, port = split_address(address)

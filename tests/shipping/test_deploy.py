@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from autoscaler.config import parse_config
-from autoscaler.observability.http import status_address
+from autoscaler.observability.addresses import status_address
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 ROOT = Path(__file__).parents[2]
