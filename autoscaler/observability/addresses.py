@@ -1,7 +1,8 @@
 """Where the daemon listens: a listen address parsed, and where /status goes beside it.
 
-The one copy of the rule the daemon follows to choose its /status listener, and that
-``autoscaler status --config`` follows to find it again. It imports no HTTP library, so the
+The one copy of the rule the daemon follows to choose its /status listener
+(``status_address``), and that ``autoscaler status --config`` follows to find it again
+(``status_endpoint``). It imports no HTTP library, so the
 command that only needs the address pays nothing for the server.
 
 /status is only ever served on loopback: it tells the daemon's identity, config path,
@@ -36,6 +37,13 @@ def status_address(listen: str) -> str | None:
     if port == 0:  # any free port: for tests, which are told no port in advance anyway
         return "127.0.0.1:0"
     return f"127.0.0.1:{port + 1 if port < _HIGHEST_PORT else port - 1}"
+
+
+def status_endpoint(listen: str) -> str:
+    """The address /status answers at for a daemon listening on ``listen``, as seen from its
+    own host (or the pod's end of a ``kubectl port-forward``): its own listener if it has
+    one, else ``listen`` itself."""
+    return status_address(listen) or listen
 
 
 def _is_loopback(host: str) -> bool:
