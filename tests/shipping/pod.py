@@ -11,9 +11,9 @@ a read-only root with only the writable mounts writable, no new privileges, no c
 the memory limit, the grace period of a stop.
 
 Anything in the pod spec that would change how the process runs and is not modelled here (a
-subPath, a secret or projected volume, an env source other than a value or a fieldRef, a
-container command this model cannot find) raises ``UnmodelledError``, so a change to deploy/ that
-this model does not cover fails loudly instead of being ignored.
+subPath, a secret or projected volume, an env source other than a value or a fieldRef, init
+containers) raises ``UnmodelledError``, so a change to deploy/ that this model does not cover
+fails loudly instead of being ignored.
 
 Not modelled: the image itself (this machine's interpreter and checkout stand in for the
 image's virtualenv, bound where the Dockerfile copies it), the seccomp profile, CPU limits,
