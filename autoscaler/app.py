@@ -33,12 +33,8 @@ from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.errors import StateSetAsideError
-from autoscaler.observability.http import (
-    HTTP_SHUTDOWN_GRACE,
-    Probes,
-    serve_endpoints,
-    status_address,
-)
+from autoscaler.observability.addresses import status_address
+from autoscaler.observability.http import HTTP_SHUTDOWN_GRACE, Probes, serve_endpoints
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.backfill import HistoryBackfill

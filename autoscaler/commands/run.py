@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-file", type=Path, metavar="FILE",
                         help="overrides daemon.stateFile").complete = FILE  # type: ignore[attr-defined]
     parser.add_argument("--listen", metavar="HOST:PORT",
-                        help="overrides daemon.listenAddress")
+                        help="overrides daemon.listenAddress (off loopback, /status listens "
+                             "apart on 127.0.0.1 at the next port)")
     parser.add_argument("--dry-run", action="store_true", help="decide and report, never write")
     parser.add_argument("--shard", type=int, metavar="I",
                         help="this replica's shard, from 0 (with --total-shards)")
@@ -84,7 +85,7 @@ def _in_use(address: str) -> str:
 
 def _check_listen(address: str) -> None:
     """Fail before connecting anywhere if the listen address cannot be bound."""
-    from autoscaler.observability.http import split_address
+    from autoscaler.observability.addresses import split_address
 
     try:
         host, port = split_address(address)

@@ -3,7 +3,9 @@
 Without TARGET, a table as ``kubectl get hpa -A``; with TARGET, a page as ``kubectl describe
 hpa`` plus what upstream cannot show (``views.page``); ``-o json|yaml`` prints the body as the
 daemon serves it. The daemon is found at ``--url`` (e.g. ``kubectl port-forward``'s local
-port), else at the ``daemon.listenAddress`` of ``--config``, else at 127.0.0.1:8080. A TARGET
+port), else where the daemon serves /status for the ``daemon.listenAddress`` of ``--config``
+(the daemon's own rule, ``observability.addresses``: 127.0.0.1:8081 beside the in-cluster
+0.0.0.0:8080), else for the default listen address, 127.0.0.1:8080. A TARGET
 is a key (``namespace/Kind/name``) or any unambiguous end of one (``Kind/name``, ``name``); a
 target the daemon does not have gets the closest names as suggestions.
 """
@@ -25,7 +27,8 @@ HELP = "show why each target is at its replica count (from a running daemon)"
 DESCRIPTION = ("Show what a running daemon says about its targets: a table of all, or the "
                "page of one with its metrics, queries, pods and each stage of the last "
                "decision.")
-DEFAULT_ADDRESS = "127.0.0.1:8080"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+"""``daemon.listenAddress``'s default (a test keeps the two equal)."""
 TIMEOUT = 10.0
 
 
@@ -34,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespace/Kind/name, or an unambiguous end of it (web, "
                              "Deployment/web)")
     parser.add_argument("--url", metavar="URL",
-                        help="the daemon's base URL, e.g. http://127.0.0.1:8080 (default: "
-                             "daemon.listenAddress of --config, else 127.0.0.1:8080)")
+                        help="the daemon's base URL, e.g. http://127.0.0.1:8081 through "
+                             "kubectl port-forward (default: where the daemon serves /status "
+                             "for the daemon.listenAddress of --config, else 127.0.0.1:8080)")
     add_config(parser, required=False, what="the daemon's config, to find its listen address")
     parser.add_argument("--timeout", type=float, default=TIMEOUT, metavar="SECONDS",
                         help=f"seconds to wait for the daemon (default: {TIMEOUT:g})")
@@ -70,15 +74,14 @@ def daemon_url(args: argparse.Namespace) -> str:
     if args.url:
         url: str = args.url
         return url.rstrip("/") if "://" in url else f"http://{url.rstrip('/')}"
-    address = DEFAULT_ADDRESS
+    from autoscaler.observability.addresses import split_address, status_endpoint
+
+    listen = DEFAULT_LISTEN
     if args.config is not None:
         from autoscaler.commands.conventions import load
 
-        address = load(args.config, check_files=False).daemon.listen_address
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    if host in {"", "0.0.0.0", "::"}:  # noqa: S104 - listening everywhere: ask on loopback
-        host = "127.0.0.1"
+        listen = load(args.config, check_files=False).daemon.listen_address
+    host, port = split_address(status_endpoint(listen))
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 

@@ -4,18 +4,13 @@
 /readyz says the config is loaded and the caches are synced; /status shows each target's
 conditions and last decision, as ``kubectl describe hpa`` would.
 
-/status is only ever served on loopback: it tells the daemon's identity, config path,
-targets and errors, which the scrape port (open to Prometheus and, without a
-NetworkPolicy, to the whole pod network) has no need to show. On a loopback listen address
-it shares the one listener; on any other, it gets its own on ``127.0.0.1`` at the next port
-(8081 for 8080), reached in a cluster with ``kubectl port-forward``, so the API server's
-authorization (``pods/portforward``) decides who reads it.
+/status is only ever served on loopback, on a listener of its own beside a listen address
+that is not loopback (``autoscaler.observability.addresses`` holds that rule).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import zlib
 from collections.abc import Callable
@@ -24,11 +19,11 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from autoscaler.observability.addresses import split_address
 from autoscaler.observability.metrics import DaemonMetrics
 
 CONTENT_TYPE_LATEST = "text/plain; version=0.0.4; charset=utf-8"
 log = structlog.get_logger("autoscaler.http")
-_HIGHEST_PORT = 65535
 
 
 class Probes:
@@ -108,26 +103,6 @@ def _status_handler(probes: Probes) -> Callable[[web.Request], Any]:
     return status
 
 
-def status_address(listen: str) -> str | None:
-    """Where /status listens apart from ``listen``: None when ``listen`` is loopback (it
-    shares that listener), else ``127.0.0.1`` at the next port (the one before 65535)."""
-    host, port = split_address(listen)
-    if _is_loopback(host):
-        return None
-    if port == 0:  # any free port: for tests, which are told no port in advance anyway
-        return "127.0.0.1:0"
-    return f"127.0.0.1:{port + 1 if port < _HIGHEST_PORT else port - 1}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
-
-
 async def serve_endpoints(probes: Probes, metrics: DaemonMetrics, listen: str, *,
                           status_listen: str | None) -> list[web.AppRunner]:
     """The daemon's listeners: the probes and /metrics on ``listen``, /status there too or,
@@ -144,14 +119,6 @@ async def serve_endpoints(probes: Probes, metrics: DaemonMetrics, listen: str, *
             raise
         log.info("listening", address=apart, endpoints="/status")
     return runners
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """"127.0.0.1:8080", "[::1]:8080" or ":8080" (all interfaces) to (host, port)."""
-    host, _, port = address.rpartition(":")
-    if not port.isdigit():
-        raise ValueError(f"listen address {address!r} has no port")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the user asked for it
 
 
 HTTP_SHUTDOWN_GRACE = 1.0

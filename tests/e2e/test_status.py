@@ -76,6 +76,23 @@ async def test_status_without_a_daemon_fails_in_one_line(tmp_path: Path) -> None
         "e.g. through kubectl port-forward"]
 
 
+async def test_run_listen_moves_every_endpoint(rig: Rig, tmp_path: Path) -> None:
+    """`run --listen` overrides listenAddress for all the daemon's listeners, /status
+    included (the same rule as the config's address): status reaches it there, and the
+    config's own address is not bound."""
+    configured, overridden = free_port(), free_port()
+    text = daemon_config(prometheus_url=rig.prometheus.url, kubeconfig=rig.api.kubeconfig,
+                         listen_port=configured, state_file=tmp_path / "state")
+    with daemon(text, tmp_path, port=overridden,
+                extra_args=("--listen", f"127.0.0.1:{overridden}")) as proc:
+        await eventually(lambda: proc.status() is not None, timeout=30, what="/status served")
+        found = await status("--url", f"127.0.0.1:{overridden}", "-o", "json")
+        unbound = await status("--url", f"127.0.0.1:{configured}")
+    assert found.returncode == 0, found.stderr
+    assert "default/Deployment/web" in json.loads(found.stdout)["targets"]
+    assert "Connection refused" in unbound.stderr
+
+
 async def test_run_names_what_it_cannot_reach_at_start(rig: Rig, tmp_path: Path) -> None:
     """A Prometheus down at start is named once, clearly; the daemon starts and keeps trying."""
     rig.prometheus.kill()

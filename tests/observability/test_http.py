@@ -14,8 +14,6 @@ from autoscaler.observability.http import (
     build_app,
     serve,
     serve_endpoints,
-    split_address,
-    status_address,
 )
 from autoscaler.observability.metrics import DaemonMetrics, MetricReading
 
@@ -85,34 +83,6 @@ def test_forget_drops_a_removed_targets_series() -> None:
         MetricReading("cpu", "Resource", True, 80.0, 50.0),)
     metrics.forget("ns/Deployment/t")
     assert b'name="t"' not in metrics.render()
-
-
-@pytest.mark.parametrize(
-    ("address", "expected"),
-    [("127.0.0.1:8080", ("127.0.0.1", 8080)), ("[::1]:9", ("::1", 9)), (":80", ("0.0.0.0", 80))],
-    ids=["ipv4", "ipv6", "all-interfaces"],
-)
-def test_split_address(address: str, expected: tuple[str, int]) -> None:
-    """Listen addresses parse into host and port."""
-    assert split_address(address) == expected
-
-
-@pytest.mark.parametrize(("listen", "apart"), [
-    ("127.0.0.1:8080", None),
-    ("127.0.0.2:8080", None),
-    ("[::1]:8080", None),
-    ("localhost:8080", None),
-    ("0.0.0.0:8080", "127.0.0.1:8081"),
-    (":8080", "127.0.0.1:8081"),
-    ("[::]:8080", "127.0.0.1:8081"),
-    ("10.1.2.3:9000", "127.0.0.1:9001"),
-    ("autoscaler.example:8080", "127.0.0.1:8081"),
-    ("0.0.0.0:65535", "127.0.0.1:65534"),
-], ids=["loopback", "loopback-range", "ipv6-loopback", "localhost", "any-ipv4", "any",
-        "any-ipv6", "pod-ip", "host-name", "highest-port"])
-def test_status_stays_on_loopback(listen: str, apart: str | None) -> None:
-    """/status shares a loopback listener; beside any other it moves to 127.0.0.1."""
-    assert status_address(listen) == apart
 
 
 @pytest.mark.parametrize("gzip", [True, False], ids=["gzip", "identity"])

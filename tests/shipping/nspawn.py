@@ -97,14 +97,14 @@ or the end of ``booted``'s block, whatever happened in it."""
 
 @contextlib.asynccontextmanager
 async def booted(script: str, *, workdir: Path, read_only: Sequence[str] = (),
-                 read_write: Sequence[str] = ()) -> AsyncIterator[Machine]:
-    """Boot a machine that runs ``script`` (bash, as root) then powers off. ``read_only`` and
-    ``read_write`` are nspawn ``--bind-ro`` and ``--bind`` arguments (``PATH`` or
-    ``HOST:MACHINE``)."""
+                 options: Sequence[str] = ()) -> AsyncIterator[Machine]:
+    """Boot a machine that runs ``script`` (bash, as root) then powers off. ``read_only`` are
+    nspawn ``--bind-ro`` arguments (``PATH`` or ``HOST:MACHINE``); ``options`` more of
+    nspawn's (``--private-network``, ``--bind=...``, ``--hostname=...``)."""
     assert NSPAWN is not None
     # One name per test process: two runs side by side must not share nspawn's state.
     name = f"autoscaler-e2e-{os.getpid()}"
-    arguments = _stage(script, workdir=workdir, read_only=read_only, read_write=read_write,
+    arguments = _stage(script, workdir=workdir, read_only=read_only, options=options,
                        name=name)
     console = workdir / "console.log"
     with console.open("wb") as log:
@@ -118,7 +118,7 @@ async def booted(script: str, *, workdir: Path, read_only: Sequence[str] = (),
         await _halt(process)
 
 
-def _stage(script: str, *, workdir: Path, read_only: Sequence[str], read_write: Sequence[str],
+def _stage(script: str, *, workdir: Path, read_only: Sequence[str], options: Sequence[str],
            name: str) -> list[str]:
     """Write the driver unit and script; nspawn's arguments to boot them."""
     staged, out = workdir / "machine", workdir / "out"
@@ -134,8 +134,7 @@ def _stage(script: str, *, workdir: Path, read_only: Sequence[str], read_write: 
         f"--bind-ro={staged}/driver.service:/etc/systemd/system/driver.service",
         # Users resolve as on the host (Debian: files, then systemd's dynamic users).
         *([f"--bind-ro={nsswitch}"] if nsswitch.exists() else []),
-        *(f"--bind-ro={spec}" for spec in read_only),
-        *(f"--bind={spec}" for spec in read_write),
+        *(f"--bind-ro={spec}" for spec in read_only), *options,
         # The first boot of an empty /etc would stop at systemd-firstboot's questions.
         "--boot", "systemd.unit=driver.service", "systemd.firstboot=off",
     ]

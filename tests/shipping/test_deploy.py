@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 
 from autoscaler.config import parse_config
-from autoscaler.observability.http import status_address
+from autoscaler.observability.addresses import status_address
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 ROOT = Path(__file__).parents[2]
@@ -81,6 +82,25 @@ def test_dockerfile_is_two_stage_and_non_root() -> None:
     assert text.count("FROM ") == 2
     assert "USER 65532:65532" in text
     assert "PYTHONDONTWRITEBYTECODE=1" in text  # read-only root filesystem
+
+
+def test_dockerfile_pins_its_base_image_by_digest() -> None:
+    """The same Dockerfile builds on the same base, whatever the tag points at later."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"(?m)^ARG PYTHON_IMAGE=\S+@sha256:[0-9a-f]{64}$", text)
+    assert re.findall(r"(?m)^FROM (\S+)", text) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+
+
+def test_the_image_is_named_in_one_place() -> None:
+    """The Deployment names the image ``autoscaler``; the images: entry of kustomization.yaml
+    (the two lines the README shows) gives its registry and tag to the rendering."""
+    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
+    (deployment,) = by_kind("Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == entry["name"]
+    (rendered,) = [d for d in kustomize(DEPLOY) if d["kind"] == "Deployment"]
+    (container,) = rendered["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{entry['newName']}:{entry['newTag']}"
 
 
 def test_pyproject_names_the_console_script() -> None:

@@ -216,7 +216,7 @@ async def test_readme_install_starts_under_systemd(apiserver: SimApiServer,
         async with nspawn.booted(
                 machine_script(sources), workdir=tmp_path,
                 read_only=[str(tmp_path / "operator"), f"{wheelhouse}:{MACHINE_WHEELHOUSE}"],
-                read_write=[f"{checkout}:{MACHINE_CHECKOUT}"]) as machine:
+                options=[f"--bind={checkout}:{MACHINE_CHECKOUT}"]) as machine:
             installed = await machine.wait_for("installed", timeout=300)
             assert installed.strip() == "0", machine.diagnostics()
 

@@ -50,9 +50,12 @@ template) that go Pending -> Running -> Ready after ``start_delay``/``ready_dela
 process with openssl; startup takes a few milliseconds after that.
 
 Deployments run through ReplicaSets as upstream; a template change rolls to a new ReplicaSet
-at once (no surge steps). ReplicationControllers scale too. ServiceAccounts, Services and the
-RBAC kinds are stored without behaviour, so ``kubectl apply`` of a deploy directory works;
-``dryRun=All`` validates and answers without committing. metadata.generation exists only where
+at once (no surge steps). ReplicationControllers scale too. ServiceAccounts, Services, the
+RBAC kinds, PodDisruptionBudgets and NetworkPolicies are stored without behaviour (nothing is
+evicted, no traffic is policed), so ``kubectl apply`` of a deploy directory works, with
+``--server-side`` too (apiserver/apply.py: an apply PATCH needs a ``fieldManager``, creates
+the object if absent, else merges into it); ``dryRun=All`` validates and answers without
+committing. metadata.generation exists only where
 upstream keeps it (workloads, HPAs, custom resources; not pods, configmaps, leases, events).
 
 Scale: 10,000 Deployments x 5 pods seed and settle in about half a minute (see
@@ -61,7 +64,9 @@ keeps namespace, uid and owner indexes. ``api.stop()`` is bounded by ``api.stop_
 (5 s): a request handler still stuck then is cancelled.
 
 Where it knowingly differs from a real API server: no HPA controller (HPA status stays
-empty), no managedFields, no server-side apply (415); request bodies must be JSON (a protobuf
+empty); server-side apply without managedFields or field ownership (no conflicts between
+managers, ``force`` is ignored, a field a manager stops applying is kept rather than removed,
+no apply to a subresource: 415); request bodies must be JSON, or YAML for an apply (a protobuf
 body, which kubectl's typed clients send for `create configmap`, `autoscale`, `auth can-i`,
 is refused with 415); fieldValidation=Strict is accepted but only the checks in objects.py
 run; OpenAPI documents are minimal; a continue token pages the current state, not a snapshot.

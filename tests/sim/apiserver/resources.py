@@ -128,7 +128,8 @@ def builtin_types() -> list[ResourceType]:
                  short_names=("rc",), categories=("all",), subresources=_WORKLOAD_SUBS,
                  scale=ScaleSpec(label_selector_path=None), generation=True,
                  workload="replicationcontroller"),
-        # Stored as sent, with no behaviour: enough for `kubectl apply` of a deploy/ directory.
+        # Stored as sent, with no behaviour (no eviction, no policy enforced): enough for
+        # `kubectl apply` of a deploy/ directory, the PodDisruptionBudget and NetworkPolicy too.
         _builtin(group="", version="v1", kind="ServiceAccount", plural="serviceaccounts",
                  singular="serviceaccount", short_names=("sa",)),
         _builtin(group="", version="v1", kind="Service", plural="services", singular="service",
@@ -139,6 +140,12 @@ def builtin_types() -> list[ResourceType]:
               ("Role", "roles", True), ("RoleBinding", "rolebindings", True),
               ("ClusterRole", "clusterroles", False),
               ("ClusterRoleBinding", "clusterrolebindings", False))],
+        _builtin(group="policy", version="v1", kind="PodDisruptionBudget",
+                 plural="poddisruptionbudgets", singular="poddisruptionbudget",
+                 short_names=("pdb",), subresources=("status",), generation=True),
+        _builtin(group="networking.k8s.io", version="v1", kind="NetworkPolicy",
+                 plural="networkpolicies", singular="networkpolicy", short_names=("netpol",),
+                 generation=True),
         _builtin(group="apps", version="v1", kind="Deployment", plural="deployments",
                  singular="deployment", short_names=("deploy",), categories=("all",),
                  subresources=_WORKLOAD_SUBS, scale=ScaleSpec(label_selector_path=None),

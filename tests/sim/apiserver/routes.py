@@ -15,10 +15,12 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from aiohttp import web
 
 from . import discovery
 from .access import Principal, RequestRecord, access_review
+from .apply import server_side_apply
 from .errors import (
     ApiError,
     bad_request,
@@ -27,7 +29,7 @@ from .errors import (
     method_not_allowed,
     unauthorized,
 )
-from .patch import PATCH_TYPES
+from .patch import APPLY, PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .tables import table, wants_table
@@ -224,8 +226,7 @@ class Router:
         if method == "PUT" and name is not None:
             return 200, rest.update(rt, ns, name, body, sub)
         if method == "PATCH" and name is not None:
-            return 200, rest.patch(rt, ns, name, content_type=_patch_type(request), body=body,
-                                   subresource=sub)
+            return self._patch(request, target, body)
         if method == "DELETE" and name is not None and sub is None:
             grace = request.query.get("gracePeriodSeconds")
             options = body if isinstance(body, dict) else {}
@@ -234,6 +235,16 @@ class Router:
         if method == "DELETE" and name is None:
             return 200, self._delete_collection(request, target)
         raise method_not_allowed()
+
+    def _patch(self, request: web.Request, target: Target, body: Any) -> tuple[int, Any]:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        assert name is not None
+        content_type, rest = _patch_type(request), self.server.rest
+        if content_type == APPLY:
+            return server_side_apply(rest, rt, ns, name, body=body, subresource=sub,
+                                     field_manager=request.query.get("fieldManager"))
+        return 200, rest.patch(rt, ns, name, content_type=content_type, body=body,
+                               subresource=sub)
 
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -244,10 +255,12 @@ class Router:
             raise ApiError(415, "UnsupportedMediaType",
                            f"the body of the request was in an unknown format - accepted media "
                            f"types include: {JSON}, application/yaml")
+        content_type = request.headers.get("Content-Type", "")
         try:
             return json.loads(raw)
         except ValueError as error:
-            content_type = request.headers.get("Content-Type", "")
+            if content_type.split(";")[0].strip() == APPLY:
+                return _apply_yaml(raw)
             if "yaml" in content_type:
                 raise ApiError(415, "UnsupportedMediaType",
                                "YAML bodies are not supported by the simulated API server") \
@@ -347,10 +360,15 @@ def _patch_type(request: web.Request) -> str:
         raise ApiError(415, "UnsupportedMediaType",
                        f"the body of the request was in an unknown format - accepted media "
                        f"types include: {', '.join(PATCH_TYPES)}")
-    if content_type == "application/apply-patch+yaml":
-        raise ApiError(415, "UnsupportedMediaType",
-                       "server-side apply is not supported by the simulated API server")
     return content_type
+
+
+def _apply_yaml(raw: bytes) -> Any:
+    """An apply body in YAML (JSON, which kubectl sends, is YAML too)."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise bad_request(f"error decoding YAML: {error}") from None
 
 
 def _slot(obj: dict[str, Any]) -> str:
