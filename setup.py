@@ -66,18 +66,23 @@ class CompilingDistribution(Distribution):
 
 class BuildPurePython(build_py):
     """build_py that, in a build not asked to compile, first removes what an earlier compiled
-    build left in the build directory (a build in the checkout keeps it), so that a pure
-    build never ships an extension."""
+    build left where this one puts the package: the build directory (a build in the checkout
+    keeps it), or for an editable install the checkout itself. So a pure build never ships,
+    nor leaves in place, an extension."""
 
     def run(self) -> None:
         if not backend.compile_requested():
-            built = Path(self.build_lib)
-            leftovers = [*compiled.extension_files(built).values(),
-                         built / "autoscaler" / compiled.COMPILED_MANIFEST,
-                         *built.glob("autoscaler_core__mypyc*")]
-            for leftover in leftovers:
-                leftover.unlink(missing_ok=True)
+            remove_compiled(ROOT if self.editable_mode else Path(self.build_lib))
         super().run()
+
+
+def remove_compiled(root: Path) -> None:
+    """Every extension module, manifest and group library a compiled build left under root."""
+    leftovers = [*compiled.extension_files(root).values(),
+                 root / "autoscaler" / compiled.COMPILED_MANIFEST,
+                 *root.glob("autoscaler_core__mypyc*")]
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
 
 
 class BuildCore(build_ext):
