@@ -8,9 +8,12 @@ One place owns each rule about the ``StateStore``:
   no scale-up) and nothing is written: a failed read can never be mistaken for an empty
   history and then overwrite the real one.
 - **Writing** happens only (1) before a pass's scale writes, carrying their intents, so a
-  write is on record before it can have happened; (2) at a graceful stop or hand-over,
-  marked clean; (3) once after restoring a clean snapshot, to mark the store in use (a crash
-  after that must not pass for a clean stop). A steady-state pass writes nothing.
+  write is on record before it can have happened; (2) as soon as their outcomes are known
+  (``runtime.intents.OutcomeRecorder``); (3) at a graceful stop or hand-over, marked clean;
+  (4) once after restoring a clean snapshot, to mark the store in use (a crash after that
+  must not pass for a clean stop). A steady-state pass writes nothing. Writes asked for
+  while one is under way are carried by the next one (one write at a time, each with the
+  latest state).
 - **Removed targets** (a reload or a restart without them) keep their history for
   ``RETAIN_REMOVED`` seconds after its newest entry, upstream's longest stabilization window
   (longer than any policy period), so adding one back inside its window or period finds its
@@ -80,6 +83,8 @@ class HistoryKeeper:
         self._clock = clock
         self._retired: dict[str, _Retired] = {}
         self._lock = asyncio.Lock()
+        self._asked = self._carried = 0
+        """Writes asked for, and how many of those asks the last write carried."""
         self._wait = retry_wait or wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
         self._fragments: dict[str, tuple[object, object, object, object, str]] = {}
         """Per target: its scale events, intent and zero memory at the last write (compared
@@ -90,6 +95,7 @@ class HistoryKeeper:
         self.last_error: str | None = None
         self.read_failures = 0
         self.save_failures = 0
+        self.saves = 0
 
     # --- reading ----------------------------------------------------------------------
 
@@ -185,7 +191,12 @@ class HistoryKeeper:
         await self._save(clean=clean)
 
     async def _save(self, *, clean: bool) -> None:
+        self._asked += 1
+        asked = self._asked
         async with self._lock:  # one write at a time, each with the latest state
+            if not clean and self._carried >= asked:
+                return  # a write that began after this was asked carried it
+            carrying = self._asked
             now = self._clock()
             data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now)
             try:
@@ -194,6 +205,8 @@ class HistoryKeeper:
                 self.save_failures += 1
                 self.last_error = f"save: {error}"
                 raise
+            self._carried = carrying
+            self.saves += 1
             self.last_save = now
 
     def _entries(self, now: float, *, fresh: bool) -> list[str]:

@@ -89,7 +89,9 @@ class ScaleWriter:
         # ends, and every few minutes in between (its Event and condition say it each time).
         self.failing = RepeatedWarnings(log)
 
-    async def write(self, write: ScaleWrite, options: ReconcileOptions) -> None:
+    async def write(self, write: ScaleWrite, options: ReconcileOptions) -> bool:
+        """Send ``write``; True if its outcome is now known and not yet on record (it
+        landed, or it cannot have): the store still holds its intent."""
         target, state, desired = write.target, write.state, write.desired
         current = write.scale.spec_replicas
         if options.dry_run:
@@ -97,25 +99,26 @@ class ScaleWriter:
             self.telemetry.target(target.key).would_scale(current, desired)
             await self.report.event(target, warning=False, reason=EventReason.WOULD_SCALE,
                                     message=f"{rescale_message(desired, write.reason)} (dry-run)")
-            return
+            return False
         try:
             written = await self._put(write, options)
         except Exception as error:
             await self._failed(write, desired, error)
-            return
+            return isinstance(error, NOT_SENT) and options.persist is not None
         if written is None:
-            return  # refused: any intent stays, for a fresh read to settle
+            return False  # refused: any intent stays, for a fresh read to settle
         previous, desired = written
         state.intent = None
         state.write_not_before = None
         if self.failing:
             self.failing.clear(target.key, "scale write succeeded again")
         if previous == desired:
-            return  # after a conflict the target already has the count we want
+            return options.persist is not None  # after a conflict the count is the one wanted
         self._landed(target, state, previous=previous, new=desired, options=options)
         log.info("scaled", previous=previous, desired=desired, reason=write.reason)
         await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
                                 message=rescale_message(desired, write.reason))
+        return options.persist is not None
 
     async def _put(self, write: ScaleWrite,
                    options: ReconcileOptions) -> tuple[int, int] | None:

@@ -316,3 +316,25 @@ async def test_a_restored_forecast_bucket_number_past_any_clock_never_blocks_the
     async with asyncio.timeout(5):
         await history.restore([WEB])
         await history.persist()  # a pass putting its scale writes on record
+
+
+async def test_writes_asked_for_during_a_write_share_the_next_one() -> None:
+    """Outcomes known while a write is under way wait for one more write, not one each."""
+    gate = asyncio.Event()
+
+    class Slow(Store):
+        async def save(self, data: bytes) -> None:
+            await gate.wait()
+            await super().save(data)
+
+    store = Slow(reads=[None])
+    history = keeper(store)
+    await history.restore([WEB])
+    first = asyncio.create_task(history.persist())
+    await asyncio.sleep(0)
+    rest = [asyncio.create_task(history.persist()) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *rest)
+    assert len(store.saved) == 2
+    assert history.saves == 2
