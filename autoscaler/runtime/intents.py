@@ -117,14 +117,16 @@ class OutcomeRecorder:
     after the first of them, whichever comes first. A pass with scale writes thus costs two
     store writes, its intents' and its outcomes', and one more for each further second its
     writes take to be answered; a kill leaves an answered write off the record for at most
-    that long (its intent is then settled by a fresh read). A failed record is logged and
-    tried again at the next ``flush``; the outcome is known in memory meanwhile.
+    that long (its intent is then settled by a fresh read). A failed record is reported
+    (``report(error)``, and ``report(None)`` once one succeeds again) and tried again at
+    the next ``flush``; the outcome is known in memory meanwhile.
     """
 
     def __init__(self, persist: Callable[[], Persist | None],
-                 failed: Callable[[Exception], None], *, linger: float = LINGER) -> None:
-        self._persist, self._failed, self._linger = persist, failed, linger
-        self._wanted = self._lingering = False
+                 report: Callable[[Exception | None], None], *,
+                 linger: float = LINGER) -> None:
+        self._persist, self._report, self._linger = persist, report, linger
+        self._wanted = self._lingering = self._failing = False
         self._timer: asyncio.Task[None] | None = None
 
     def want(self) -> None:
@@ -148,8 +150,12 @@ class OutcomeRecorder:
         try:
             await persist()
         except Exception as error:
-            self._wanted = True
-            self._failed(error)
+            self._wanted = self._failing = True
+            self._report(error)
+            return
+        if self._failing:
+            self._failing = False
+            self._report(None)
 
     async def flush(self) -> None:
         """Write what is known now (a record that failed is tried again); return once it
@@ -161,4 +167,5 @@ class OutcomeRecorder:
                 timer.cancel()
             else:
                 await asyncio.shield(timer)
-        await asyncio.shield(self._record())
+        if self._wanted:
+            await asyncio.shield(self._record())

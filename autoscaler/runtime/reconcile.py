@@ -135,6 +135,7 @@ class Reconciler:
                                   clock=clock, configured=self._configured)
         self.options = options
         self.outcomes = OutcomeRecorder(lambda: self.options.persist, self._unrecorded)
+        self.unrecorded = RepeatedWarnings(log)
 
     @property
     def options(self) -> ReconcileOptions:
@@ -470,9 +471,12 @@ class Reconciler:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
 
-    def _unrecorded(self, error: Exception) -> None:
-        log.warning("cannot record the outcome of this pass's scale writes yet; it is known "
-                    "here and recorded with the next write", error=str(error))
+    def _unrecorded(self, error: Exception | None) -> None:
+        if error is None:
+            self.unrecorded.clear("outcomes", "the outcomes of scale writes are on record again")
+            return
+        self.unrecorded.warn("outcomes", "cannot put the outcome of scale writes on record; "
+                             "it is kept here and tried again every pass", reason=str(error))
         self.telemetry.errors.labels(reason="state_save").inc()
 
     def _decide_again(self, observed: _Observed, state: TargetState,

@@ -222,7 +222,7 @@ class Recorded:
     def __init__(self) -> None:
         self.at: list[float] = []
         self.failing = False
-        self.errors: list[Exception] = []
+        self.errors: list[Exception | None] = []
 
     async def persist(self) -> None:
         self.at.append(asyncio.get_running_loop().time())
@@ -251,8 +251,8 @@ async def test_an_answered_write_waits_for_the_others_at_most_the_linger() -> No
 
 
 async def test_a_failed_outcome_record_is_tried_again_at_the_next_pass() -> None:
-    """The store refuses the record: the failure is reported, and the next pass's ``flush``
-    writes it."""
+    """The store refuses the record: the failure is reported, the next pass's ``flush``
+    writes it and reports that it is over."""
     store = Recorded()
     recorder = OutcomeRecorder(lambda: store.persist, store.errors.append)
     store.failing = True
@@ -262,5 +262,6 @@ async def test_a_failed_outcome_record_is_tried_again_at_the_next_pass() -> None
     store.failing = False
     await recorder.flush()
     assert len(store.at) == 2
+    assert store.errors[1:] == [None]
     await recorder.flush()
     assert len(store.at) == 2
