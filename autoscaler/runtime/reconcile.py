@@ -131,11 +131,12 @@ class Reconciler:
         self.unreadable = RepeatedWarnings(log)
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
-        self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
-                                  clock=clock, configured=self._configured)
-        self.options = options
         self.outcomes = OutcomeRecorder(lambda: self.options.persist, self._unrecorded)
         self.unrecorded = RepeatedWarnings(log)
+        self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
+                                  clock=clock, configured=self._configured,
+                                  known=self.outcomes.want)
+        self.options = options
 
     @property
     def options(self) -> ReconcileOptions:
@@ -461,9 +462,8 @@ class Reconciler:
                 await self.report.event(target, warning=True, reason=EventReason.FAILED_RESCALE,
                                         message=pending.held)
                 return
-            if pending.write is not None and await self.writer.write(pending.write,
-                                                                      self.options):
-                self.outcomes.want()  # landed, or known not to have: on record at once
+            if pending.write is not None:
+                await self.writer.write(pending.write, self.options)
             self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
             self.report.failed(state, target, error)
