@@ -62,6 +62,11 @@ class StateUnavailableError(TransientError):
     later; nothing may be written meanwhile."""
 
 
+class NotLeaderError(AutoscalerError):
+    """This instance no longer holds its lease, by its own monotonic clock: it must not
+    write (a store, a scale) until it leads again."""
+
+
 class StateSetAsideError(AutoscalerError):
     """The stored history could not be decoded; it was moved aside to ``kept_as`` (never
     overwritten) and the caller starts fresh, loudly."""

@@ -10,9 +10,10 @@ under systemd or memory (``autoscaler.adapters.local_state``), a ConfigMap in th
 What a snapshot carries besides each target's ``History``:
 
 - ``intent``: a scale write about to be made (previous and desired count, the resourceVersion
-  it is sent with). It is made durable *before* the write, so a process killed at any moment
-  after the write leaves a record the next run resolves against the API server (the write
-  landed if the object's resourceVersion moved) before that target's next decision.
+  it is sent with). It is made durable *before* the write, and replaced by the write's
+  outcome once that is known, so a process killed between the two leaves a record the next
+  run resolves against the API server before that target's next decision: the write landed
+  if the object holds its desired count (``runtime.intents.outcome_of``).
 - ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
   (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
   Values are stored to six significant digits; a state without it reads as no history.
@@ -56,7 +57,8 @@ class Intent:
     previous: int
     desired: int
     resource_version: str
-    """The resourceVersion the PUT carries: if the object still has it, the PUT did not land."""
+    """The resourceVersion the PUT carries: if the object still has it, the PUT did not land
+    (if not, the object changed, by our write or anyone's: its count tells)."""
     at: float
 
 

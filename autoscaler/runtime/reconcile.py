@@ -49,7 +49,7 @@ from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.record import record
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
-from autoscaler.runtime.intents import put_on_record, settle_intent
+from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
@@ -131,8 +131,11 @@ class Reconciler:
         self.unreadable = RepeatedWarnings(log)
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
+        self.outcomes = OutcomeRecorder(lambda: self.options.persist, self._unrecorded)
+        self.unrecorded = RepeatedWarnings(log)
         self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
-                                  clock=clock, configured=self._configured)
+                                  clock=clock, configured=self._configured,
+                                  known=self.outcomes.want)
         self.options = options
 
     @property
@@ -180,8 +183,11 @@ class Reconciler:
         flying = [self.state(target.key) for target in targets]
         for state in flying:
             state.in_flight = True
+        unsettled = [state for state in flying if state.intent is not None]
         try:
             observed = await self._observe_all(targets, deadline)
+            # A fresh read settled these: the store must not hold their intents any more.
+            settled = any(state.intent is None for state in unsettled)
             fetched = await self._fetch(observed, deadline)
             # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
             # cost ~5 ms a pass at 1,000 targets); only what must write or record an event
@@ -190,8 +196,10 @@ class Reconciler:
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None and self._configured(p.state)]
-            await self._make_durable(pending)
+            if not await self._make_durable(pending) and settled:
+                self.outcomes.want()
             await self.workers.each(pending, self._complete)
+            await self.outcomes.flush()
         finally:
             for state in flying:
                 state.in_flight = False
@@ -406,11 +414,11 @@ class Reconciler:
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
 
-    async def _make_durable(self, pending: Sequence[_Pending]) -> None:
+    async def _make_durable(self, pending: Sequence[_Pending]) -> bool:
         """Put every scale write of this pass on record before any is sent: one store write
-        for all of them. If that fails none is sent (a write not on record could be
-        forgotten by a crash and a forbidden step follow); a target told to wait by the API
-        server (429) is held until then."""
+        for all of them (True if it was made). If that fails none is sent (a write not on
+        record could be forgotten by a crash and a forbidden step follow); a target told to
+        wait by the API server (429) is held until then."""
         now = self.clock()
         for item in pending:
             if item.write is not None:
@@ -419,7 +427,7 @@ class Reconciler:
         writes = [item for item in pending if item.write is not None]
         persist = self.options.persist
         if not writes or persist is None or self.options.dry_run:
-            return
+            return False
         if not self.options.may_write():
             # Not the leader now: none of these goes on record, so none may be sent, even
             # if the lease comes back before they would have been (the restore it starts
@@ -428,10 +436,11 @@ class Reconciler:
                      targets=len(writes))
             for item in writes:
                 item.write = None
-            return
+            return False
         try:
             await put_on_record([(item.write.state, item.write.scale, item.write.desired)
                                  for item in writes if item.write is not None], persist, now=now)
+            return True
         except Exception as error:
             log.error("cannot put this pass's scale writes on record: not sending them",
                       error=str(error), targets=len(writes))
@@ -439,6 +448,7 @@ class Reconciler:
             for item in writes:
                 item.write, item.held = None, (
                     f"the scale write was held: the history could not be saved first ({error})")
+            return False
 
     async def _complete(self, pending: _Pending) -> None:
         """The settled target's events and write, in that order, then its outcome."""
@@ -460,6 +470,14 @@ class Reconciler:
         finally:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
+
+    def _unrecorded(self, error: Exception | None) -> None:
+        if error is None:
+            self.unrecorded.clear("outcomes", "the outcomes of scale writes are on record again")
+            return
+        self.unrecorded.warn("outcomes", "cannot put the outcome of scale writes on record; "
+                             "it is kept here and tried again every pass", reason=str(error))
+        self.telemetry.errors.labels(reason="state_save").inc()
 
     def _decide_again(self, observed: _Observed, state: TargetState,
                       values: tuple[MetricValues, ...], history: History) -> DecideAgain:

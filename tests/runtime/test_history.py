@@ -1,5 +1,6 @@
 """The history keeper: read until read, never write before, mark a clean store in use, keep a
-removed target's history for as long as it can matter."""
+removed target's history for as long as it can matter; with leader election, write only
+while leading, claim the store at once, and never write over another writer's history."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from tenacity import wait_none
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.errors import StateSetAsideError, StateUnavailableError, TransientError
+from autoscaler.errors import (
+    ConflictError,
+    NotLeaderError,
+    StateSetAsideError,
+    StateUnavailableError,
+    TransientError,
+)
 from autoscaler.runtime.history import RETAIN_REMOVED, HistoryKeeper
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import Intent, SavedTarget, Snapshot, decode
@@ -316,3 +323,131 @@ async def test_a_restored_forecast_bucket_number_past_any_clock_never_blocks_the
     async with asyncio.timeout(5):
         await history.restore([WEB])
         await history.persist()  # a pass putting its scale writes on record
+
+
+class Shared(Store):
+    """A store another writer shares: ``before_save`` runs at each save before it lands
+    (that writer's turn); a save whose version is stale is a ConflictError, as the
+    ConfigMap's 409, and nothing is written."""
+
+    def __init__(self, reads: list[Snapshot | Exception | None]) -> None:
+        super().__init__(reads=reads)
+        self.version = self.read_version = 0
+        self.before_save: list[object] = []
+
+    async def load(self) -> Snapshot | None:
+        self.read_version = self.version
+        return await super().load()
+
+    async def save(self, data: bytes) -> None:
+        if self.before_save:
+            turn = self.before_save.pop(0)
+            if callable(turn):
+                turn()
+            else:
+                self.version += 1  # they wrote
+        if self.read_version != self.version:
+            raise ConflictError("HTTP 409")
+        await super().save(data)
+        self.version = self.read_version = self.version + 1
+
+
+EARLIER = ScaleEvent(change=2, timestamp=940.0)
+
+
+def fenced(store: Store, states: dict[str, TargetState], leader: list[bool]) -> HistoryKeeper:
+    return HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
+                         leader=lambda: leader[0])
+
+
+async def test_a_leader_claims_the_store_at_once_even_after_a_crash() -> None:
+    """With leader election a restore always writes once, before anything acts: a deposed
+    leader's write still in flight then carries a version that is gone."""
+    store = Shared(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
+        history=HISTORY))])
+    history = fenced(store, {}, [True])
+    await history.restore([WEB])
+    assert [s.clean for s in store.saved] == [False]
+    assert store.saved[0].targets[WEB].history == HISTORY
+
+
+async def test_a_store_written_between_the_read_and_the_claim_is_read_again() -> None:
+    """The previous leader's last write lands after our read: our claim is a conflict, so
+    the store is read again and its newer history applied (never written over)."""
+    newer = History(recommendations=HISTORY.recommendations,
+                    scale_down_events=(*HISTORY.scale_down_events, EARLIER))
+    store = Shared(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
+        history=HISTORY)), snapshot(clean=False, shop_Deployment_web=SavedTarget(
+            history=newer))])
+    store.before_save = ["theirs"]
+    states: dict[str, TargetState] = {}
+    history = fenced(store, states, [True])
+    await history.restore([WEB])
+    assert states[WEB].history == newer
+    assert store.saved[-1].targets[WEB].history == newer
+    assert history.conflicts == 1
+
+
+async def test_only_the_leader_writes_and_a_conflict_is_never_overwritten() -> None:
+    """Leadership lost by our clock: nothing is written. Led again, someone else's write
+    since ours is a conflict: the store is read again, both histories are kept (their
+    scale event and ours), and written, fenced again before that second write."""
+    leader = [True]
+    theirs = SavedTarget(history=History(scale_up_events=(EARLIER,)))
+    store = Shared(reads=[None, snapshot(clean=False, shop_Deployment_web=theirs)])
+    states = {WEB: TargetState(key=WEB)}
+    history = fenced(store, states, leader)
+    await history.restore([WEB])
+    states[WEB].history = HISTORY
+    leader[0] = False
+    with pytest.raises(NotLeaderError):
+        await history.persist()
+    assert len(store.saved) == 1  # the claim only
+    leader[0] = True
+    store.before_save = ["theirs"]
+    await history.persist()
+    kept = store.saved[-1].targets[WEB].history
+    assert kept.scale_up_events == (EARLIER,)
+    assert kept.scale_down_events == HISTORY.scale_down_events
+    assert states[WEB].history == kept
+
+
+async def test_the_write_after_a_conflict_is_fenced_again() -> None:
+    """The lease lapses while the store is read again after a conflict: the retry is not
+    sent (a deposed leader re-reading and writing its older history over the new
+    leader's was the fault)."""
+    leader = [True]
+    store = Shared(reads=[None, snapshot(clean=False)])
+    states = {WEB: TargetState(key=WEB, history=HISTORY)}
+    history = fenced(store, states, leader)
+    await history.restore([WEB])
+
+    def deposed() -> None:
+        store.version += 1  # the new leader wrote
+        leader[0] = False  # and our lease lapsed meanwhile
+    store.before_save = [deposed]
+    with pytest.raises(NotLeaderError):
+        await history.persist()
+    assert len(store.saved) == 1
+
+
+async def test_writes_asked_for_during_a_write_share_the_next_one() -> None:
+    """Outcomes known while a write is under way wait for one more write, not one each."""
+    gate = asyncio.Event()
+
+    class Slow(Store):
+        async def save(self, data: bytes) -> None:
+            await gate.wait()
+            await super().save(data)
+
+    store = Slow(reads=[None])
+    history = keeper(store)
+    await history.restore([WEB])
+    first = asyncio.create_task(history.persist())
+    await asyncio.sleep(0)
+    rest = [asyncio.create_task(history.persist()) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *rest)
+    assert len(store.saved) == 2
+    assert history.saves == 2
