@@ -1,7 +1,8 @@
 """``autoscaler run``: start the daemon (``autoscaler.app``) and end it cleanly.
 
 Failures a user can cause (a config that does not load, no usable kubeconfig, a listen
-address in use) are one line and exit 1 before anything starts. A backend that cannot be
+address in use, a state file that is not the daemon's) are one line and exit 1 before
+anything starts. A backend that cannot be
 reached at start is said once, clearly, and the daemon starts anyway: it retries in the
 background, as it does whenever a backend goes away.
 """
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         total_shards=args.total_shards)
     config = overrides.apply(config)
     _check_listen(config.daemon.listen_address)
+    _check_state_file(config.daemon.state_file)
     configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)
     asyncio.run(_say_unreachable(config))
     daemon = Daemon(config, config_path=args.config, overrides=overrides)
@@ -105,6 +107,22 @@ def _check_listen(address: str) -> None:
             if error.errno == errno.EADDRINUSE:
                 raise CommandError(_in_use(address)) from None
             raise CommandError(f"cannot listen on {address}: {error.strerror}") from None
+
+
+def _check_state_file(path: Path | None) -> None:
+    """Refuse a state path that holds anything but a store of ours, wherever the path came
+    from (the config's stateFile or --state-file); the file is only read."""
+    from autoscaler.adapters.local_state import FileStateStore
+    from autoscaler.errors import StateNotOursError, StateUnavailableError
+
+    if path is None:
+        return
+    try:
+        FileStateStore(path).check()
+    except StateNotOursError as error:
+        raise CommandError(f"not starting: {error}") from None
+    except StateUnavailableError:
+        pass  # an I/O error now: the daemon retries the read, writing nothing meanwhile
 
 
 async def _say_unreachable(config: Any) -> None:

@@ -22,6 +22,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config.files import NotOursError, Recognise, check_replaceable
 from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
 from autoscaler.simulate.jobs import Job, run_jobs
 from autoscaler.simulate.options import (
@@ -33,6 +34,10 @@ from autoscaler.simulate.options import (
 )
 from autoscaler.simulate.report import (
     Summary,
+    our_plot,
+    our_summary,
+    our_timeline_csv,
+    our_timeline_json,
     render_table,
     summarize,
     write_summary,
@@ -73,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         scenarios.append(other)
     trace = _trace(args, sync_period=scenarios[0].sync_period)
     _warn_unused_columns(trace, scenarios)
+    plot_png = not args.no_plot and find_spec("matplotlib") is not None
+    _refuse_files_not_ours(output_files(args.out, runs=len(scenarios), plot_png=plot_png))
     timelines = [
         simulate(s, trace, interpolation=settings.interpolation, progress=_progress(s.label))
         for s in scenarios
@@ -200,6 +207,33 @@ def _progress(label: str) -> Progress | None:
         sys.stderr.flush()
 
     return show
+
+
+def output_files(out: Path, *, runs: int, plot_png: bool) -> list[tuple[Path, Recognise]]:
+    """Every file a run writes in ``out``, each with how its own earlier output is known
+    (``autoscaler.config.files.replacing`` replaces nothing else)."""
+    files: list[tuple[Path, Recognise]] = []
+    for index in range(runs):
+        suffix = "" if index == 0 else "-compare"
+        files += [(out / f"timeline{suffix}.csv", our_timeline_csv),
+                  (out / f"timeline{suffix}.json", our_timeline_json)]
+    files.append((out / "summary.json", our_summary))
+    if plot_png:
+        files.append((out / "simulation.png", our_plot))
+    return files
+
+
+def _refuse_files_not_ours(files: Sequence[tuple[Path, Recognise]]) -> None:
+    """Before the run: an output path that holds a file simulate did not write is refused.
+    What the system itself refuses (a directory in the way, no space) is said by the write,
+    which still writes the other files."""
+    for path, ours in files:
+        try:
+            check_replaceable(path, ours=ours)
+        except NotOursError as error:
+            raise OutputError(f"cannot write {path}: {error.strerror}") from None
+        except OSError:
+            pass
 
 
 def write_outputs(
