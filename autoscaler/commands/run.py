@@ -30,18 +30,37 @@ DESCRIPTION = ("Run the daemon: reconcile every target of the config each sync p
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config(parser)
-    parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
+    parser.add_argument("--kubeconfig", type=kubeconfig, metavar="FILE",
                         help="overrides kubernetes.kubeconfig").complete = FILE  # type: ignore[attr-defined]
     parser.add_argument("--context", help="overrides kubernetes.context")
     parser.add_argument("--state-file", type=Path, metavar="FILE",
                         help="overrides daemon.stateFile").complete = FILE  # type: ignore[attr-defined]
-    parser.add_argument("--listen", metavar="HOST:PORT",
+    parser.add_argument("--listen", metavar="HOST:PORT", type=listen_address,
                         help="overrides daemon.listenAddress")
     parser.add_argument("--dry-run", action="store_true", help="decide and report, never write")
     parser.add_argument("--shard", type=int, metavar="I",
                         help="this replica's shard, from 0 (with --total-shards)")
     parser.add_argument("--total-shards", type=int, metavar="N",
                         help="the number of shards the targets are split into")
+
+
+def listen_address(value: str) -> str:
+    """``--listen``: what ``daemon.listenAddress`` accepts, else a usage error."""
+    from autoscaler.config.fields import HostPort, problem_with
+
+    if problem := problem_with(HostPort, value):
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def kubeconfig(value: str) -> Path:
+    """``--kubeconfig``: a file ``kubernetes.kubeconfig`` would accept, else a usage error."""
+    from autoscaler.config.files import unreadable
+
+    for part in value.split(os.pathsep):  # the client's rule, as for $KUBECONFIG
+        if part and (problem := unreadable(os.path.expanduser(part))):
+            raise argparse.ArgumentTypeError(f"cannot read {part}: {problem}")
+    return Path(value)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -134,10 +134,18 @@ def _path_at(document: dict[str, Any], loc: Loc) -> str | None:
 
 
 def _unreadable(loc: Loc, path: str) -> Iterator[Problem]:
+    problem = unreadable(path)
+    if problem is not None:
+        yield Problem(loc=loc, message=f"cannot read {quote(path)}: {problem}")
+
+
+def unreadable(path: str) -> str | None:
+    """Why ``path`` is not a readable regular file (``None``: it is)."""
     try:
         os.close(open_regular(path))
     except UnusableFileError as problem:
-        yield Problem(loc=loc, message=f"cannot read {quote(path)}: {problem}")
+        return str(problem)
+    return None
 
 
 def _not_state(loc: Loc, path: str) -> Iterator[Problem]:
