@@ -122,7 +122,7 @@ def test_todo_queries_are_rejected_until_filled() -> None:
     assert [i.path for i in caught.value.issues] == [
         "autoscaler[0].metrics[3].pods.query", "autoscaler[0].metrics[4].object.query",
         "autoscaler[0].metrics[5].external.query"]
-    assert all("import-hpa" in i.message for i in caught.value.issues)
+    assert all("TODO placeholder an importer wrote" in i.message for i in caught.value.issues)
     assert "3 queries to write: search for TODO" in notes
     assert "skipped Service web" in notes
 
