@@ -44,7 +44,7 @@ from autoscaler.simulate.report import (
     write_timeline_csv,
     write_timeline_json,
 )
-from autoscaler.simulate.simulation_error import OutputError, SimulationError
+from autoscaler.simulate.simulation_error import FlagError, OutputError, SimulationError
 from autoscaler.simulate.trace import DEMAND, Trace, load_trace
 
 REACTIVE = Path()
@@ -102,9 +102,17 @@ def _settings(args: argparse.Namespace) -> SimulateSettings:
         "metricWindow": args.metric_window, "saturation": args.saturation,
         "interpolation": args.interpolation,
     }
-    values.update({key: value for key, value in flags.items() if value is not None})
+    given = {key: value for key, value in flags.items() if value is not None}
     if args.request:
-        values["requests"] = {**values.get("requests", {}), **_pairs(args.request, "--request")}
+        given["requests"] = _pairs(args.request, "--request")
+    try:  # the flags alone first: a bad one is a usage error, a bad file a failure
+        build_settings(given, source="flags")
+    except SimulationError as error:
+        raise FlagError(str(error)) from None
+    requests = {**values.get("requests", {}), **given.pop("requests", {})}
+    values.update(given)
+    if requests:
+        values["requests"] = requests
     return build_settings(values, source=str(args.workload or "flags"))
 
 
@@ -113,7 +121,7 @@ def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise SimulationError(f"{flag}: expected NAME=VALUE, got {item!r}")
+            raise FlagError(f"{flag}: expected NAME=VALUE, got {item!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -136,7 +144,7 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
     elif key in keys:
         target = targets[keys.index(key)]
     else:
-        raise SimulationError(f"{path}: no target {key!r}; targets: {', '.join(keys)}")
+        raise FlagError(f"{path}: no target {key!r}; targets: {', '.join(keys)}")
     sync = target.sync_period or config.daemon.sync_period
     return Scenario(
         label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
@@ -148,7 +156,7 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
 
 def _reactive(scenario: Scenario) -> Scenario:
     if not any(scenario.predictions):
-        raise SimulationError(f"{scenario.label}: --compare without a file compares against the "
+        raise FlagError(f"{scenario.label}: --compare without a file compares against the "
                               "same config with prediction off, and this one has no prediction")
     return replace(scenario, label=f"{scenario.label} (reactive)", predictions=())
 
@@ -160,19 +168,20 @@ def _relabel(scenario: Scenario, label: str) -> Scenario:
 def _trace(args: argparse.Namespace, *, sync_period: float) -> Trace:
     if args.trace is not None:
         if args.query:
-            raise SimulationError("--query goes with --prometheus, not with --trace")
+            raise FlagError("--query goes with --prometheus, not with --trace")
         return load_trace(args.trace)
     if not args.query:
-        raise SimulationError("--prometheus needs --query, e.g. 'sum(rate(requests_total[1m]))'")
+        raise FlagError("--prometheus needs --query, e.g. 'sum(rate(requests_total[1m]))'")
     from autoscaler.simulate.prometheus import query_trace  # pulls in requests and pandas
 
     queries = dict(_query(text) for text in args.query)
-    return query_trace(
-        url=args.prometheus, queries=queries,
-        start=parse_instant(args.start, what="--start"),
-        end=parse_instant(args.end, what="--end"),
-        step=parse_duration(args.step, what="--step") if args.step else sync_period,
-    )
+    try:
+        start = parse_instant(args.start, what="--start")
+        end = parse_instant(args.end, what="--end")
+        step = parse_duration(args.step, what="--step") if args.step else sync_period
+    except SimulationError as error:
+        raise FlagError(str(error)) from None
+    return query_trace(url=args.prometheus, queries=queries, start=start, end=end, step=step)
 
 
 def _query(text: str) -> tuple[str, str]:
