@@ -80,6 +80,8 @@ async def test_status_table_and_pages_golden(rig: Rig, tmp_path: Path) -> None:
     body = json.loads(as_json.stdout)
     assert body["decision"]["stabilization"]["reason"] == "ScaleDownStabilized"
     assert body["decision"]["stabilization"]["releasesAt"].endswith("Z")
+    # One computation: the window lets the held count go when a scale-down can first happen.
+    assert body["decision"]["stabilization"]["releasesAt"] == body["scaleDown"]["earliest"]
 
 
 async def test_status_without_a_daemon_fails_in_one_line(tmp_path: Path) -> None:
