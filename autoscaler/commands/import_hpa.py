@@ -1,8 +1,9 @@
 """``autoscaler import-hpa FILE... [--out FILE]``: HPA manifests in, our TOML config out.
 
 The conversion is ``autoscaler.config.importer``'s; this module parses the arguments and
-writes the result: to stdout, or atomically to ``--out``. Exit codes: 0 written, 1 unreadable
-or unsupported input (or an output that cannot be written), 2 usage error.
+writes the result: to stdout, or atomically to ``--out`` (only over an importer's own output,
+checked first). Exit codes: 0 written, 1 unreadable or unsupported input (or an output that
+cannot be written), 2 usage error.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from autoscaler.config.importer import convert_files
     from autoscaler.config.manifests import InputError
 
+    check_out(args.out)
     try:
         rules = read_adapter_rules(args.adapter_rules) if args.adapter_rules else None
         text, notes = convert_files(args.files, default_namespace=args.namespace, rules=rules)
@@ -56,9 +58,24 @@ def run(args: argparse.Namespace) -> int:
     return write_output(text, notes, out=args.out)
 
 
+def check_out(out: Path | None) -> None:
+    """Refuse an ``--out`` that is not an importer's own output before any work."""
+    from autoscaler.config.files import check_replaceable
+    from autoscaler.config.import_out import written_by_an_importer
+    from autoscaler.config.manifests import plain
+
+    if out is None:
+        return
+    try:
+        check_replaceable(out, ours=written_by_an_importer)
+    except OSError as error:
+        raise CommandError(f"cannot write {plain(str(out))}: "
+                           f"{error.strerror or error}") from None
+
+
 def write_output(text: str, notes: Sequence[str], *, out: Path | None) -> int:
     """The notes on stderr, then ``text`` to stdout or, atomically, to ``out``."""
-    from autoscaler.config.import_out import write_atomically, write_stdout
+    from autoscaler.config.import_out import write_out, write_stdout
     from autoscaler.config.manifests import plain
 
     for note in notes:
@@ -66,7 +83,7 @@ def write_output(text: str, notes: Sequence[str], *, out: Path | None) -> int:
     if out is None:
         return write_stdout(text)
     try:
-        write_atomically(str(out), text)
+        write_out(out, text)
     except OSError as error:
         raise CommandError(f"cannot write {plain(str(out))}: "
                            f"{error.strerror or error}") from None

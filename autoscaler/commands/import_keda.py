@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from autoscaler.commands.conventions import FILE, CommandError, add_out
-from autoscaler.commands.import_hpa import namespace, write_output
+from autoscaler.commands.import_hpa import check_out, namespace, write_output
 
 HELP = "turn KEDA ScaledObjects into our TOML"
 DESCRIPTION = ("Turn KEDA ScaledObjects (kubectl get scaledobjects -o yaml, with their "
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from autoscaler.config.import_keda import convert_files
     from autoscaler.config.manifests import InputError
 
+    check_out(args.out)
     try:
         text, notes = convert_files(args.files, default_namespace=args.namespace)
     except InputError as error:

@@ -105,13 +105,13 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
               for k in sorted(set(spec) - _SPEC_KEYS)]
     table: dict[str, Any] = {"namespace": namespace, "scaleTargetRef": read.reference(
         spec.get("scaleTargetRef"), ("spec", "scaleTargetRef"))}
-    for key in ("minReplicas", "maxReplicas"):
-        if spec.get(key) is not None:
-            table[key] = read.copy(spec[key], ("spec", key))
+    for key in ("minReplicas", "maxReplicas"):  # int32 in the API, as each field below
+        if (count := read.whole(spec.get(key), ("spec", key))) is not None:
+            table[key] = count
     if api_version == "autoscaling/v1":
-        percent = spec.get("targetCPUUtilizationPercentage")
-        metrics = [_v1_cpu(80 if percent is None else read.copy(
-            percent, ("spec", "targetCPUUtilizationPercentage")))]
+        percent = read.whole(spec.get("targetCPUUtilizationPercentage"),
+                             ("spec", "targetCPUUtilizationPercentage"))
+        metrics = [_v1_cpu(80 if percent is None else percent)]
     else:
         loc = ("spec", "metrics")
         listed = read.copy(read.array(spec.get("metrics"), loc), loc)
@@ -142,13 +142,17 @@ def _v1_cpu(percent: Any) -> dict[str, Any]:
         "name": "cpu", "target": {"type": "Utilization", "averageUtilization": percent}}}
 
 
-def _check_metric_names(metric: Mapping[str, Any], loc: Loc) -> None:
-    """The names in a metric source, by upstream's rules (validateMetricSpec and below)."""
+def _check_metric_names(metric: dict[str, Any], loc: Loc) -> None:
+    """The names in a metric source, by upstream's rules (validateMetricSpec and below),
+    and its target's fields by their API types."""
     metric_type = metric.get("type")
     if not isinstance(metric_type, str) or metric_type not in _SOURCE_KEYS:
         return  # `check` reports the type
     key = _SOURCE_KEYS[metric_type]
     source = read.mapping(metric.get(key), (*loc, key))
+    if source.get("target") is not None:
+        metric[key] = {**source, "target": read.metric_target(source["target"],
+                                                              (*loc, key, "target"))}
     if metric_type == "ContainerResource":
         read.name(source.get("container"), (*loc, key, "container"), dns_label_problem)
     elif metric_type != "Resource":

@@ -183,6 +183,7 @@ class Reconciler:
         flying = [self.state(target.key) for target in targets]
         for state in flying:
             state.in_flight = True
+            state.begin_pass()
         unsettled = [state for state in flying if state.intent is not None]
         try:
             observed = await self._observe_all(targets, deadline)
@@ -275,11 +276,13 @@ class Reconciler:
         """The target read: its drift noted; ``None`` if another autoscaler owns it or its
         pods cannot be listed yet."""
         state = self._in_pass(target.key)
+        state.current_replicas = scale.spec_replicas
         if state.intent is not None:
             settle_intent(state, target, scale, now=self.clock(),
                           settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
+            state.shadow = None  # shadow mode switched off (a reload): its comparison goes too
         else:
             _adopt_keda_zero(state, scale, owners)
         state.blocked_by = () if target.shadow else owners
@@ -322,8 +325,8 @@ class Reconciler:
                         owners=state.blocked_by)
             self.report.spawn(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
                               message=message)
+        state.desired_replicas = None  # the other autoscaler decides
         self.report.finish(state, target, "blocked", error=message)
-        self.telemetry.target(target.key).current = scale.spec_replicas
 
     # --- metrics ----------------------------------------------------------------------
 
@@ -366,6 +369,8 @@ class Reconciler:
     def _settle_paused(self, observed: _Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
+        state.desired_replicas = pause.replicas  # held there, or left alone (None)
+        state.shadow = None
         # Read this pass: an earlier pass's FailedGetScale no longer holds. Upstream says
         # SucceededGetScale after every read; a paused target gets no decision to say more.
         state.conditions = merge_conditions(state.conditions, (GOT_SCALE,), self.clock())
@@ -395,9 +400,10 @@ class Reconciler:
         decision = self._decide(target, observed.scale, observed.pods, values, history_before)
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
+        state.decided(decision, desired)
         if target.shadow:
             compare_in_shadow(state, target, decision, desired, owners=self.owners,
-                              telemetry=self.telemetry, report=self.report)
+                              report=self.report)
             return None
         outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
         events = _metric_error_events(decision)
@@ -464,7 +470,8 @@ class Reconciler:
                 return
             if pending.write is not None:
                 await self.writer.write(pending.write, self.options)
-            self.report.finish(state, target, pending.outcome, error=pending.error)
+            if not state.failed_this_pass:  # a failed write said its own outcome: error
+                self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
             self.report.failed(state, target, error)
         finally:
@@ -486,16 +493,17 @@ class Reconciler:
         def again(scale: Scale) -> int:
             redo = self._decide(observed.target, scale, observed.pods, values, history)
             self._record_decision(observed.target, state, redo)
-            return self._apply_fallback(observed.target, state, redo)
+            desired = self._apply_fallback(observed.target, state, redo)
+            state.current_replicas = scale.spec_replicas
+            state.decided(redo, desired)
+            return desired
         return again
 
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
     ) -> None:
         state.history = decision.history
-        state.last_decision = decision
         state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
-        self.telemetry.target(target.key).decided(decision)
 
     def _decide(
         self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
@@ -513,7 +521,6 @@ class Reconciler:
                 state, target, scale=arguments["scale"], values=arguments["metrics"],
                 pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
                 settings=arguments["settings"], bounds=arguments["bounds"],
-                telemetry=self.telemetry,
                 emit=lambda reason, message: self.report.spawn(
                     target, warning=True, reason=reason, message=message))
 
@@ -535,6 +542,7 @@ class Reconciler:
         series = self.telemetry.target(target.key)
         if not target.schedules:
             series.bounds, series.schedules = None, ()
+            self._in_pass(target.key).schedules = None  # none now (a reload removed them)
             return None
         at = datetime.fromtimestamp(now, UTC)
         bounds, active = bounds_at(target.schedules, target.spec, at)

@@ -309,16 +309,15 @@ async def test_a_restored_forecast_bucket_number_past_any_clock_never_blocks_the
     JSON reads exactly) is set aside, or dropped, at the read: it must not be restored and
     then make every later write of the history raise (OverflowError), holding every scale
     write of every target and the in-use mark's retries forever."""
-    import gzip
-
     from autoscaler.adapters.local_state import FileStateStore
+    from autoscaler.snapshot import pack
 
     big = "1" + "0" * 400
     body = ('{"version": 2, "savedAt": 990.0, "targets": {"shop/Deployment/gone": {"r": [],'
             ' "u": [], "d": [[1, 950.0, false]], "f": {"0/Pods/rps": [300.0, ' + big +
             ', [1.0], null, 0.0, 0]}}}}')
     path = tmp_path / "state"
-    path.write_bytes(gzip.compress(body.encode()))
+    path.write_bytes(pack(body.encode()))
     history = HistoryKeeper(FileStateStore(path), {}, clock=Clock(), retry_wait=wait_none())
     async with asyncio.timeout(5):
         await history.restore([WEB])
