@@ -18,8 +18,12 @@ What a snapshot carries besides each target's ``History``:
   (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
   Values are stored to six significant digits; a state without it reads as no history.
 - ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
-  snapshot marks the store unclean before it acts; restoring an unclean one means the
-  recommendations made since its last write are unknown, and the runtime bridges that gap as
+  snapshot marks the store unclean before it acts.
+- ``journaled`` (format 3): the store is written after every pass, before anything is done
+  on what the pass recommended, so even an unclean one holds every recommendation a later
+  decision may need (only those: ``essential_recommendations``; a pass whose record was
+  never written did nothing, and counts as not made). An unclean store of an earlier format
+  lacks the recommendations made since its last write; the runtime bridges that gap as
   upstream treats a fresh start (``autoscaler.algorithm.bridge_gap``).
 
 Reading is bounded: a store larger than ``MAX_STORED_BYTES`` or inflating past
@@ -52,11 +56,13 @@ from typing import Any
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
 from autoscaler.algorithm.activation import ZeroMemory
+from autoscaler.algorithm.behavior import essential_recommendations
 from autoscaler.algorithm.forecast import Series
 from autoscaler.errors import StateNotOursError, StateUnavailableError
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""3: written after every pass (``Snapshot.journaled``); 2: only around scale writes."""
+READABLE_VERSIONS = (1, 2, 3)
 MAX_STORED_BYTES = 16 * 1024 * 1024
 """A stored (compressed) state larger than this is not read: ~10x the 10,000-target state."""
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
@@ -98,6 +104,11 @@ class Snapshot:
     clean: bool = False
     """Written at a graceful stop: nothing happened after it."""
     saved_at: float = 0.0
+    journaled: bool = True
+    """Written after every pass (format 3): it holds every recommendation a pass made that
+    can still decide a window, so a run killed at any moment left nothing its successor must
+    make up for. A store of format 2 or 1 was written only around scale writes: an unclean
+    one lacks the recommendations made since (``autoscaler.algorithm.bridge_gap``)."""
 
 
 class StateFormatError(ValueError):
@@ -158,7 +169,7 @@ def encode_target(target: SavedTarget) -> str:
     history = target.history
     parts = [
         '"r":[' + ",".join(f"[{r.replicas},{float(r.timestamp)!r}]"
-                           for r in history.recommendations) + "]",
+                           for r in essential_recommendations(history.recommendations)) + "]",
         '"u":[' + ",".join(map(_event_text, history.scale_up_events)) + "]",
         '"d":[' + ",".join(map(_event_text, history.scale_down_events)) + "]",
     ]
@@ -198,8 +209,9 @@ def decode(data: bytes) -> Snapshot:
     return Snapshot(
         targets={str(key): _target_from_json(value) for key, value in targets.items()},
         # Version 1 was written every few seconds while running, never at a stop.
-        clean=body.get("version") == FORMAT_VERSION and body.get("clean") is True,
+        clean=body.get("version") != 1 and body.get("clean") is True,
         saved_at=saved_at,
+        journaled=body.get("version") == FORMAT_VERSION,
     )
 
 

@@ -133,7 +133,7 @@ def test_every_store_carries_the_mark_and_stays_plain_gzip() -> None:
     data = encode(SNAPSHOT)
     assert data.startswith(HEADER)
     assert len(HEADER) == 27
-    assert json.loads(gzip.decompress(data))["version"] == 2
+    assert json.loads(gzip.decompress(data))["version"] == 3
     assert data[10:27] == b"autoscaler-state\0"  # the header's FNAME field (flag 0x08)
 
 

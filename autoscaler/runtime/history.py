@@ -9,11 +9,13 @@ One place owns each rule about the ``StateStore``:
   history and then overwrite the real one.
 - **Writing** happens only (1) before a pass's scale writes, carrying their intents, so a
   write is on record before it can have happened; (2) as soon as their outcomes are known
-  (``runtime.intents.OutcomeRecorder``); (3) at a graceful stop or hand-over, marked clean;
-  (4) once when this instance starts acting: to mark a clean store in use (a crash after
-  that must not pass for a clean stop) and, with leader election, always, to claim the
-  store. A steady-state pass writes nothing. Writes asked for while one is under way are
-  carried by the next one (one write at a time, each with the latest state).
+  (``runtime.intents.OutcomeRecorder``); (3) after a pass that scales nothing, with its
+  recommendations (so a store left by a kill holds every one a later window may need: no
+  gap to bridge); (4) at a graceful stop or hand-over, marked clean; (5) once when this
+  instance starts acting: to mark a clean store in use (a crash after that must not pass
+  for a clean stop) and, with leader election, always, to claim the store. Writes asked
+  for while one is under way are carried by the next one (one write at a time, each with
+  the latest state).
 - **Fencing** (with leader election): every write is sent only while this instance holds
   the lease by its own monotonic clock, checked right before it and before each retry. The
   store's optimistic concurrency (the version read) does the rest: the claim gives the
@@ -102,9 +104,9 @@ class HistoryKeeper:
         self._asked = self._carried = 0
         """Writes asked for, and how many of those asks the last write carried."""
         self._wait = retry_wait or wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
-        self._fragments: dict[str, tuple[object, object, object, object, str]] = {}
-        """Per target: its scale events, intent and zero memory at the last write (compared
-        by identity) and the entry written for them."""
+        self._fragments: dict[str, tuple[object, object, object, object, object, str]] = {}
+        """Per target: its recommendations, scale events, intent and zero memory at the last
+        write (compared by identity) and the entry written for them."""
         self.restored = asyncio.Event()
         """Set once the store was read (or proven absent, or set aside) and applied."""
         self.last_save: float | None = None
@@ -134,11 +136,14 @@ class HistoryKeeper:
             # No await from here to the end of the loop: the keys are applied as they are now.
             current = set(keys() if callable(keys) else keys)
             clean = snapshot is not None and snapshot.clean
+            # Only a store written around scale writes alone, left by an unclean stop, lacks
+            # recommendations a pass made: one written after every pass holds them all.
+            gap = snapshot is not None and not snapshot.clean and not snapshot.journaled
             saved = dict(snapshot.targets) if snapshot is not None else {}
             for key in current:
                 state = self._states.setdefault(key, TargetState(key=key))
-                self._apply(state, saved.get(key), bridge_gap=not clean)
-            self._retired = {key: _Retired(saved=entry, bridge_gap=not clean)
+                self._apply(state, saved.get(key), bridge_gap=gap)
+            self._retired = {key: _Retired(saved=entry, bridge_gap=gap)
                              for key, entry in saved.items() if key not in current}
             if not clean and self._leader is None:
                 break
@@ -288,28 +293,26 @@ class HistoryKeeper:
     def _entries(self, now: float, *, fresh: bool) -> list[str]:
         """Every target's entry, as JSON text, the current targets' then the removed ones'.
 
-        A write that is not a clean stop re-encodes only the targets whose scale events,
-        intent or zero memory changed since the last write (checked by identity: the core
-        passes unchanged event tuples on as the same objects) and those with forecasts
-        (which change every pass); the others keep the
-        recommendations of their last write. That is safe because such a store is unclean:
-        a restore from it bridges the gap, which covers recommendations older than the real
-        ones. It keeps a write per scaling pass cheap at 10,000 targets. A clean write
-        encodes everything afresh.
+        A target whose recommendations, scale events, intent and zero memory are the objects
+        of the last write (the core passes unchanged ones on as the same objects: a target
+        no pass decided since) keeps the entry written then; a clean write encodes everything
+        afresh. Only the recommendations that can still decide a window are encoded
+        (``essential_recommendations``): in a steady run, one a target.
         """
         cache, self._fragments = self._fragments, {}
         for key, state in self._states.items():
             if not _worth_keeping(state):
                 continue
             history, intent, zero = state.history, state.intent, state.zero
-            up, down = history.scale_up_events, history.scale_down_events
+            recs, up, down = history.recommendations, history.scale_up_events, \
+                history.scale_down_events
             kept = None if fresh or state.forecasts else cache.get(key)
-            if kept is not None and kept[0] is up and kept[1] is down and kept[2] is intent \
-                    and kept[3] is zero:
+            if kept is not None and kept[0] is recs and kept[1] is up and kept[2] is down \
+                    and kept[3] is intent and kept[4] is zero:
                 self._fragments[key] = kept
                 continue
-            self._fragments[key] = (up, down, intent, zero, encode_entry(key, _saved(state)))
-        entries = [fragment[4] for fragment in self._fragments.values()]
+            self._fragments[key] = (recs, up, down, intent, zero, encode_entry(key, _saved(state)))
+        entries = [fragment[5] for fragment in self._fragments.values()]
         expired = [key for key, entry in self._retired.items()
                    if _newest(entry.saved) < now - RETAIN_REMOVED]
         for key in expired:

@@ -197,7 +197,9 @@ class Reconciler:
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None and self._configured(p.state)]
-            if not await self._make_durable(pending) and settled:
+            # Every pass goes on record (its recommendations: a later window may need them),
+            # in its intents' write if it has one, else in a write of its own.
+            if not await self._make_durable(pending) and (settled or observed):
                 self.outcomes.want()
             await self.workers.each(pending, self._complete)
             await self.outcomes.flush()

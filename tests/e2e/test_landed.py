@@ -200,3 +200,59 @@ async def test_a_failed_wake_up_then_a_touch_still_wakes_the_worker(
         print(f"failed wake-up then a touch: woken {woken:.2f} s after the 500")
         assert woken <= WITHIN_A_PASS
         assert "ScalingDisabled" not in proc.target(key).get("steps", [])
+
+
+DOWN_WINDOW_20S = """
+[autoscaler.behavior.scaleDown]
+stabilizationWindowSeconds = 20
+policies = [{ type = "Percent", value = 100, periodSeconds = 1 }]
+
+[autoscaler.behavior.scaleUp]
+stabilizationWindowSeconds = 0
+policies = [{ type = "Pods", value = 10, periodSeconds = 1 }]
+"""
+
+
+async def test_a_kill_inside_a_scale_down_window_releases_it_on_time(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """Issue 36's example: 6 -> 8, the load gone right after, a 20 s scale-down window;
+    SIGKILL 12 s after the write, restart at once. The window must hold 8 for 20 s after the
+    last recommendation of 8 (no earlier), and let it go then, within a pass (to the highest
+    recommendation left in it): the restart
+    must neither forget the recommendations made before the kill nor put the current count
+    into the window again at its own time (which held it 20 s after the restart)."""
+    await six_ready_pods(rig)
+    rig.load.demand = 800  # load for 8
+    text = config(rig, tmp_path, behavior=DOWN_WINDOW_20S, downscale="0s")
+    answered: list[float] = []
+    with daemon(text, tmp_path, name="first") as first:
+        def landed() -> None:
+            answered.append(time.monotonic())
+            rig.load.demand = 150  # load for 2 from now on
+
+            def kill() -> None:
+                assert first.process is not None
+                first.process.kill()
+            asyncio.get_running_loop().call_later(12.0, kill)
+
+        rig.api.after_next(verb="update", resource="deployments/scale", action=landed)
+        await eventually(lambda: bool(answered), timeout=30, what="the write 6 -> 8")
+        await low_load_in_prometheus(rig, below=40)
+        low = time.monotonic()
+        assert first.process is not None
+        await asyncio.to_thread(first.process.wait, 20)
+    assert replicas(rig) == 8
+    earliest = answered[0] + 20  # the last recommendation of 8 was made at the write or after
+    latest = low + 1.0 + 20  # ... and no later than the first pass that read the low load
+    with daemon(text, tmp_path, name="second"):
+        await hold(lambda: replicas(rig) == 8, until=earliest - 0.1,
+                   what="a scale-down inside the 20 s window")
+        count, seen = await first_change(rig, 8, timeout=latest + 10 - time.monotonic())
+    late = seen - latest
+    print(f"killed 12 s after 6 -> 8, 20 s window: 8 -> {count} {seen - answered[0]:.1f} s "
+          f"after the write; {late:+.2f} s after the latest the rules allow")
+    # Down as far as the window's other recommendations allow: those made while the load
+    # fell (4 or 3 for a second or two) hold their own counts a little longer.
+    assert 2 <= count < 8
+    assert late <= WITHIN_A_PASS, f"the window let go {late:.1f} s late"

@@ -61,9 +61,9 @@ def keeper(store: Store, states: dict[str, TargetState] | None = None,
                          retry_wait=wait_none())
 
 
-def snapshot(*, clean: bool, **targets: SavedTarget) -> Snapshot:
+def snapshot(*, clean: bool, journaled: bool = True, **targets: SavedTarget) -> Snapshot:
     return Snapshot(targets={key.replace("_", "/"): t for key, t in targets.items()},
-                    clean=clean, saved_at=990.0)
+                    clean=clean, saved_at=990.0, journaled=journaled)
 
 
 async def test_a_failed_read_is_retried_and_nothing_is_written_meanwhile() -> None:
@@ -111,15 +111,21 @@ async def test_a_clean_snapshot_is_marked_in_use_and_trusted() -> None:
     assert states[WEB].bridge_gap is False
 
 
-async def test_an_unclean_snapshot_bridges_the_gap_and_keeps_intents() -> None:
-    """After a crash: the gap is bridged at the first decision; a pending intent is kept
-    for the fresh read that settles it."""
+@pytest.mark.parametrize(("journaled", "bridged"), [(True, False), (False, True)],
+                         ids=["written-every-pass", "written-around-scale-writes"])
+async def test_after_a_crash_only_a_store_not_written_every_pass_bridges_a_gap(
+    journaled: bool, bridged: bool,
+) -> None:
+    """After a crash: a store written after every pass holds every recommendation that
+    counts, so nothing is bridged; one of the earlier format (written around scale writes
+    only) lacks those made since, and the first decision bridges the gap. A pending intent
+    is kept either way, for the fresh read that settles it."""
     intent = Intent(previous=2, desired=4, resource_version="7", at=995.0)
-    store = Store(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
-        history=HISTORY, intent=intent))])
+    store = Store(reads=[snapshot(clean=False, journaled=journaled,
+                                  shop_Deployment_web=SavedTarget(history=HISTORY, intent=intent))])
     states: dict[str, TargetState] = {}
     await keeper(store, states).restore([WEB])
-    assert states[WEB].bridge_gap is True
+    assert states[WEB].bridge_gap is bridged
     assert states[WEB].intent == intent
 
 
@@ -160,7 +166,8 @@ async def test_a_removed_target_keeps_its_history_until_it_cannot_matter() -> No
 
 async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
     """Restarting without a target keeps its history in the store for when it comes back."""
-    store = Store(reads=[snapshot(clean=False, shop_Deployment_api=SavedTarget(history=HISTORY))])
+    store = Store(reads=[snapshot(clean=False, journaled=False,
+                                  shop_Deployment_api=SavedTarget(history=HISTORY))])
     states: dict[str, TargetState] = {}
     history = keeper(store, states)
     restored = await history.restore([WEB])
@@ -173,10 +180,10 @@ async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
     assert back.bridge_gap is True
 
 
-async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None:
-    """An unclean write keeps each unchanged target's last entry (its recommendations may be
-    older: a restore from it bridges the gap); a changed intent is written; a clean write is
-    exact for every target."""
+async def test_a_write_reencodes_only_what_changed() -> None:
+    """A write keeps the entry of a target nothing changed since the last (the same
+    objects); a changed history or intent is written; a clean write is exact for every
+    target."""
     store, clock = Store(reads=[None]), Clock()
     states = {WEB: TargetState(key=WEB, history=HISTORY), API: TargetState(key=API,
                                                                           history=HISTORY)}
@@ -189,9 +196,15 @@ async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None
                     scale_down_events=HISTORY.scale_down_events)
     states[WEB].history = newer
     states[API].intent = Intent(previous=4, desired=6, resource_version="3", at=991.0)
+    encoded = history._fragments[API][-1]
     await history.persist()
-    assert store.saved[-1].targets[WEB].history == HISTORY  # unchanged events: kept entry
+    assert store.saved[-1].targets[WEB].history == newer
     assert store.saved[-1].targets[API].intent == states[API].intent
+    assert history._fragments[API][-1] is not encoded
+    states[WEB].intent = None
+    unchanged = history._fragments[API][-1]
+    await history.persist()
+    assert history._fragments[API][-1] is unchanged  # nothing changed: the same text
     await history.persist(clean=True)
     assert store.saved[-1].targets[WEB].history == newer
     assert store.saved[-1].clean is True
