@@ -1,6 +1,6 @@
 """``autoscaler import-hpa FILE... [--out FILE]``: HPA manifests in, our TOML config out.
 
-The conversion is ``autoscaler.config.importer``'s; this module parses the arguments and
+The conversion is ``autoscaler.importers.import_hpa``'s; this module parses the arguments and
 writes the result: to stdout, or atomically to ``--out`` (only over an importer's own output,
 checked first). Exit codes: 0 written, 1 unreadable or unsupported input (or an output that
 cannot be written), 2 usage error.
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def namespace(value: str) -> str:
     """``-n``: a namespace name, as the API server checks it."""
-    from autoscaler.config.manifests import dns_label_problem
+    from autoscaler.importers.manifests import dns_label_problem
 
     if problem := dns_label_problem(value):
         raise argparse.ArgumentTypeError(problem)
@@ -45,9 +45,9 @@ def namespace(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.config.adapter_rules import read_adapter_rules
-    from autoscaler.config.importer import convert_files
-    from autoscaler.config.manifests import InputError
+    from autoscaler.importers.adapter_rules import read_adapter_rules
+    from autoscaler.importers.import_hpa import convert_files
+    from autoscaler.importers.manifests import InputError
 
     check_out(args.out)
     try:
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
 def check_out(out: Path | None) -> None:
     """Refuse an ``--out`` that is not an importer's own output before any work."""
     from autoscaler.config.files import check_replaceable
-    from autoscaler.config.import_out import written_by_an_importer
-    from autoscaler.config.manifests import plain
+    from autoscaler.importers.manifests import plain
+    from autoscaler.importers.output import written_by_an_importer
 
     if out is None:
         return
@@ -75,8 +75,8 @@ def check_out(out: Path | None) -> None:
 
 def write_output(text: str, notes: Sequence[str], *, out: Path | None) -> int:
     """The notes on stderr, then ``text`` to stdout or, atomically, to ``out``."""
-    from autoscaler.config.import_out import write_out, write_stdout
-    from autoscaler.config.manifests import plain
+    from autoscaler.importers.manifests import plain
+    from autoscaler.importers.output import write_out, write_stdout
 
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

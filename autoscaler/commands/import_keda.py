@@ -1,6 +1,6 @@
 """``autoscaler import-keda FILE... [--out FILE]``: KEDA ScaledObjects in, our TOML config out.
 
-The conversion is ``autoscaler.config.import_keda``'s; this module parses the arguments and
+The conversion is ``autoscaler.importers.import_keda``'s; this module parses the arguments and
 writes the result as import-hpa does: to stdout, or atomically to ``--out``. Exit codes: 0
 written, 1 unreadable or unsupported input (or an output that cannot be written), 2 usage
 error.
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.config.import_keda import convert_files
-    from autoscaler.config.manifests import InputError
+    from autoscaler.importers.import_keda import convert_files
+    from autoscaler.importers.manifests import InputError
 
     check_out(args.out)
     try:

@@ -20,26 +20,26 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
-from autoscaler.config.import_out import Imported, Todo
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.keda_cron import CronWindows
-from autoscaler.config.keda_metadata import Authentications, read_trigger
-from autoscaler.config.keda_triggers import (
+from autoscaler.config.query import TODO_MARKER
+from autoscaler.config.schema import ExternalSourceModel, TargetModel
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.keda_cron import CronWindows
+from autoscaler.importers.keda_metadata import Authentications, read_trigger
+from autoscaler.importers.keda_triggers import (
     Converted,
     convert_trigger,
     setting,
     supported_keys,
 )
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     dns_label_problem,
     dns_subdomain_problem,
     plain,
     shown,
 )
-from autoscaler.config.query import TODO_MARKER
-from autoscaler.config.schema import ExternalSourceModel, TargetModel
+from autoscaler.importers.output import Imported, Todo
 
 API_VERSION = "keda.sh/v1alpha1"
 LIST_KINDS = frozenset({"List", "ScaledObjectList"})

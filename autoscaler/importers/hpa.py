@@ -22,20 +22,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
-from autoscaler.config.adapter_rules import Resolved
-from autoscaler.config.import_out import Imported, Todo
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.config.query import TODO_MARKER
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.adapter_rules import Resolved
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     dns_label_problem,
     dns_subdomain_problem,
     path_segment_problem,
     plain,
     shown,
 )
-from autoscaler.config.query import TODO_MARKER
-from autoscaler.config.toml_out import string
+from autoscaler.importers.output import Imported, Todo
+from autoscaler.importers.toml_out import string
 
 V2_VERSIONS = frozenset({"autoscaling/v2", "autoscaling/v2beta2"})
 LIST_KINDS = frozenset({"List", "HorizontalPodAutoscalerList"})

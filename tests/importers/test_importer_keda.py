@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from autoscaler.commands import main
 from autoscaler.config import ConfigError, parse_config, render_query
-from autoscaler.config.import_keda import convert_files
-from autoscaler.config.keda_triggers import supported_keys
-from autoscaler.config.manifests import InputError
 from autoscaler.config.schema import ExternalSourceModel, TargetModel
-from tests.config.test_importer import fill_todos
+from autoscaler.importers.import_keda import convert_files
+from autoscaler.importers.keda_triggers import supported_keys
+from autoscaler.importers.manifests import InputError
+from tests.importers.test_importer import fill_todos
 
 KEDA = Path(__file__).parent / "manifests" / "keda"
 FILES = ["prometheus.yaml", "cron-cpu.yaml", "advanced.yaml"]

@@ -19,8 +19,8 @@ from autoscaler.algorithm import MetricSpec, ScalingRules, parse_milli
 from autoscaler.algorithm.quantity import parse_quantity
 from autoscaler.commands import main
 from autoscaler.config import ConfigError, TargetConfig, load_config, parse_config
-from autoscaler.config.importer import convert_files
-from autoscaler.config.manifests import InputError
+from autoscaler.importers.import_hpa import convert_files
+from autoscaler.importers.manifests import InputError
 
 MANIFESTS = Path(__file__).parent / "manifests"
 FILES = ["v2-full.yaml", "v1.yaml", "kubectl-list.yaml", "hpa-list.json", "no-namespace.yaml"]

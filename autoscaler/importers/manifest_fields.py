@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.manifests import path_segment_problem, plain, shown
+from autoscaler.importers.manifests import path_segment_problem, plain, shown
 
 RULE_KEYS = ("stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance")
 """The keys of HPA's ``HPAScalingRules`` that the config takes."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.files import replacing
-from autoscaler.config.toml_out import assignment, comment, inline, key, literal
+from autoscaler.importers.toml_out import assignment, comment, inline, key, literal
 
 TOP_LEVEL_ORDER = (
     "namespace", "scaleTargetRef", "minReplicas", "maxReplicas", "prometheus", "syncPeriod",
