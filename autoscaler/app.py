@@ -38,6 +38,7 @@ from autoscaler.observability.http import HTTP_SHUTDOWN_GRACE, Probes, serve_end
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.backfill import HistoryBackfill
+from autoscaler.runtime.clock import wall_clock
 from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.ports import StateStore
@@ -118,6 +119,8 @@ class Daemon:
         self.stop = asyncio.Event()
         self.reload_requested = asyncio.Event()
         self.identity = default_identity()
+        self.wall = wall_clock()
+        """The wall clock the daemon dates its history, conditions and Events with."""
         self.elector: LeaderElector | None = None
         self.synced = False
         self.heartbeat = time.monotonic()
@@ -152,9 +155,9 @@ class Daemon:
         self.reconciler = Reconciler(
             scales=components.scales, pods=components.pods, metrics=components.metrics,
             events=components.events, owners=components.owners,
-            options=self._options(self.config), telemetry=self.telemetry)
+            options=self._options(self.config), telemetry=self.telemetry, clock=self.wall)
         self.keeper = HistoryKeeper(
-            self._state_store(components), self.reconciler.states,
+            self._state_store(components), self.reconciler.states, clock=self.wall,
             leader=self._holds_lease if self.config.daemon.leader_election.enabled else None)
         self.backfill = HistoryBackfill(components.history, self.reconciler.state,
                                         may_run=self._may_fill)
