@@ -17,6 +17,8 @@ What a snapshot carries besides each target's ``History``:
 - ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
   (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
   Values are stored to six significant digits; a state without it reads as no history.
+- ``skew`` (optional): the writer's clock minus the API server's, as an interval, so a
+  reader on another clock can put the timestamps on its own (``runtime.timeline``).
 - ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
   snapshot marks the store unclean before it acts; restoring an unclean one means the
   recommendations made since its last write are unknown, and the runtime bridges that gap as
@@ -78,6 +80,8 @@ class Snapshot:
     clean: bool = False
     """Written at a graceful stop: nothing happened after it."""
     saved_at: float = 0.0
+    skew: tuple[float, float] | None = None
+    """The writer's clock minus the API server's, (lowest, highest); None: not known."""
 
 
 class StateFormatError(ValueError):
@@ -89,16 +93,18 @@ def encode(snapshot: Snapshot) -> bytes:
     ~50 KB)."""
     return encode_entries([encode_entry(key, target)
                            for key, target in sorted(snapshot.targets.items())],
-                          clean=snapshot.clean, saved_at=snapshot.saved_at)
+                          clean=snapshot.clean, saved_at=snapshot.saved_at, skew=snapshot.skew)
 
 
-def encode_entries(entries: Iterable[str], *, clean: bool, saved_at: float) -> bytes:
+def encode_entries(entries: Iterable[str], *, clean: bool, saved_at: float,
+                   skew: tuple[float, float] | None = None) -> bytes:
     """``encode`` from each target's ``encode_entry`` text, which a caller may keep from an
     earlier write for a target whose entry did not change. Gzip level 1: at 10,000 targets
     half the time of the default level for 50 KB instead of 38."""
     targets = ",".join(entries)
+    clock = "" if skew is None else f'"skew":[{float(skew[0])!r},{float(skew[1])!r}],'
     text = (f'{{"version":{FORMAT_VERSION},"clean":{"true" if clean else "false"},'
-            f'"savedAt":{float(saved_at)!r},"targets":{{{targets}}}}}')
+            f'"savedAt":{float(saved_at)!r},{clock}"targets":{{{targets}}}}}')
     return gzip.compress(text.encode(), compresslevel=1, mtime=0)
 
 
@@ -149,13 +155,15 @@ def decode(data: bytes) -> Snapshot:
         raise StateFormatError("state has no 'targets' object")
     try:
         saved_at = _time(body.get("savedAt", 0.0))
-    except (TypeError, ValueError, OverflowError) as error:
-        raise StateFormatError(f"state has a malformed savedAt: {error}") from error
+        skew = body.get("skew")
+        skew = None if skew is None else (_time(skew[0]), _time(skew[1]))
+    except (TypeError, ValueError, OverflowError, IndexError, KeyError) as error:
+        raise StateFormatError(f"state has a malformed savedAt or skew: {error}") from error
     return Snapshot(
         targets={str(key): _target_from_json(value) for key, value in targets.items()},
         # Version 1 was written every few seconds while running, never at a stop.
         clean=body.get("version") == FORMAT_VERSION and body.get("clean") is True,
-        saved_at=saved_at,
+        saved_at=saved_at, skew=skew,
     )
 
 

@@ -123,3 +123,11 @@ def test_forecast_history_survives_the_round_trip() -> None:
     assert restored.forecasts["0/Pods/rps"].values == (1.5, None, 123457.0)
     assert restored.forecasts["0/Pods/rps"].open_count == 3
     assert decode(encode(SNAPSHOT)).targets["ns/Deployment/api"].forecasts == {}
+
+
+def test_the_writers_clock_skew_round_trips_and_may_be_absent() -> None:
+    """``skew`` is optional: a store written before it existed reads as not known."""
+    from autoscaler.snapshot import Snapshot, decode, encode
+
+    assert decode(encode(Snapshot(targets={}, skew=(-1.5, -1.25)))).skew == (-1.5, -1.25)
+    assert decode(encode(Snapshot(targets={}))).skew is None

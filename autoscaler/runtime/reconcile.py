@@ -121,10 +121,14 @@ class Reconciler:
         options: ReconcileOptions,
         telemetry: DaemonMetrics,
         clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         self.scales, self.pods, self.metrics, self.owners = scales, pods, metrics, owners
         self.telemetry = telemetry
         self.clock = clock
+        """``now`` for the core, the history and the conditions (the daemon's timeline)."""
+        self.wall = wall or clock
+        """The wall clock: what schedules' windows are read against."""
         self.states: dict[str, TargetState] = {}
         # A target that cannot be read fails the same way every pass: its warning is said
         # when it starts, changes or ends, and every few minutes in between.
@@ -522,7 +526,7 @@ class Reconciler:
             scale=ScaleState(spec_replicas=scale.spec_replicas,
                              status_replicas=scale.status_replicas),
             metrics=values, pods=pods, history=history, now=now,
-            settings=self.options.algorithm, bounds=self._bounds(target, now),
+            settings=self.options.algorithm, bounds=self._bounds(target),
             rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
             core=inner if target.predictions else decide,
         )
@@ -530,13 +534,13 @@ class Reconciler:
             result.memory, result.activity, result.idle_until)
         return result.decision
 
-    def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
+    def _bounds(self, target: TargetConfig) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
         series = self.telemetry.target(target.key)
         if not target.schedules:
             series.bounds, series.schedules = None, ()
             return None
-        at = datetime.fromtimestamp(now, UTC)
+        at = datetime.fromtimestamp(self.wall(), UTC)  # a time of day: the wall clock's
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:
             self._in_pass(target.key).schedules = schedule_status(target.schedules, active, at)

@@ -100,6 +100,7 @@ def populated() -> DaemonMetrics:
     ("autoscaler_metric_target", QUEUE, 10),
     ("autoscaler_metric_valid", CPU, 1),
     ("autoscaler_metric_valid", QUEUE, 0),
+    ("autoscaler_clock_steps_total", {"source": "machine"}, 0),
     ("autoscaler_build_info", {"version": "0.1.0"}, 1),
     ("autoscaler_dry_run", {}, 1),
     ("autoscaler_leader", {"lease": "autoscaler"}, 1),
