@@ -132,6 +132,8 @@ def encode_target(target: SavedTarget) -> str:
     if zero != _NO_ZERO:
         last = "null" if zero.last_active is None else repr(float(zero.last_active))
         parts.append(f'"z":[{"true" if zero.scaled_to_zero else "false"},{last}]')
+        if zero.adopted_from is not None:
+            parts.append(f'"za":{json.dumps(zero.adopted_from)}')
     if target.forecasts:
         parts.append('"f":' + json.dumps({key: _series_to_json(series)
                                           for key, series in target.forecasts.items()},
@@ -277,8 +279,10 @@ def _target_from_json(value: Any) -> SavedTarget:
         zero = _NO_ZERO
         if value.get("z") is not None:
             scaled, last_active = value["z"]
+            adopted = value.get("za")
             zero = ZeroMemory(scaled_to_zero=scaled is True,
-                              last_active=None if last_active is None else _time(last_active))
+                              last_active=None if last_active is None else _time(last_active),
+                              adopted_from=None if adopted is None else str(adopted))
         forecasts = {str(key): _series_from_json(raw)
                      for key, raw in (value.get("f") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
