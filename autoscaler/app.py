@@ -38,6 +38,7 @@ from autoscaler.observability.http import HTTP_SHUTDOWN_GRACE, Probes, serve_end
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
 from autoscaler.runtime.backfill import HistoryBackfill
+from autoscaler.runtime.clock import wall_clock
 from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.ports import StateStore
@@ -45,6 +46,7 @@ from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.scheduler import Scheduler
 from autoscaler.runtime.shards import targets_for_shard
 from autoscaler.runtime.supervisor import Supervisor
+from autoscaler.runtime.timeline import Timeline
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.app")
@@ -118,6 +120,11 @@ class Daemon:
         self.stop = asyncio.Event()
         self.reload_requested = asyncio.Event()
         self.identity = default_identity()
+        self.wall = wall_clock()
+        self.timeline = Timeline(self.wall)
+        """The clock windows, periods and the history run on (``runtime/timeline.py``)."""
+        self.server_answered = asyncio.Event()
+        self.timeline.server.observed = self.server_answered.set
         self.elector: LeaderElector | None = None
         self.synced = False
         self.heartbeat = time.monotonic()
@@ -137,7 +144,8 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, self.reload_requested.set)
         connections = contextlib.AsyncExitStack()
         components = await connections.enter_async_context(
-            connect(self.config, telemetry=self.telemetry))
+            connect(self.config, telemetry=self.telemetry,
+                    on_date=self.timeline.server.observe))
         try:
             return await self._serve(components)
         finally:
@@ -152,9 +160,12 @@ class Daemon:
         self.reconciler = Reconciler(
             scales=components.scales, pods=components.pods, metrics=components.metrics,
             events=components.events, owners=components.owners,
-            options=self._options(self.config), telemetry=self.telemetry)
+            options=self._options(self.config), telemetry=self.telemetry,
+            clock=self.timeline.now, wall=self.wall)
         self.keeper = HistoryKeeper(
-            self._state_store(components), self.reconciler.states,
+            self._state_store(components), self.reconciler.states, clock=self.timeline.now,
+            skew=self.timeline.skew,
+            corrected=self.telemetry.clock_steps.labels(source="history").inc,
             leader=self._holds_lease if self.config.daemon.leader_election.enabled else None)
         self.backfill = HistoryBackfill(components.history, self.reconciler.state,
                                         may_run=self._may_fill)
@@ -285,8 +296,13 @@ class Daemon:
                 self.telemetry.forget_targets()  # the new leader's view is the one to read
 
     async def _restore(self) -> None:
-        """Read the history (retrying as long as it takes), then let passes run."""
+        """Read the history (retrying as long as it takes), then let passes run. The API
+        server's clock is waited for first (briefly: any answer tells it), to put the
+        stored timestamps on ours."""
         self.history_read.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.server_answered.wait(),
+                                   self.config.kubernetes.request_timeout)
         restored = await self.keeper.restore(lambda: [t.key for t in self.scheduler_targets])
         log.info("history restored", store=self.keeper.store.description,
                  targets=restored.targets, removed_targets_kept=restored.retired,
@@ -416,9 +432,23 @@ class Daemon:
         interval = self.notifier.watchdog_interval()
         while True:
             self.heartbeat = time.monotonic()
+            self._watch_clock()
             if interval is not None and not self._dead():
                 self.notifier.watchdog()  # no pings once a task died: systemd restarts us
             await asyncio.sleep(min(interval or 1.0, 1.0))
+
+    def _watch_clock(self) -> None:
+        """Say a step of the machine's clock (windows and periods ignore it), and keep the
+        measured skew against the API server's clock on /metrics."""
+        step = self.timeline.wall_step()
+        if step is not None:
+            log.warning("the machine's clock stepped: stabilization windows and policy "
+                        "periods run on the monotonic clock and ignore it; this process's "
+                        "times stay on the clock it started with", step_seconds=round(step, 3))
+            self.telemetry.clock_steps.labels(source="machine").inc()
+        skew = self.timeline.skew()
+        if skew is not None:
+            self.telemetry.clock_skew.set((skew[0] + skew[1]) / 2)
 
     def _dead(self) -> list[str]:
         """Background work that ended when it should not have: the daemon's own tasks and

@@ -19,7 +19,7 @@ from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.owners import OwnerCache
 from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
-from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.session import DateObserver, KubeSession
 from autoscaler.adapters.kube.target_cache import TargetCache
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMetrics
@@ -41,13 +41,15 @@ class Components:
 
 @asynccontextmanager
 async def connect(config: Config, *, record_events: bool = True,
-                  telemetry: DaemonMetrics | None = None) -> AsyncIterator[Components]:
+                  telemetry: DaemonMetrics | None = None,
+                  on_date: DateObserver | None = None) -> AsyncIterator[Components]:
     """Open every adapter the config needs; close them all on exit. With ``telemetry``, every
-    API request and PromQL query is counted there."""
+    API request and PromQL query is counted there; ``on_date`` is told of every API
+    server's answer's ``Date`` header (its clock)."""
     if telemetry is not None:
         telemetry.prometheus_servers(config.prometheus_servers)
     async with KubeSession.connect(
-            config.kubernetes,
+            config.kubernetes, on_date=on_date,
             on_request=None if telemetry is None else telemetry.kube_request) as session:
         client = session.api_client
         discovery = Discovery(client)

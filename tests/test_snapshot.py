@@ -155,3 +155,9 @@ def test_owned_tells_a_store_of_ours_from_someone_elses_file(data: bytes, ours: 
     from autoscaler.snapshot import owned
 
     assert owned(data) is ours
+def test_the_writers_clock_skew_round_trips_and_may_be_absent() -> None:
+    """``skew`` is optional: a store written before it existed reads as not known."""
+    from autoscaler.snapshot import Snapshot, decode, encode
+
+    assert decode(encode(Snapshot(targets={}, skew=(-1.5, -1.25)))).skew == (-1.5, -1.25)
+    assert decode(encode(Snapshot(targets={}))).skew is None

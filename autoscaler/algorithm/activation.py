@@ -89,6 +89,9 @@ class ZeroMemory:
     """This daemon took the target to 0 (upstream's ScaledToZero=True)."""
     last_active: Seconds | None = None
     """The last pass any activation metric was active (or when the target was first seen)."""
+    adopted_from: str | None = None
+    """A zero another autoscaler made that this daemon holds as its own (KEDA's, seen in
+    shadow mode): the field manager that set it, while it stays set by that manager."""
 
 
 class ActivityState(StrEnum):
@@ -177,9 +180,11 @@ def decide_with_zero(
     current = scale.spec_replicas
     if current > 0 and memory.scaled_to_zero:
         # Running again (woken by us, or by hand): a later zero is ours only if we make it.
-        memory = dataclasses.replace(memory, scaled_to_zero=False)
+        memory = dataclasses.replace(memory, scaled_to_zero=False, adopted_from=None)
     if current == 0 and not memory.scaled_to_zero and rules is not None:
-        return ZeroDecision(decision=_paused_at_zero(history, now), memory=memory)
+        # Activity is still read: a zero set by hand while work waits is said, loudly.
+        return ZeroDecision(decision=_paused_at_zero(history, now), memory=memory,
+                            activity=activity(spec, metrics, rules.activation_thresholds))
     if current == 0 and memory.scaled_to_zero and (rules is None or bounds.min_replicas > 0):
         # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
         return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
@@ -193,7 +198,7 @@ def decide_with_zero(
     act = activity(spec, metrics, rules.activation_thresholds)
     active = act.state is ActivityState.ACTIVE
     last = now if active or memory.last_active is None else memory.last_active
-    memory = ZeroMemory(scaled_to_zero=memory.scaled_to_zero, last_active=last)
+    memory = dataclasses.replace(memory, last_active=last)
     if current == 0:
         return ZeroDecision(decision=_from_zero(decision, act), memory=memory, activity=act)
     return _toward_zero(decision, act, memory=memory, rules=rules, now=now,

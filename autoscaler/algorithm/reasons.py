@@ -84,6 +84,9 @@ class EventReason(StrEnum):
     """Shadow mode: our desired count differs from the owning HPA's."""
     HISTORY_UNREADABLE = "HistoryUnreadable"
     """The saved history could not be decoded: every target's windows start fresh."""
+    STRANDED_AT_ZERO = "StrandedAtZero"
+    """At a zero this daemon did not make (or cannot tell it made), an activation metric is
+    active: work waits and nothing serves it (``runtime/zero_owner.py``)."""
 
 
 def rescale_message(new_size: int, reason: str) -> str:

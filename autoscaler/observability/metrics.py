@@ -52,6 +52,8 @@ ERROR_REASONS = ("observe_timeout", "metrics_fetch", "reconcile", "update_scale"
                  "state_set_aside")
 """The ``reason`` label of ``autoscaler_errors_total``."""
 RELOAD_RESULTS = ("applied", "restart_required", "rejected")
+CLOCK_STEP_SOURCES = ("machine", "history")
+"""The ``source`` label of ``autoscaler_clock_steps_total``."""
 QUERY_ERROR_REASONS = ("timeout", "unavailable", "throttled", "access_denied", "bad_query",
                        "bad_data")
 """The ``reason`` label of ``autoscaler_prometheus_query_errors_total``, by error kind."""
@@ -134,8 +136,19 @@ class DaemonMetrics:
         self.last_reload_success = Gauge(
             f"{_NS}_config_last_reload_success_timestamp_seconds",
             "When the config was last loaded or reloaded successfully.", registry=r)
+        self.clock_skew = Gauge(
+            f"{_NS}_clock_skew_seconds",
+            "This daemon's clock minus the API server's (from its Date headers).", registry=r)
+        self.clock_steps = Counter(
+            f"{_NS}_clock_steps_total",
+            "Clock steps detected and bounded: the machine's clock stepped while running "
+            '(source="machine", ignored by windows and periods), or saved history was '
+            'written on a clock off ours (source="history", moved onto ours).', ["source"],
+            registry=r)
         for reason in ERROR_REASONS:
             self.errors.labels(reason=reason)
+        for source in CLOCK_STEP_SOURCES:
+            self.clock_steps.labels(source=source)
         for result in RELOAD_RESULTS:
             self.config_reloads.labels(result=result)
 

@@ -85,6 +85,9 @@ class TargetSeries:
     drift: int = 0
     shadow: tuple[int, int | None] | None = None
     """Shadow mode: (our desired count, the owning HPA's), at the last pass."""
+    activation_active: bool | None = None
+    """Scale to zero: whether an activation metric was above its threshold at the last pass
+    (None: unknown, or the target does not scale to zero)."""
     forecast: ForecastReport | None = None
     """Predictive scaling's last report."""
     forecast_metrics: tuple[str, ...] = ()
@@ -96,7 +99,8 @@ class TargetSeries:
     _metric_labels: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def show(self, *, current: int | None, desired: int | None, decision: Decision | None,
-             shadow: tuple[int, int | None] | None, metrics: Sequence[MetricSpec]) -> None:
+             shadow: tuple[int, int | None] | None, metrics: Sequence[MetricSpec],
+             activation_active: bool | None = None) -> None:
         """What the target's state says at the end of its pass, the state ``/status``
         shows: the count read and the count settled on, and what the pass's decision (if it
         made one: not while paused or owned elsewhere) measured, recommended and forecast.
@@ -105,7 +109,9 @@ class TargetSeries:
         self.shadow = shadow
         if decision is None:
             self.recommended, self.metrics, self.forecast = None, (), None
+            self.activation_active = None  # not decided this pass
             return
+        self.activation_active = activation_active
         self.recommended = decision.stabilized
         self.metrics = tuple(
             MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
@@ -194,6 +200,9 @@ FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("autoscaler_shadow_agreement", _GAUGE, "",
      "Shadow mode: 1 if the desired count equals the owning HPA's at the last pass, 0 if not "
      "(absent while no HPA reports one)."),
+    ("autoscaler_activation_active", _GAUGE, "",
+     "Scale to zero: 1 if an activation metric is above its threshold at the last pass, 0 if "
+     "every one is at or below it (absent while unknown, or without scale to zero)."),
     ("autoscaler_forecast_value", _GAUGE, "metric",
      "Predictive scaling: a metric's forecast total (base units) for the pass's horizon."),
     ("autoscaler_forecast_error_percent", _GAUGE, "metric",
@@ -217,7 +226,7 @@ def render(series: Sequence[TargetSeries], *, dry_run: bool) -> Iterator[str]:
     writers = (_current, _desired, _recommended, _min, _max, _schedule, _tolerance_lines,
                _conditions, _paused, _fallback, _last, _reconciles, _scale_events,
                _would_scale_events if dry_run else _would_scale_events_counted, _drift,
-               _value, _target, _valid, _shadow, _forecast_value, _forecast_error,
+               _value, _target, _valid, _shadow, _activation, _forecast_value, _forecast_error,
                _forecast_used, _forecast_changed, _forecast_reactive)
     for (name, kind, _, help_text), lines in zip(FAMILIES, writers, strict=True):
         yield f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
@@ -362,6 +371,12 @@ def _shadow(s: TargetSeries) -> str:
     if s.shadow is None or s.shadow[1] is None:
         return ""
     return f"autoscaler_shadow_agreement{{{s.labels}}} {int(s.shadow[0] == s.shadow[1])}\n"
+
+
+def _activation(s: TargetSeries) -> str:
+    if s.activation_active is None:
+        return ""
+    return f"autoscaler_activation_active{{{s.labels}}} {int(s.activation_active)}\n"
 
 
 def _forecasts(s: TargetSeries) -> Iterator[tuple[str, MetricForecast]]:

@@ -56,6 +56,7 @@ from autoscaler.errors import (
 )
 from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.status import TargetState
+from autoscaler.runtime.timeline import STEP_TOLERANCE, Interval, history_shift, restamp
 from autoscaler.snapshot import SavedTarget, Snapshot, encode_entries, encode_entry
 
 log = structlog.get_logger("autoscaler.history")
@@ -93,10 +94,17 @@ class HistoryKeeper:
         clock: Callable[[], float] = time.time,
         retry_wait: wait_exponential_jitter | None = None,
         leader: Callable[[], bool] | None = None,
+        skew: Callable[[], Interval | None] = lambda: None,
+        corrected: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self._states = states
         self._clock = clock
+        self._skew = skew
+        """Our clock minus the API server's (``runtime.timeline``): written with the store,
+        compared with a stored one's at every read."""
+        self._corrected = corrected
+        """Told each time a read store's timestamps had to be moved or clamped."""
         self._leader = leader
         """With leader election: whether this instance holds the lease now (its own clock)."""
         self._retired: dict[str, _Retired] = {}
@@ -139,7 +147,7 @@ class HistoryKeeper:
             # Only a store written around scale writes alone, left by an unclean stop, lacks
             # recommendations a pass made: one written after every pass holds them all.
             gap = snapshot is not None and not snapshot.clean and not snapshot.journaled
-            saved = dict(snapshot.targets) if snapshot is not None else {}
+            saved = self._on_our_clock(snapshot)
             for key in current:
                 state = self._states.setdefault(key, TargetState(key=key))
                 self._apply(state, saved.get(key), bridge_gap=gap)
@@ -161,6 +169,36 @@ class HistoryKeeper:
         self.restored.set()
         return Restored(targets=len(current & saved.keys()), retired=len(self._retired),
                         clean=clean, set_aside=set_aside)
+
+    def _on_our_clock(self, snapshot: Snapshot | None) -> dict[str, SavedTarget]:
+        """The snapshot's targets with their timestamps moved onto our clock: by the
+        difference of the writer's skew and ours when the two clocks can be told apart,
+        and none later than now (``runtime.timeline``). Said and counted when it mattered."""
+        if snapshot is None:
+            return {}
+        now = self._clock()
+        ours = self._skew()
+        shift = history_shift(snapshot.skew, ours)
+        if shift is None:
+            shift = 0.0
+            if snapshot.targets:
+                log.info("the saved history's clock cannot be compared with ours (its writer's "
+                         "or ours against the API server's is not known): its timestamps are "
+                         "taken as they are, none later than now", store=self.store.description,
+                         writer_skew=snapshot.skew, our_skew=ours)
+        moved: dict[str, SavedTarget] = {}
+        clamped = 0
+        for key, entry in snapshot.targets.items():
+            moved[key], late = restamp(entry, shift=shift, now=now)
+            clamped += late
+        if abs(shift) > STEP_TOLERANCE or clamped:
+            log.warning("the saved history was written on a clock that differs from ours: "
+                        "its timestamps are moved onto ours, on the side that holds windows "
+                        "and periods longer", store=self.store.description,
+                        shift_seconds=round(shift, 3), clamped_to_now=clamped,
+                        writer_skew=snapshot.skew, our_skew=ours)
+            self._corrected()
+        return moved
 
     async def _claim(self) -> None:
         await self._save(clean=False, fold_in=False)
@@ -243,7 +281,8 @@ class HistoryKeeper:
         (fenced again), once."""
         for attempt in range(2):
             now = self._clock()
-            data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now)
+            data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now,
+                                  skew=self._skew())
             self._fence()
             try:
                 await self.store.save(data)
@@ -278,7 +317,7 @@ class HistoryKeeper:
             log.error("the saved history written by someone else cannot be decoded; it was "
                       "kept aside and ours is written", kept_as=error.kept_as)
             return
-        for key, theirs in (snapshot.targets if snapshot is not None else {}).items():
+        for key, theirs in self._on_our_clock(snapshot).items():
             state = self._states.get(key)
             if state is not None:
                 state.history = _union(state.history, theirs.history)

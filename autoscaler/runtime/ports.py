@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from autoscaler.snapshot import Snapshot
 
 
+FIELD_MANAGER = "autoscaler"
+"""The field manager this daemon's scale writes name: the API server records it in the
+target's ``metadata.managedFields`` as whoever last set the replicas (``zero_owner``)."""
+
+
 class Scale(Protocol):
     @property
     def spec_replicas(self) -> int: ...
@@ -31,6 +36,11 @@ class Scale(Protocol):
     @property
     def annotations(self) -> Mapping[str, str]:
         """The target object's annotations (pause); empty when unknown."""
+        ...
+    @property
+    def replicas_managers(self) -> tuple[str, ...] | None:
+        """The field managers that own the object's ``spec.replicas`` (whoever last set the
+        count), newest first; ``None`` when the object says nothing of it."""
         ...
 
 

@@ -41,7 +41,7 @@ from autoscaler.algorithm import (
     bridge_gap,
     decide,
 )
-from autoscaler.algorithm.activation import decide_with_zero
+from autoscaler.algorithm.activation import ZeroMemory, decide_with_zero
 from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.algorithm.fallback import fallback_replicas
 from autoscaler.observability.metrics import DaemonMetrics
@@ -68,6 +68,14 @@ from autoscaler.runtime.shadow import compare_in_shadow
 from autoscaler.runtime.status import TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
 from autoscaler.runtime.writes import DecideAgain, ScaleWrite, ScaleWriter, retry_after_hold
+from autoscaler.runtime.zero_owner import (
+    adopt_keda_zero,
+    owned_memory,
+    ownership_condition,
+    stranded_condition,
+    stranded_message,
+    zero_ownership,
+)
 from autoscaler.schedules import bounds_at
 
 if TYPE_CHECKING:
@@ -121,10 +129,14 @@ class Reconciler:
         options: ReconcileOptions,
         telemetry: DaemonMetrics,
         clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         self.scales, self.pods, self.metrics, self.owners = scales, pods, metrics, owners
         self.telemetry = telemetry
         self.clock = clock
+        """``now`` for the core, the history and the conditions (the daemon's timeline)."""
+        self.wall = wall or clock
+        """The wall clock: what schedules' windows are read against."""
         self.states: dict[str, TargetState] = {}
         # A target that cannot be read fails the same way every pass: its warning is said
         # when it starts, changes or ends, and every few minutes in between.
@@ -286,7 +298,8 @@ class Reconciler:
             self._check_drift(state, target, scale.spec_replicas)
             state.shadow = None  # shadow mode switched off (a reload): its comparison goes too
         else:
-            _adopt_keda_zero(state, scale, owners)
+            self._remember_zero(state, adopt_keda_zero(state.zero, scale, owners))
+        self._own_zero(state, target, scale)
         state.blocked_by = () if target.shadow else owners
         if state.blocked_by:
             self._readable_again(target)
@@ -304,6 +317,50 @@ class Reconciler:
         state.pause = None
         return _Observed(target=target, scale=scale, pods=pods,
                          pause=pause_of(target, scale.annotations))
+
+    def _own_zero(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
+        """At 0 replicas: whose zero it is, by who last set the count (the cluster's
+        record) and where that cannot tell by our memory; the memory follows."""
+        if scale.spec_replicas != 0:
+            state.zero_owner = None
+            return
+        ownership = zero_ownership(scale.replicas_managers, state.zero)
+        state.zero_owner = ownership
+        if self._remember_zero(state, owned_memory(state.zero, ownership)):
+            log.info("whose zero the target is, as the cluster records who set its replicas",
+                     target=target.key, owner=ownership.owner.value,
+                     replicas_set_by=ownership.set_by)
+            state.conditions = merge_conditions(
+                state.conditions, (ownership_condition(ownership),), self.clock())
+
+    def _remember_zero(self, state: TargetState, memory: ZeroMemory) -> bool:
+        """Keep ``memory`` as the target's; a change is put on record (a store write at the
+        end of the pass) so that a restart knows it too. Whether it changed."""
+        if memory == state.zero:
+            return False
+        state.zero = memory
+        if self.options.persist is not None and not self.options.dry_run:
+            self.outcomes.want()
+        return True
+
+    def _say_stranded(self, state: TargetState, target: TargetConfig,
+                      decision: Decision) -> None:
+        """Work waits at a zero this daemon may not wake: said on the ScalingActive
+        condition every pass, as a Warning Event and a log line when it starts."""
+        message = stranded_message(target, decision, state.activity, state.zero_owner)
+        if message is None:
+            if state.stranded is not None:
+                log.info("no work waits at the zero any more", target=target.key)
+            state.stranded = None
+            return
+        state.conditions = merge_conditions(state.conditions, (stranded_condition(message),),
+                                            self.clock())
+        if state.stranded is None:
+            log.warning("work waits at a zero the autoscaler did not make", target=target.key,
+                        message=message)
+            self.report.spawn(target, warning=True, reason=EventReason.STRANDED_AT_ZERO,
+                              message=message)
+        state.stranded = message
 
     def _readable_again(self, target: TargetConfig) -> None:
         if self.unreadable:  # only while some target is unreadable: a calm pass pays nothing
@@ -403,6 +460,7 @@ class Reconciler:
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
         state.decided(decision, desired)
+        self._say_stranded(state, target, decision)
         if target.shadow:
             compare_in_shadow(state, target, decision, desired, owners=self.owners,
                               report=self.report)
@@ -531,7 +589,7 @@ class Reconciler:
             scale=ScaleState(spec_replicas=scale.spec_replicas,
                              status_replicas=scale.status_replicas),
             metrics=values, pods=pods, history=history, now=now,
-            settings=self.options.algorithm, bounds=self._bounds(target, now),
+            settings=self.options.algorithm, bounds=self._bounds(target),
             rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
             core=inner if target.predictions else decide,
         )
@@ -539,14 +597,14 @@ class Reconciler:
             result.memory, result.activity, result.idle_until)
         return result.decision
 
-    def _bounds(self, target: TargetConfig, now: float) -> Bounds | None:
+    def _bounds(self, target: TargetConfig) -> Bounds | None:
         """The bounds in force: active schedules replace the spec's (None: the spec's)."""
         series = self.telemetry.target(target.key)
         if not target.schedules:
             series.bounds, series.schedules = None, ()
             self._in_pass(target.key).schedules = None  # none now (a reload removed them)
             return None
-        at = datetime.fromtimestamp(now, UTC)
+        at = datetime.fromtimestamp(self.wall(), UTC)  # a time of day: the wall clock's
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:
             self._in_pass(target.key).schedules = schedule_status(target.schedules, active, at)
@@ -566,15 +624,6 @@ class Reconciler:
                                      consecutive_invalid=state.consecutive_invalid)
         state.fallback_active = replicas is not None
         return decision.desired_replicas if replicas is None else replicas
-
-
-def _adopt_keda_zero(state: TargetState, scale: Scale, owners: tuple[str, ...]) -> None:
-    """In shadow beside a ScaledObject, a zero KEDA made is an autoscaler's zero, not one set
-    by hand: once the ScaledObject is gone and shadow is off, it is ours to wake (a queue
-    worker idle at the cutover must not stay at 0 for good)."""
-    keda_zero = scale.spec_replicas == 0 and any(o.startswith("ScaledObject ") for o in owners)
-    if state.zero.scaled_to_zero != keda_zero:
-        state.zero = dataclasses.replace(state.zero, scaled_to_zero=keda_zero)
 
 
 def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:

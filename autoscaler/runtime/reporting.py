@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler.algorithm import AlgorithmSettings, EventReason
+from autoscaler.algorithm.activation import ActivityState
 from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.conditions import unable_to_scale
@@ -51,11 +52,14 @@ class Reporter:
             outcome, at=now, spec=target.spec, settings=self.settings,
             conditions=state.conditions, paused=state.pause is not None,
             fallback_active=state.fallback_active)
-        shadow = state.shadow
+        shadow, activity = state.shadow, state.activity
         series.show(current=state.current_replicas, desired=state.desired_replicas,
                     decision=state.latest_decision(),
                     shadow=None if shadow is None else (shadow.ours, shadow.theirs),
-                    metrics=target.spec.metrics)
+                    metrics=target.spec.metrics,
+                    activation_active=None if activity is None
+                    or activity.state is ActivityState.UNKNOWN
+                    else activity.state is ActivityState.ACTIVE)
 
     def fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
         """The target could not be read or written: AbleToScale False, outcome ``error``."""

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.algorithm import (
     ConditionType,
@@ -45,6 +45,9 @@ from autoscaler.snapshot import Intent
 
 MAX_SCALE_EVENTS = 10
 """The most recent scale events ``/status`` lists per target."""
+
+if TYPE_CHECKING:
+    from autoscaler.runtime.zero_owner import ZeroOwnership
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +101,10 @@ class TargetState:
     """The API server asked us to wait (429 Retry-After): no scale write before then."""
     zero: ZeroMemory = field(default_factory=ZeroMemory)
     """Scale to zero: whether we took the target to 0, when it was last active (persisted)."""
+    zero_owner: ZeroOwnership | None = None
+    """At 0 replicas: whose zero it is, as the cluster and our memory tell (``zero_owner``)."""
+    stranded: str | None = None
+    """At a zero not ours while work waits: what is said of it (``zero_owner``)."""
     first_seen: float | None = None
     """When this run first decided on the target (the initial cooldown counts from it)."""
     activity: Activity | None = None
@@ -210,6 +217,8 @@ class TargetState:
         activity = self.activity
         body: dict[str, Any] = {"scaledToZero": self.zero.scaled_to_zero,
                                 "lastActiveTime": _iso(self.zero.last_active)}
+        if self.zero_owner is not None and self.zero_owner.set_by is not None:
+            body["replicasSetBy"] = self.zero_owner.set_by
         if activity is not None:
             body["activity"] = activity.state.value
             body["reason"] = activity.describe()

@@ -188,3 +188,20 @@ def test_a_zero_set_by_hand_after_someone_woke_our_zero_is_left_alone() -> None:
     paused_by_hand = run(0, queue(500), memory=woken_by_hand.memory)
     assert paused_by_hand.decision.desired_replicas == 0
     assert paused_by_hand.decision.steps == (Step.SCALING_DISABLED,)
+
+
+def test_at_a_zero_not_ours_activity_is_still_read() -> None:
+    """Left alone, but what waits is known: the runtime says it (runtime/zero_owner.py)."""
+    result = run(0, queue(50), memory=ZeroMemory())
+    assert (result.decision.desired_replicas, result.decision.steps) == (
+        0, (Step.SCALING_DISABLED,))
+    assert result.activity is not None
+    assert result.activity.state is ActivityState.ACTIVE
+
+
+def test_waking_forgets_an_adopted_zero() -> None:
+    """A KEDA zero held as ours: once the target runs, a later zero is ours only if we make
+    it (and whoever set the first one owns nothing of ours any more)."""
+    held = ZeroMemory(scaled_to_zero=True, last_active=NOW, adopted_from="keda-operator")
+    assert run(2, queue(15), memory=held).memory.adopted_from is None
+    assert run(0, queue(0), memory=held).memory.adopted_from == "keda-operator"

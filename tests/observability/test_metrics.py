@@ -53,6 +53,7 @@ def populated() -> DaemonMetrics:
     series.would_scale(5, 6)
     series.drift += 1
     series.shadow = (5, 4)
+    series.activation_active = True
     series.forecast = ForecastReport(acting=False, reactive_replicas=4, predictive_replicas=5,
                                      metrics=(MetricForecast(
                                          model="holt-winters", horizon=90.0, value=120.0,
@@ -100,6 +101,8 @@ def populated() -> DaemonMetrics:
     ("autoscaler_metric_target", QUEUE, 10),
     ("autoscaler_metric_valid", CPU, 1),
     ("autoscaler_metric_valid", QUEUE, 0),
+    ("autoscaler_activation_active", WEB, 1),
+    ("autoscaler_clock_steps_total", {"source": "machine"}, 0),
     ("autoscaler_build_info", {"version": "0.1.0"}, 1),
     ("autoscaler_dry_run", {}, 1),
     ("autoscaler_leader", {"lease": "autoscaler"}, 1),

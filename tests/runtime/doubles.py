@@ -27,6 +27,7 @@ class FixedScale:
     selector: str = "app=x"
     resource_version: str = "1"
     annotations: Mapping[str, str] = field(default_factory=dict)
+    replicas_managers: tuple[str, ...] | None = None
 
 
 class Scales:

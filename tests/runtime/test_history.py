@@ -463,3 +463,34 @@ async def test_writes_asked_for_during_a_write_share_the_next_one() -> None:
     await asyncio.gather(first, *rest)
     assert len(store.saved) == 2
     assert history.saves == 2
+
+
+@pytest.mark.parametrize(("writer", "shift"), [((-100.1, -99.9), 100.2), ((99.9, 100.1), -99.8),
+                                               ((-0.2, 0.2), 0.0)],
+                         ids=["writer-behind", "writer-ahead", "same-clock"])
+async def test_a_restore_puts_the_stored_times_on_our_clock(
+    writer: tuple[float, float], shift: float,
+) -> None:
+    """The store says its writer's clock was ``writer`` seconds off the API server's, ours
+    is not: its times move by the difference, on the side that holds windows longer, and
+    the move is counted; none ends up later than now."""
+    moved: list[None] = []
+    store = Store(reads=[Snapshot(targets={WEB: SavedTarget(history=HISTORY)}, skew=writer)])
+    states: dict[str, TargetState] = {}
+    history = HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
+                            skew=lambda: (-0.1, 0.1), corrected=lambda: moved.append(None))
+    await history.restore([WEB])
+    expected = [min(900.0 + shift, 1_000.0), min(950.0 + shift, 1_000.0)]
+    got = states[WEB].history
+    assert [got.recommendations[0].timestamp, got.scale_down_events[0].timestamp] == \
+        pytest.approx(expected)
+    assert len(moved) == (0 if shift == 0 else 1)
+
+
+async def test_every_write_says_our_clocks_skew() -> None:
+    store = Store(reads=[None])
+    history = HistoryKeeper(store, {}, clock=Clock(), retry_wait=wait_none(),
+                            skew=lambda: (-3.5, -3.25))
+    await history.restore([WEB])
+    await history.persist()
+    assert store.saved[-1].skew == (-3.5, -3.25)

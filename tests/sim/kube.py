@@ -16,7 +16,7 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.create_workload("StatefulSet" | "ReplicaSet" | "Rollout", ns, name, replicas=...)
     api.create_hpa(ns, "web-hpa", target_name="web"); api.create_scaled_object(...)
     api.create({...any object...}); api.get("apps/v1", "Deployment", ns, name)
-    api.set_replicas("Deployment", ns, "web", 5)     # drift: someone else scaled it
+    api.set_replicas("Deployment", ns, "web", 5)     # drift: someone else (kubectl) scaled it
     api.pods("default", "app=web"); api.set_pod_ready(ns, pod_name, False)
     api.set_pod_phase(ns, pod_name, "Failed")        # the controller adds a replacement
     api.advance(10)   # ManualClock only (fixture `apiserver_manual`): move time, run what is due
@@ -63,8 +63,14 @@ Scale: 10,000 Deployments x 5 pods seed and settle in about half a minute (see
 keeps namespace, uid and owner indexes. ``api.stop()`` is bounded by ``api.stop_timeout``
 (5 s): a request handler still stuck then is cancelled.
 
+``metadata.managedFields`` are kept for the replicas a ``/scale`` shows, and only for them
+(apiserver/managed.py): whoever last set the count owns ``f:spec.f:replicas``, named by the
+request's ``fieldManager`` or User-Agent (``kubectl scale`` is ``kubectl``, with
+``subresource: scale``); the test's own writes are ``sim``'s, or ``set_replicas(...,
+manager="keda", via_scale=True)``'s.
+
 Where it knowingly differs from a real API server: no HPA controller (HPA status stays
-empty); server-side apply without managedFields or field ownership (no conflicts between
+empty); server-side apply without field ownership beyond the replicas (no conflicts between
 managers, ``force`` is ignored, a field a manager stops applying is kept rather than removed,
 no apply to a subresource: 415); request bodies must be JSON, or YAML for an apply (a protobuf
 body, which kubectl's typed clients send for `create configmap`, `autoscale`, `auth can-i`,
@@ -185,12 +191,13 @@ class HttpResult:
 
 async def http(api: SimApiServer, method: str, path: str, *, body: Any = None,
                content_type: str = "application/json", accept: str = "application/json",
-               token: str | None = None) -> HttpResult:
-    """One raw HTTPS request to the simulator (for protocol details a client library hides)."""
+               token: str | None = None, headers: dict[str, str] | None = None) -> HttpResult:
+    """One raw HTTPS request to the simulator (for protocol details a client library hides);
+    ``headers`` are added to its own."""
     import aiohttp
 
     context = ssl.create_default_context(cafile=str(server_tls().ca_cert))
-    headers = {"Accept": accept, "Content-Type": content_type}
+    headers = {"Accept": accept, "Content-Type": content_type, **(headers or {})}
     if token != "":
         headers["Authorization"] = f"Bearer {token or api.token}"
     data = None if body is None else json.dumps(body).encode()

@@ -19,7 +19,7 @@ __all__ = ["apiserver"]
 PODS, REPLICASETS, DEPLOYMENTS = ("", "pods"), ("apps", "replicasets"), ("apps", "deployments")
 VOLATILE = {"uid", "resourceVersion", "creationTimestamp", "lastTransitionTime",
             "lastUpdateTime", "startTime", "podIP", "podIPs", "containerID", "startedAt",
-            "namespace"}
+            "namespace", "managedFields"}
 
 
 def _seed(api: SimApiServer, count: int, *, bulk: bool, namespace: str | None = None) -> None:

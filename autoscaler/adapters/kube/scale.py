@@ -5,7 +5,10 @@ and custom resources (Argo Rollouts, ...) are handled alike: named groups throug
 ``CustomObjectsApi``'s scale calls, the core group (ReplicationController) through
 ``CoreV1Api``. A write is a PUT of the Scale carrying the resourceVersion we read, as
 upstream's HPA and KEDA do; a 409 (``ConflictError``) means someone wrote in between, and
-the reconciler re-reads and decides again rather than overwrite their change.
+the reconciler re-reads and decides again rather than overwrite their change. Every write
+names the field manager ``autoscaler`` (``runtime.ports.FIELD_MANAGER``): the API server then
+records the daemon as whoever last set the replicas, which is how a zero it made is told
+from one set by hand, whatever became of its own memory (``runtime.zero_owner``).
 
 With a ``TargetCache``, a read of an apps/v1 Deployment, StatefulSet or ReplicaSet in a
 synced namespace is served from the cache's watch (no HTTP call); anything else (custom
@@ -25,9 +28,10 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.structs import ObjectRef, Scale
+from autoscaler.adapters.kube.structs import ObjectRef, Scale, replicas_managers
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AccessDeniedError, BadDataError, NotFoundError
+from autoscaler.runtime.ports import FIELD_MANAGER
 
 if TYPE_CHECKING:
     from autoscaler.adapters.kube.target_cache import TargetCache
@@ -96,11 +100,13 @@ class ScaleClient:
                     await self._core.read_namespaced_replication_controller_scale(
                         ref.name, namespace))
         scale = scale_from_json(body, _object_ref(namespace, ref))
-        annotations = await self._annotations(info, namespace, ref)
-        return self._remember(dataclasses.replace(scale, annotations=annotations), ref)
+        annotations, managers = await self._annotations(info, namespace, ref)
+        return self._remember(dataclasses.replace(
+            scale, annotations=annotations, replicas_managers=managers), ref)
 
-    async def _annotations(self, info: ResourceInfo, namespace: str,
-                           ref: ScaleTargetRef) -> Mapping[str, str]:
+    async def _annotations(self, info: ResourceInfo, namespace: str, ref: ScaleTargetRef,
+                           ) -> tuple[Mapping[str, str], tuple[str, ...] | None]:
+        """The object's annotations, and who last set its replicas (its managed fields)."""
         what = f"get {ref.kind} {namespace}/{ref.name} (for its annotations)"
         try:
             with api_errors(what):
@@ -116,11 +122,12 @@ class ScaleClient:
             raise AccessDeniedError(
                 f"{error} (grant get on {info.plural} in group {info.group or 'core'!r}: "
                 "see deploy/rbac.yaml)") from error
-        annotations = (body.get("metadata") or {}).get("annotations") or {} \
-            if isinstance(body, dict) else {}
+        metadata = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+        annotations = metadata.get("annotations") or {} if isinstance(metadata, dict) else {}
         if not isinstance(annotations, dict):
             raise BadDataError(f"{what}: metadata.annotations is not a map")
-        return MappingProxyType({str(k): str(v) for k, v in annotations.items()})
+        return (MappingProxyType({str(k): str(v) for k, v in annotations.items()}),
+                replicas_managers(metadata) if isinstance(metadata, dict) else None)
 
     async def update_scale(
         self, namespace: str, ref: ScaleTargetRef, replicas: int, resource_version: str
@@ -140,11 +147,12 @@ class ScaleClient:
         with api_errors(f"update /scale of {ref.kind} {namespace}/{ref.name} to {replicas}"):
             if info.group:
                 result = await self._custom.replace_namespaced_custom_object_scale(
-                    info.group, info.version, namespace, info.plural, ref.name, body)
+                    info.group, info.version, namespace, info.plural, ref.name, body,
+                    field_manager=FIELD_MANAGER)
             else:
                 result = self._client.sanitize_for_serialization(
                     await self._core.replace_namespaced_replication_controller_scale(
-                        ref.name, namespace, body))
+                        ref.name, namespace, body, field_manager=FIELD_MANAGER))
         written = scale_from_json(result, _object_ref(namespace, ref))
         if self._targets is not None:
             # The cache must not serve a version older than this write on the next pass.

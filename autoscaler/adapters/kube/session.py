@@ -12,13 +12,16 @@ token, and a 401 makes the client read the file again and retry that request onc
 token. Watches need nothing more: each (re)connection is a request of this client.
 
 Every request's verb and answer (HTTP code, or ``<error>`` when none came) can be reported
-to an observer (``on_request``), for the daemon's own metrics.
+to an observer (``on_request``), for the daemon's own metrics; and every answer's ``Date``
+header with the monotonic times the request was sent and answered (``on_date``), from which
+the daemon knows the API server's clock (``runtime.timeline``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -48,6 +51,8 @@ log = structlog.get_logger("autoscaler.kube.session")
 RequestObserver = Callable[[str, str], None]
 """Told of each request's end: its verb and its HTTP code ("<error>" if no answer came)."""
 NO_ANSWER = "<error>"
+DateObserver = Callable[[str | None, float, float], None]
+"""Told of each answer's ``Date`` header, with the monotonic times of sending and answer."""
 
 
 class SessionApiClient(ApiClient):
@@ -56,11 +61,13 @@ class SessionApiClient(ApiClient):
 
     def __init__(self, configuration: Configuration, *, request_timeout: float,
                  token: TokenFile | None = None,
-                 on_request: RequestObserver | None = None) -> None:
+                 on_request: RequestObserver | None = None,
+                 on_date: DateObserver | None = None) -> None:
         super().__init__(configuration)
         self.request_timeout = request_timeout
         self.token = token
         self.on_request = on_request
+        self.on_date = on_date
 
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
@@ -78,23 +85,36 @@ class SessionApiClient(ApiClient):
         return await self._observed(method, url, *args, **kwargs)
 
     async def _observed(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        if self.on_request is None:
+        if self.on_request is None and self.on_date is None:
             return await super().request(method, url, *args, **kwargs)
         code: str | None = NO_ANSWER
+        sent = time.monotonic()
         try:
             response = await super().request(method, url, *args, **kwargs)
             code = str(getattr(response, "status", NO_ANSWER))
+            self._dated(response, sent)
             return response
         except ApiException as error:
             code = str(error.status) if error.status else NO_ANSWER
+            self._dated(error, sent)
             raise
         except asyncio.CancelledError:  # we stopped waiting (a watch restarted, a stop)
             code = None
             raise
         finally:
-            if code is not None:
+            if code is not None and self.on_request is not None:
                 query = args[0] if args else kwargs.get("query_params")
                 self.on_request(request_verb(method, url, query), code)
+
+    def _dated(self, answer: Any, sent: float) -> None:
+        """Report the answer's ``Date`` (a RESTResponse, a raw aiohttp response or an
+        ApiException all carry the headers)."""
+        if self.on_date is None:
+            return
+        headers = getattr(answer, "headers", None)
+        if headers is None and hasattr(answer, "getheaders"):
+            headers = answer.getheaders()
+        self.on_date(headers.get("Date") if headers else None, sent, time.monotonic())
 
     def _renew_token(self, kwargs: dict[str, Any]) -> bool:
         """After a 401: read the token file again (client-go drops its cached token on a 401)
@@ -255,11 +275,12 @@ class KubeSession:
         environ: Mapping[str, str] | None = None,
         files: InClusterFiles | None = None,
         on_request: RequestObserver | None = None,
+        on_date: DateObserver | None = None,
     ) -> AsyncIterator[KubeSession]:
         connection = await build_configuration(settings, environ=environ, files=files)
         client = SessionApiClient(connection.configuration, token=connection.token,
                                   request_timeout=settings.request_timeout,
-                                  on_request=on_request)
+                                  on_request=on_request, on_date=on_date)
         try:
             yield cls(client)
         finally:

@@ -40,9 +40,10 @@ from autoscaler.adapters.kube.informer import (
     WatchScope,
 )
 from autoscaler.adapters.kube.labels import format_label_selector
-from autoscaler.adapters.kube.structs import ObjectRef, Scale
+from autoscaler.adapters.kube.structs import ObjectRef, Scale, replicas_managers
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AutoscalerError, BadDataError
+from autoscaler.runtime.ports import FIELD_MANAGER
 
 log = structlog.get_logger("autoscaler.kube.targets")
 
@@ -78,6 +79,7 @@ def scale_from_object(raw: Mapping[str, Any], *, kind: str) -> Scale:
             resource_version=str(metadata.get("resourceVersion") or ""),
             annotations=MappingProxyType(
                 {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}),
+            replicas_managers=replicas_managers(metadata),
         )
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise BadDataError(f"a {kind} from the watch is not a valid object: {error!r}") from error
@@ -131,7 +133,10 @@ class _TargetSink:
             cached, spec_replicas=written.spec_replicas,
             status_replicas=written.status_replicas,
             selector=written.selector or cached.selector,
-            resource_version=written.resource_version)
+            resource_version=written.resource_version,
+            # Our write set the count (the answer, a Scale, carries no managed fields).
+            replicas_managers=cached.replicas_managers
+            if written.spec_replicas == cached.spec_replicas else (FIELD_MANAGER,))
         self.scales[written.target.name] = merged
         if written.resource_version != cached.resource_version:
             # A no-op write keeps the version and makes no event: nothing to wait for.

@@ -163,3 +163,37 @@ async def test_a_fresh_read_bypasses_the_watch_cache(
         assert apiserver.count(verb="get", resource="deployments/scale") == 0
         await client.get_scale("shop", Ref(), fresh=True)
         assert apiserver.count(verb="get", resource="deployments/scale") == 1
+
+
+async def test_a_read_from_the_server_says_who_last_set_the_replicas(
+    kube: KubeSession, apiserver: SimApiServer,
+) -> None:
+    """A kind not watched (a custom resource): the object's managed fields tell."""
+    ref = Ref(api_version="example.com/v1", kind="Rollout")
+    apiserver.create_workload(ref.kind, "shop", "web", replicas=2, labels={"app": "web"},
+                              api_version=ref.api_version)
+    client = scales(kube)
+    read = await client.get_scale("shop", ref)
+    await client.update_scale("shop", ref, 0, read.resource_version)
+    assert (await client.get_scale("shop", ref, fresh=True)).replicas_managers == (
+        "autoscaler",)
+    (put,) = [r for r in apiserver.log.records if r.verb == "update"]
+    assert put.query.get("fieldManager") == "autoscaler"
+
+
+@pytest.mark.parametrize(("metadata", "expected"), [
+    ({}, None),
+    ({"managedFields": []}, None),
+    ({"managedFields": [{"manager": "kubectl", "time": "2026-01-01T00:00:00Z",
+                         "fieldsV1": {"f:metadata": {}}}]}, ()),
+    ({"managedFields": [
+        {"manager": "old", "time": "2026-01-01T00:00:00Z",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        {"manager": "keda", "time": "2026-01-02T00:00:00Z", "subresource": "scale",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        "garbage", {"time": "x"}]}, ("keda", "old")),
+], ids=["none", "empty", "nobody-owns-replicas", "newest-first"])
+def test_replicas_managers(metadata: dict[str, Any], expected: tuple[str, ...] | None) -> None:
+    from autoscaler.adapters.kube.structs import replicas_managers
+
+    assert replicas_managers(metadata) == expected

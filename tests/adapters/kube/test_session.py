@@ -277,3 +277,28 @@ def test_pod_namespace(tmp_path: Path, environ: dict[str, str], file_text: str |
     if file_text is not None:
         path.write_text(file_text)
     assert pod_namespace(environ, InClusterFiles(namespace=path)) == namespace
+
+
+async def test_every_answer_tells_the_api_servers_clock(apiserver: SimApiServer) -> None:
+    """A success and an error both carry the server's Date, with the monotonic times the
+    request was sent and answered: the server's clock, within them, is the machine's."""
+    from email.utils import parsedate_to_datetime
+
+    from kubernetes_asyncio.client import AppsV1Api
+
+    apiserver.create_deployment("default", "web", replicas=2, labels={"app": "web"})
+    seen: list[tuple[str | None, float, float]] = []
+    settings = Settings(kubeconfig=apiserver.kubeconfig)
+    async with KubeSession.connect(settings, on_date=lambda *d: seen.append(d)) as session:
+        apps = AppsV1Api(session.api_client)
+        await apps.read_namespaced_deployment("web", "default")
+        with pytest.raises(Exception, match="404"):
+            await apps.read_namespaced_deployment("absent", "default")
+    assert len(seen) == 2
+    offset = time.time() - time.monotonic()
+    for date, sent, answered in seen:
+        assert date is not None
+        assert sent <= answered
+        stamp = parsedate_to_datetime(date).timestamp()
+        assert stamp - 1 <= answered + offset
+        assert sent + offset <= stamp + 1

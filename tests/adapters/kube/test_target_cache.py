@@ -248,3 +248,23 @@ async def test_namespaces_follow_the_targets(apiserver: SimApiServer,
     await eventually(lambda: apiserver.open_watches == len(KINDS))
     assert cache.namespaces == {"blog"}
     assert not cache.is_synced("shop")
+
+
+async def test_who_last_set_the_replicas_is_known_from_the_watch(
+    kube: KubeSession, apiserver: SimApiServer, cache: TargetCache,
+) -> None:
+    """Our write names field manager "autoscaler" (at once, then by its watch event);
+    someone else's count arrives with its manager."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    await synced(cache)
+    scales = client(kube, cache)
+    await eventually(lambda: caught_up(cache, apiserver))
+    assert (await scales.get_scale("shop", Ref())).replicas_managers == ("sim",)
+    read = await scales.get_scale("shop", Ref())
+    await scales.update_scale("shop", Ref(), 0, read.resource_version)
+    assert (await scales.get_scale("shop", Ref())).replicas_managers == ("autoscaler",)
+    await eventually(lambda: caught_up(cache, apiserver))
+    assert (await scales.get_scale("shop", Ref())).replicas_managers == ("autoscaler",)
+    apiserver.set_replicas("Deployment", "shop", "web", 3, manager="kubectl", via_scale=True)
+    await eventually(lambda: caught_up(cache, apiserver))
+    assert (await scales.get_scale("shop", Ref())).replicas_managers == ("kubectl",)

@@ -8,8 +8,8 @@ merged by name), custom resources by JSON merge patch (lists replaced). Either w
 goes through the ordinary create or update, so validation, defaults, resourceVersion and
 watch events are as for any write.
 
-Not modelled: ``managedFields`` and field ownership, hence no conflict (409) between two
-managers, and ``force`` changes nothing; a field a manager applied before and leaves out now
+Not modelled: field ownership (beyond who last set the replicas: ``managed.py``), hence no
+conflict (409) between two managers, and ``force`` changes nothing; a field a manager applied before and leaves out now
 is kept (upstream removes it); apply to a subresource (415).
 """
 

@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from . import objects, scale
+from . import managed, objects, scale
 from .clock import Clock, rfc3339
 from .errors import (
     ApiError,
@@ -125,6 +125,7 @@ class Rest:
         if rt.kind == "Pod":
             obj["status"]["qosClass"] = objects.qos_class(obj["spec"])
         objects.validate(rt, obj, None)
+        managed.record_write(rt, None, obj, subresource=None, now=rfc3339(self.clock.now()))
         stored = self.store.create(rt.storage_key, objects.to_storage(rt, obj), adopt=True)
         return objects.to_view(rt, stored)
 
@@ -173,8 +174,10 @@ class Rest:
         if str(rv) != old["metadata"]["resourceVersion"]:
             raise conflict(rt, old["metadata"]["name"])
 
-    def _write(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None) -> Obj:
-        """Merge ``obj`` over ``old`` as the main resource or the status subresource does."""
+    def _write(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None, *,
+               managed_as: str | None = None) -> Obj:
+        """Merge ``obj`` over ``old`` as the main resource or the status subresource does;
+        ``managed_as``: the subresource the write came through, for ``managedFields``."""
         if subresource == "status":
             new = json_copy(old)
             new["status"] = obj.get("status")
@@ -183,7 +186,7 @@ class Rest:
             if rt.has_status:
                 new["status"] = json_copy(old.get("status"))
             system = ("uid", "creationTimestamp", "generation", "deletionTimestamp",
-                      "deletionGracePeriodSeconds", "namespace")
+                      "deletionGracePeriodSeconds", "namespace", "managedFields")
             for key in system:
                 new["metadata"].pop(key, None)
                 if key in old["metadata"]:
@@ -191,6 +194,8 @@ class Rest:
             objects.apply_defaults(rt, new)
             if rt.generation and _spec_part(new) != _spec_part(old):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+            managed.record_write(rt, old, new, subresource=managed_as,
+                                 now=rfc3339(self.clock.now()))
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         objects.check_decodable(rt, new)
         objects.validate(rt, new, old)
@@ -215,7 +220,7 @@ class Rest:
         if rv not in (None, "") and str(rv) != old["metadata"]["resourceVersion"]:
             raise conflict(rt, name)
         new = scale.with_scale(rt, json_copy(old), body)
-        written = self._write(rt, old, new, None)
+        written = self._write(rt, old, new, None, managed_as="scale")
         return scale.scale_of(rt, written)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, *, content_type: str,

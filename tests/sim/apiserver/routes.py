@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from . import discovery
+from . import discovery, managed
 from .access import Principal, RequestRecord, access_review
 from .apply import server_side_apply
 from .errors import (
@@ -216,7 +216,12 @@ class Router:
         if any(value != "All" for value in dry_run):
             raise bad_request(f"dryRun: Unsupported value: {dry_run[0]!r}: supported values: "
                               '"All"')
-        with self.server.store.dry_run() if dry_run else contextlib.nullcontext():
+        writer = managed.request_manager(request.query.get("fieldManager"),
+                                         request.headers.get("User-Agent", ""))
+        applying = request.headers.get("Content-Type", "").split(";")[0].strip() == APPLY
+        operation = "Apply" if request.method == "PATCH" and applying else "Update"
+        with self.server.store.dry_run() if dry_run else contextlib.nullcontext(), \
+                managed.manager(writer, operation):
             status, result = self._mutate(request, target, body, principal)
         return json_response(result, status)
 

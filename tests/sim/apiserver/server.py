@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from . import managed
 from .access import AfterRule, FaultRule, Principal, RequestLog, RequestRecord
 from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
@@ -328,10 +329,20 @@ class SimApiServer:
             "sim.example.com/touched": str(self._touches)}}})
 
     def set_replicas(self, kind: str, namespace: str, name: str, replicas: int,
-                     api_version: str | None = None) -> dict[str, Any]:
-        """Change spec.replicas behind the daemon's back (drift)."""
+                     api_version: str | None = None, *, manager: str = "kubectl",
+                     via_scale: bool = False) -> dict[str, Any]:
+        """Change spec.replicas behind the daemon's back (drift), as field manager
+        ``manager`` (``metadata.managedFields``) would: a patch of the object, or with
+        ``via_scale`` an update of its ``/scale`` (as ``kubectl scale``, KEDA and the HPA
+        controller write it)."""
         api_version = api_version or _WORKLOAD_KINDS.get(kind, ("example.com/v1", ""))[0]
-        return self.patch(api_version, kind, namespace, name, {"spec": {"replicas": replicas}})
+        rt = self.resource(api_version, kind)
+        with managed.manager(manager):
+            if via_scale:
+                self.rest.update(rt, namespace, name, {"spec": {"replicas": replicas}}, "scale")
+                return self.rest.get(rt, namespace, name)
+            return self.patch(api_version, kind, namespace, name,
+                              {"spec": {"replicas": replicas}})
 
     def create_namespace(self, name: str) -> dict[str, Any]:
         existing = self.get("v1", "Namespace", None, name)
