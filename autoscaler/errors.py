@@ -7,6 +7,8 @@ by kind, never by a transport library's type.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class AutoscalerError(Exception):
     """Base of every error the daemon raises on purpose."""
@@ -69,3 +71,21 @@ class StateSetAsideError(AutoscalerError):
     def __init__(self, message: str, *, kept_as: str) -> None:
         super().__init__(message)
         self.kept_as = kept_as
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def detached(error: E) -> E:
+    """``error`` made a plain value to keep (a failed query's reason, handed on): without its
+    traceback and the exceptions it was raised from or during.
+
+    A traceback holds every frame the error passed through with all of its locals, and a
+    frame that holds the error too (a variable it was kept in) makes a cycle that only the
+    cyclic collector frees, and the daemon runs that seldom (``runtime/heap.py``): each
+    failed answer's frames and what they held stayed for ~100 s (issue 40).
+    """
+    error.__traceback__ = None
+    error.__cause__ = None
+    error.__context__ = None
+    return error
