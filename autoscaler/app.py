@@ -154,7 +154,9 @@ class Daemon:
             scales=components.scales, pods=components.pods, metrics=components.metrics,
             events=components.events, owners=components.owners,
             options=self._options(self.config), telemetry=self.telemetry)
-        self.keeper = HistoryKeeper(self._state_store(components), self.reconciler.states)
+        self.keeper = HistoryKeeper(
+            self._state_store(components), self.reconciler.states,
+            leader=self._holds_lease if self.config.daemon.leader_election.enabled else None)
         self.backfill = HistoryBackfill(components.history, self.reconciler.state,
                                         may_run=self._may_fill)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
@@ -219,6 +221,10 @@ class Daemon:
 
     def _may_write(self) -> bool:
         return self.elector is None or self.elector.is_leader
+
+    def _holds_lease(self) -> bool:
+        """With leader election: the fence of every history write (no elector yet: no)."""
+        return self.elector is not None and self.elector.is_leader
 
     def _may_run(self) -> bool:
         return self._may_fill() and self.history_read.is_set()

@@ -64,6 +64,11 @@ class StateUnavailableError(TransientError):
     later; nothing may be written meanwhile."""
 
 
+class NotLeaderError(AutoscalerError):
+    """This instance no longer holds its lease, by its own monotonic clock: it must not
+    write (a store, a scale) until it leads again."""
+
+
 class StateSetAsideError(AutoscalerError):
     """The stored history could not be decoded; it was moved aside to ``kept_as`` (never
     overwritten) and the caller starts fresh, loudly."""
@@ -71,6 +76,16 @@ class StateSetAsideError(AutoscalerError):
     def __init__(self, message: str, *, kept_as: str) -> None:
         super().__init__(message)
         self.kept_as = kept_as
+
+
+class StateNotOursError(AutoscalerError):
+    """The state path holds something that is not recognisably a store of ours (another
+    file, a link, a device, a file we may not read): refused and left exactly as it is."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"cannot use {path} as the state file: {why}; it is left as it is "
+                         "(point stateFile or --state-file at another path)")
+        self.path, self.why = path, why
 
 
 E = TypeVar("E", bound=BaseException)

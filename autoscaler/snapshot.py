@@ -10,43 +10,70 @@ under systemd or memory (``autoscaler.adapters.local_state``), a ConfigMap in th
 What a snapshot carries besides each target's ``History``:
 
 - ``intent``: a scale write about to be made (previous and desired count, the resourceVersion
-  it is sent with). It is made durable *before* the write, so a process killed at any moment
-  after the write leaves a record the next run resolves against the API server (the write
-  landed if the object's resourceVersion moved) before that target's next decision.
+  it is sent with). It is made durable *before* the write, and replaced by the write's
+  outcome once that is known, so a process killed between the two leaves a record the next
+  run resolves against the API server before that target's next decision: the write landed
+  if the object holds its desired count (``runtime.intents.outcome_of``).
 - ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
   (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
   Values are stored to six significant digits; a state without it reads as no history.
 - ``clean``: true only in a snapshot written at a graceful stop. A run that restores a clean
-  snapshot marks the store unclean before it acts; restoring an unclean one means the
-  recommendations made since its last write are unknown, and the runtime bridges that gap as
+  snapshot marks the store unclean before it acts.
+- ``journaled`` (format 3): the store is written after every pass, before anything is done
+  on what the pass recommended, so even an unclean one holds every recommendation a later
+  decision may need (only those: ``essential_recommendations``; a pass whose record was
+  never written did nothing, and counts as not made). An unclean store of an earlier format
+  lacks the recommendations made since its last write; the runtime bridges that gap as
   upstream treats a fresh start (``autoscaler.algorithm.bridge_gap``).
 
 Reading is bounded: a store larger than ``MAX_STORED_BYTES`` or inflating past
 ``MAX_INFLATED_BYTES`` is refused without being inflated further; anything ``decode``
 cannot read is a ``StateFormatError``, never an empty history.
+
+Which bytes are ours (``owned``): every store we write starts with ``HEADER``, a gzip header
+whose file-name field is our mark (``autoscaler-state``), so ``zcat`` still reads it and any
+gzip reader skips the mark. A truncated or corrupt store of ours keeps its first bytes, so it
+is still ours, to be set aside; bytes without the mark are ours only if they decode whole as
+a state an earlier version wrote (before the mark). Anything else is someone else's file:
+refused and left as it is, never set aside or replaced (``autoscaler.adapters.local_state``,
+``autoscaler.config.files``).
 """
 
 from __future__ import annotations
 
-import gzip
+import errno
 import json
 import math
+import os
+import stat
+import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
 from autoscaler.algorithm.activation import ZeroMemory
+from autoscaler.algorithm.behavior import essential_recommendations
 from autoscaler.algorithm.forecast import Series
+from autoscaler.errors import StateNotOursError, StateUnavailableError
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""3: written after every pass (``Snapshot.journaled``); 2: only around scale writes."""
+READABLE_VERSIONS = (1, 2, 3)
 MAX_STORED_BYTES = 16 * 1024 * 1024
 """A stored (compressed) state larger than this is not read: ~10x the 10,000-target state."""
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
 """A state inflating past this is refused within it (a gzip bomb cannot take the memory)."""
+MARK = b"autoscaler-state"
+HEADER = (b"\x1f\x8b\x08"  # gzip, deflate
+          b"\x08"  # FNAME: a file-name field follows the fixed header; it holds our mark
+          b"\x00\x00\x00\x00"  # no mtime: equal histories are equal bytes
+          b"\x04\xff"  # the fastest level; no particular OS
+          + MARK + b"\x00")
+"""How every store this daemon writes begins (27 bytes)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +83,8 @@ class Intent:
     previous: int
     desired: int
     resource_version: str
-    """The resourceVersion the PUT carries: if the object still has it, the PUT did not land."""
+    """The resourceVersion the PUT carries: if the object still has it, the PUT did not land
+    (if not, the object changed, by our write or anyone's: its count tells)."""
     at: float
 
 
@@ -76,6 +104,11 @@ class Snapshot:
     clean: bool = False
     """Written at a graceful stop: nothing happened after it."""
     saved_at: float = 0.0
+    journaled: bool = True
+    """Written after every pass (format 3): it holds every recommendation a pass made that
+    can still decide a window, so a run killed at any moment left nothing its successor must
+    make up for. A store of format 2 or 1 was written only around scale writes: an unclean
+    one lacks the recommendations made since (``autoscaler.algorithm.bridge_gap``)."""
 
 
 class StateFormatError(ValueError):
@@ -97,7 +130,31 @@ def encode_entries(entries: Iterable[str], *, clean: bool, saved_at: float) -> b
     targets = ",".join(entries)
     text = (f'{{"version":{FORMAT_VERSION},"clean":{"true" if clean else "false"},'
             f'"savedAt":{float(saved_at)!r},"targets":{{{targets}}}}}')
-    return gzip.compress(text.encode(), compresslevel=1, mtime=0)
+    return pack(text.encode())
+
+
+def pack(text: bytes) -> bytes:
+    """``text`` as gzip data under our ``HEADER`` (what ``gzip.compress`` writes, plus the mark)."""
+    deflate = zlib.compressobj(1, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflate.compress(text) + deflate.flush()
+    return HEADER + body + struct.pack("<II", zlib.crc32(text), len(text) & 0xFFFFFFFF)
+
+
+def marked(data: bytes) -> bool:
+    """Whether ``data`` starts with our mark: a store of ours, whatever state the rest is in."""
+    return data.startswith(HEADER)
+
+
+def owned(data: bytes) -> bool:
+    """Whether ``data`` is recognisably a store of ours: marked, or (before the mark) a state
+    an earlier version wrote that decodes whole."""
+    if marked(data):
+        return True
+    try:
+        decode(data)
+    except StateFormatError:
+        return False
+    return True
 
 
 def encode_entry(key: str, target: SavedTarget) -> str:
@@ -112,7 +169,7 @@ def encode_target(target: SavedTarget) -> str:
     history = target.history
     parts = [
         '"r":[' + ",".join(f"[{r.replicas},{float(r.timestamp)!r}]"
-                           for r in history.recommendations) + "]",
+                           for r in essential_recommendations(history.recommendations)) + "]",
         '"u":[' + ",".join(map(_event_text, history.scale_up_events)) + "]",
         '"d":[' + ",".join(map(_event_text, history.scale_down_events)) + "]",
     ]
@@ -152,8 +209,9 @@ def decode(data: bytes) -> Snapshot:
     return Snapshot(
         targets={str(key): _target_from_json(value) for key, value in targets.items()},
         # Version 1 was written every few seconds while running, never at a stop.
-        clean=body.get("version") == FORMAT_VERSION and body.get("clean") is True,
+        clean=body.get("version") != 1 and body.get("clean") is True,
         saved_at=saved_at,
+        journaled=body.get("version") == FORMAT_VERSION,
     )
 
 
@@ -285,3 +343,87 @@ def set_aside_name(name: str, now: float) -> str:
     """``name`` with a UTC timestamp: where an undecodable state is kept."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dt%H%M%Sz")
     return f"{name}.unreadable-{stamp}"
+
+
+# --- the state file ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stored:
+    """A state file as read: its bytes, and which file it was (to notice a later swap)."""
+
+    data: bytes
+    identity: tuple[int, int]
+    """``(st_dev, st_ino)``."""
+
+
+def read_store(path: Path, *, whole: bool = True) -> Stored | None:
+    """The state file at ``path`` if it is ours (``owned``); ``None`` if there is none.
+
+    The file is opened without following a link and without blocking (a FIFO), and read
+    within ``MAX_STORED_BYTES``. ``StateNotOursError``: anything not recognisably ours (a
+    link, not a regular file, a file we may not read, bytes that are not ours); it was only
+    read. ``StateUnavailableError``: it could not be read now (an I/O error). A store of ours
+    over the size limit is a ``StateFormatError`` (set it aside). ``whole=False`` reads only
+    what it takes to tell whether the file is ours (the mark, or else all of it).
+    """
+    try:
+        descriptor = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise _unusable(path, error) from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+            raise StateNotOursError(str(path), f"it is {kind}, not a state file")
+        data = _read_at_most(descriptor, len(HEADER))
+        if not marked(data) or whole:
+            data += _read_at_most(descriptor, MAX_STORED_BYTES + 1 - len(data))
+    except OSError as error:
+        raise _unusable(path, error) from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_STORED_BYTES:
+        limit = f"over the limit of {MAX_STORED_BYTES // (1024 * 1024)} MiB"
+        if marked(data):
+            raise StateFormatError(f"it is {limit}")
+        raise StateNotOursError(str(path), f"it is not a state file of this daemon ({limit}, "
+                                "without the state file's mark)")
+    if not owned(data):
+        what = "it is empty" if not data else (
+            "it neither starts with the state file's mark nor decodes as a state an earlier "
+            "version wrote")
+        raise StateNotOursError(str(path), f"it is not a state file of this daemon ({what})")
+    return Stored(data=data, identity=(info.st_dev, info.st_ino))
+
+
+_READ_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+               | getattr(os, "O_NOFOLLOW", 0))
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def _unusable(path: Path, error: OSError) -> Exception:
+    """What an ``OSError`` on the state file means: transient (try again) or not ours."""
+    if error.errno == errno.ELOOP:
+        return StateNotOursError(str(path), "it is a symbolic link, and the daemon follows no "
+                                 "link to its state file (give the file's own path)")
+    if error.errno in {errno.EACCES, errno.EPERM}:
+        return StateNotOursError(str(path), f"cannot read it ({error.strerror}), so cannot "
+                                 "tell that it is a state file")
+    if error.errno in {errno.ENOTDIR, errno.ENXIO, errno.EISDIR}:
+        return StateNotOursError(str(path), error.strerror or str(error))
+    return StateUnavailableError(f"cannot read {path}: {error.strerror or error}")
+
+
+def _read_at_most(descriptor: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    while limit > 0:
+        chunk = os.read(descriptor, min(limit, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)

@@ -226,39 +226,55 @@ def compile_with_a_missing_header(w: Workspace) -> tuple[Path, str]:
     return pip_install(w, extra={"AUTOSCALER_COMPILE": "1", "CC": "gcc -nostdinc"})
 
 
-ROWS: dict[str, tuple[Callable[[Workspace], tuple[Path, str]], bool, str]] = {
-    # name: (how, with a C compiler on the PATH, the core it must install)
-    "pip install .": (pip_install, False, "pure Python"),
-    "pip install -e .": (lambda w: pip_install(w, "-e"), False, "pure Python"),
-    "pip wheel .": (pip_wheel, False, "pure Python"),
-    "python -m build": (python_m_build, False, "pure Python"),
-    "pipx install .": (pipx_install, False, "pure Python"),
-    "uv pip install .": (uv_pip_install, False, "pure Python"),
-    "uv tool install .": (uv_tool_install, False, "pure Python"),
-    "AUTOSCALER_COMPILE=1 pip install .": (compiled_pip_install, True, "compiled (mypyc)"),
-    "AUTOSCALER_COMPILE=1 pip install -e ., then pip install -e .": (
-        compiled_editable_then_pure, True, "pure Python"),
-    "AUTOSCALER_COMPILE=1 pip install . (no compiler)": (compiled_pip_install, False,
-                                                          "pure Python"),
-    "AUTOSCALER_COMPILE=1 pip install . (a type error)": (compile_with_a_type_error, True,
-                                                           "pure Python"),
-    "AUTOSCALER_COMPILE=1 pip install . (a missing header)": (compile_with_a_missing_header,
-                                                               True, "pure Python"),
+PURE, COMPILED = "pure Python", "compiled (mypyc)"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How a row installs, and what it must give."""
+
+    how: Callable[[Workspace], tuple[Path, str]]
+    """Installs; returns the installed ``autoscaler`` and the build's output."""
+    compiler: bool
+    """A C compiler on the PATH."""
+    core: str
+    """The core the installed command must run."""
+    falls_back: bool = False
+    """Asked to compile and cannot: the build must say so in one line."""
+
+
+ROWS: dict[str, Spec] = {
+    "pip install .": Spec(pip_install, False, PURE),
+    "pip install -e .": Spec(lambda w: pip_install(w, "-e"), False, PURE),
+    "pip wheel .": Spec(pip_wheel, False, PURE),
+    "python -m build": Spec(python_m_build, False, PURE),
+    "pipx install .": Spec(pipx_install, False, PURE),
+    "uv pip install .": Spec(uv_pip_install, False, PURE),
+    "uv tool install .": Spec(uv_tool_install, False, PURE),
+    "AUTOSCALER_COMPILE=1 pip install .": Spec(compiled_pip_install, True, COMPILED),
+    "AUTOSCALER_COMPILE=1 pip install -e ., then pip install -e .": Spec(
+        compiled_editable_then_pure, True, PURE),
+    "AUTOSCALER_COMPILE=1 pip install . (no compiler)": Spec(
+        compiled_pip_install, False, PURE, falls_back=True),
+    "AUTOSCALER_COMPILE=1 pip install . (a type error)": Spec(
+        compile_with_a_type_error, True, PURE, falls_back=True),
+    "AUTOSCALER_COMPILE=1 pip install . (a missing header)": Spec(
+        compile_with_a_missing_header, True, PURE, falls_back=True),
 }
-"""Each row's function returns the installed ``autoscaler`` and the build's output."""
+
 
 
 def run_row(name: str, wheelhouse: Path) -> Row:
-    how, compiler, _ = ROWS[name]
+    spec = ROWS[name]
     row = Row(name=name)
     with tempfile.TemporaryDirectory(prefix="install-") as scratch:
         directory = Path(scratch)
-        environment = offline_environment(directory, wheelhouse, compiler=compiler)
+        environment = offline_environment(directory, wheelhouse, compiler=spec.compiler)
         (directory / "home").mkdir()
         workspace = Workspace(directory, environment, copy_checkout(directory / "autoscaler"))
         started = time.monotonic()
         try:
-            autoscaler, output = how(workspace)
+            autoscaler, output = spec.how(workspace)
             row.seconds = round(time.monotonic() - started, 1)
             row.fallback_line = next((line.strip() for line in output.splitlines()
                                       if FALLBACK in line), "")

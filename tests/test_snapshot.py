@@ -123,3 +123,35 @@ def test_forecast_history_survives_the_round_trip() -> None:
     assert restored.forecasts["0/Pods/rps"].values == (1.5, None, 123457.0)
     assert restored.forecasts["0/Pods/rps"].open_count == 3
     assert decode(encode(SNAPSHOT)).targets["ns/Deployment/api"].forecasts == {}
+
+
+def test_every_store_carries_the_mark_and_stays_plain_gzip() -> None:
+    """What ``encode`` writes starts with the 27-byte mark, and any gzip reader (``zcat``)
+    still reads it: the mark is the gzip header's file-name field."""
+    from autoscaler.snapshot import HEADER
+
+    data = encode(SNAPSHOT)
+    assert data.startswith(HEADER)
+    assert len(HEADER) == 27
+    assert json.loads(gzip.decompress(data))["version"] == 3
+    assert data[10:27] == b"autoscaler-state\0"  # the header's FNAME field (flag 0x08)
+
+
+@pytest.mark.parametrize(("data", "ours"), [
+    (encode(SNAPSHOT), True),
+    (encode(SNAPSHOT)[:40], True),  # truncated: the mark survives, so it is ours to set aside
+    (encode(SNAPSHOT)[:27] + b"garbage", True),
+    (_gz({"version": 2, "targets": {}}), True),  # written before the mark, decodes whole
+    (_gz({"version": 1, "targets": {}}), True),
+    (_gz({"version": 2, "targets": {}})[:-9], False),  # before the mark, and damaged
+    (gzip.compress(b"some log line\n"), False),  # someone else's gzip file
+    (b"root:x:0:0:root:/root:/bin/bash\n", False),
+    (b"", False),
+    (encode(SNAPSHOT)[:20], False),  # not even the whole mark
+], ids=["store", "truncated-store", "marked-garbage", "unmarked-v2", "unmarked-v1",
+        "unmarked-truncated", "foreign-gzip", "passwd", "empty", "partial-mark"])
+def test_owned_tells_a_store_of_ours_from_someone_elses_file(data: bytes, ours: bool) -> None:
+    """Ours: the mark at the start (whatever follows), or a whole state from before the mark."""
+    from autoscaler.snapshot import owned
+
+    assert owned(data) is ours

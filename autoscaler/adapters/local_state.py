@@ -1,18 +1,24 @@
 """The history kept by this process's own means: a state file (under systemd), or memory
 (``stateFile`` unset outside a cluster, as upstream keeps it).
 
-Both implement the runtime's ``StateStore``. ``load`` tells three outcomes apart: a
-snapshot, ``None`` (proven absent: no file), or an exception: ``StateUnavailableError``
-(transient, retry; nothing may be written meanwhile) or ``StateSetAsideError``
-(undecodable; the file was moved aside, never overwritten, and the caller starts fresh and
-says so loudly). The file is replaced atomically and durably.
+Both implement the runtime's ``StateStore``. ``load`` tells the outcomes apart: a snapshot,
+``None`` (proven absent: no file), or an exception: ``StateUnavailableError`` (transient,
+retry; nothing may be written meanwhile), ``StateSetAsideError`` (a store of ours that
+cannot be decoded; the file was moved aside, never overwritten, and the caller starts fresh
+and says so loudly) or ``StateNotOursError`` (not a store of ours: left as it is).
+
+The file store touches only its own files (``autoscaler.snapshot.read_store`` says which
+they are): it never follows a link, never sets aside or replaces a file that is not ours,
+and checks again right before each replace that the file there is the one it read or wrote
+last (else that it is ours). Its directory is created mode 0700, its file 0600; the file is
+replaced atomically and durably. ``check`` applies the rule before the daemon starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,13 +26,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from autoscaler.errors import StateSetAsideError, StateUnavailableError
-from autoscaler.snapshot import (
-    MAX_STORED_BYTES,
-    Snapshot,
-    StateFormatError,
-    decode,
-    set_aside_name,
-)
+from autoscaler.snapshot import Snapshot, StateFormatError, decode, read_store, set_aside_name
 
 
 class FileStateStore:
@@ -40,10 +40,18 @@ class FileStateStore:
         self._clock = clock
         self._read_only = read_only
         """Never move the file (``plan`` reads the daemon's file): undecodable is an error."""
+        self._own: tuple[int, int] | None = None
+        """The file this store last read or wrote (device, inode): replacing it needs no
+        second look."""
 
     @property
     def description(self) -> str:
         return f"state file {self.path}"
+
+    def check(self) -> None:
+        """``StateNotOursError`` if the path holds something that is not a store of ours
+        (before anything starts); a store of ours, damaged or not, passes."""
+        read_store(self.path, whole=False)
 
     async def load(self) -> Snapshot | None:
         return await asyncio.to_thread(self._load)
@@ -53,79 +61,80 @@ class FileStateStore:
 
     def _load(self) -> Snapshot | None:
         try:
-            return decode(self._read())
-        except FileNotFoundError:
+            stored = read_store(self.path)
+        except StateFormatError as error:  # ours, but over the size limit
+            self._set_aside(str(error))
+        if stored is None:
             return None
-        except (_Unreadable, StateFormatError) as error:
+        self._own = stored.identity
+        try:
+            return decode(stored.data)
+        except StateFormatError as error:
             self._set_aside(str(error))
 
-    def _read(self) -> bytes:
-        """The file's bytes, bounded; a non-regular or unreadable file is ``_Unreadable``."""
-        try:
-            # O_NONBLOCK: a FIFO put in its place must not block the daemon.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise
-        except (PermissionError, IsADirectoryError) as error:
-            raise _Unreadable(f"cannot read it: {error.strerror}") from None
-        except OSError as error:
-            raise StateUnavailableError(f"cannot open {self.path}: {error.strerror}") from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise _Unreadable("it is not a regular file")
-            if info.st_size > MAX_STORED_BYTES:
-                raise _Unreadable(f"it is {info.st_size} bytes, over the limit of "
-                                  f"{MAX_STORED_BYTES // (1024 * 1024)} MiB")
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                data = handle.read(MAX_STORED_BYTES + 1)
-            if len(data) > MAX_STORED_BYTES:  # it grew while we read it
-                raise _Unreadable(
-                    f"it is over the limit of {MAX_STORED_BYTES // (1024 * 1024)} MiB")
-            return data
-        except PermissionError as error:
-            raise _Unreadable(f"cannot read it: {error.strerror}") from None
-        except OSError as error:  # EIO and the like: maybe not for long
-            raise StateUnavailableError(f"cannot read {self.path}: {error.strerror}") from None
-        finally:
-            os.close(fd)
-
     def _set_aside(self, problem: str) -> NoReturn:
+        """Keep an undecodable store of ours under another name (a new one: never over a
+        file already there)."""
         if self._read_only:
             raise StateUnavailableError(f"{self.description} cannot be decoded: {problem}")
         kept = self.path.with_name(set_aside_name(self.path.name, self._clock()))
         try:
-            self.path.rename(kept)
+            os.link(self.path, kept, follow_symlinks=False)
+            self.path.unlink()
         except OSError as error:
             # Never overwrite what we cannot move: the caller retries and stays read-only.
             raise StateUnavailableError(
                 f"{self.description} cannot be decoded ({problem}) and cannot be moved aside "
                 f"to {kept}: {error.strerror}") from None
+        self._own = None
         raise StateSetAsideError(f"{self.description} cannot be decoded: {problem}",
-                            kept_as=str(kept))
+                                 kept_as=str(kept))
 
     def _write(self, data: bytes) -> None:
         directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
+        _make_directory(directory)
+        self._may_replace()
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+                info = os.fstat(handle.fileno())
             Path(tmp).replace(self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        self._own = (info.st_dev, info.st_ino)
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
 
+    def _may_replace(self) -> None:
+        """Raise unless what is at the path now is nothing, the file this store read or
+        wrote last, or a store of ours (``StateNotOursError``: someone put a file there)."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if (info.st_dev, info.st_ino) != self._own:
+            read_store(self.path, whole=False)
 
-class _Unreadable(Exception):  # noqa: N818 - private signal: the file is there but unusable
-    pass
+
+def _make_directory(directory: Path) -> None:
+    """Create ``directory`` and any missing parent, each mode 0700 (the history is ours
+    alone); an existing one is left as it is."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by someone else
+            path.mkdir(mode=0o700)
 
 
 class MemoryStateStore:

@@ -164,6 +164,33 @@ def _record(
     )
 
 
+def _timestamp(rec: Recommendation) -> Seconds:
+    return rec.timestamp
+
+
+def essential_recommendations(
+    recommendations: tuple[Recommendation, ...],
+) -> tuple[Recommendation, ...]:
+    """The recommendations that can still decide a stabilization, oldest first.
+
+    A window only ever asks for the largest (scale-down) or the smallest (scale-up)
+    recommendation made after some instant. A recommendation with a later one at least as
+    large and a later one at most as small can answer neither, for any window at any later
+    ``now``: it leaves every window before them. So dropping it changes no stabilized count
+    and no release time; in a steady run (one count recommended pass after pass) one entry
+    stands for a whole window. The history store keeps only these."""
+    if len({rec.replicas for rec in recommendations}) <= 1:  # steady: the newest stands
+        return (max(recommendations, key=_timestamp),) if recommendations else ()
+    kept: list[Recommendation] = []
+    later_max, later_min = -1, MAX_INT32 + 1
+    for rec in sorted(recommendations, key=_timestamp, reverse=True):
+        if rec.replicas > later_max or rec.replicas < later_min:
+            kept.append(rec)
+        later_max, later_min = max(later_max, rec.replicas), min(later_min, rec.replicas)
+    kept.reverse()
+    return tuple(kept)
+
+
 def stabilize_downscale(
     history: History, proposal: int, *, now: Seconds, window: Seconds
 ) -> tuple[int, History]:

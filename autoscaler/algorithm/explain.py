@@ -40,7 +40,8 @@ class WindowHold:
     held_at: Final[int]
     """The count the window allowed (the highest, or lowest, recommendation in it)."""
     releases_at: Final[Seconds | None]
-    """When the last recommendation that holds the proposal back leaves the window."""
+    """When the window stops holding ``held_at``: the last recommendation that holds it
+    leaves the window (``window_release``), and the count moves towards the proposal."""
 
     def __init__(
         self,
@@ -105,15 +106,33 @@ def hold(
     history: History, *, reason: Reason, proposal: int, stabilized: int, window: Seconds,
     now: Seconds,
 ) -> WindowHold:
-    """The window that moved ``proposal`` to ``stabilized``, and when it lets it through.
+    """The window that moved ``proposal`` to ``stabilized``, and when it lets ``stabilized``
+    go (the same moment ``earliest_scale_down`` finds for a scale-down below it).
 
     ``history`` already holds this pass's recommendation (which equals ``proposal``)."""
     down = reason is Reason.SCALE_DOWN_STABILIZED
-    blocking = [rec.timestamp + window for rec in history.recommendations
-                if rec.timestamp + window > now
-                and (rec.replicas > proposal if down else rec.replicas < proposal)]
     return WindowHold(reason=reason, window_seconds=window, held_at=stabilized,
-                      releases_at=max(blocking, default=None))
+                      releases_at=window_release(history, count=stabilized, window=window,
+                                                 now=now, down=down))
+
+
+def window_release(
+    history: History, *, count: int, window: Seconds, now: Seconds, down: bool,
+) -> Seconds | None:
+    """When a stabilization window stops holding ``count``: the moment its last
+    recommendation of ``count`` or more (``down``; of ``count`` or fewer for a scale-up)
+    leaves it; ``None`` if none is in it now.
+
+    Upstream counts a recommendation while ``timestamp`` is after ``now - window``
+    (``stabilizeRecommendationWithBehaviors``): a stabilized count below the current one
+    needs every recommendation at or above it gone, whatever lower ones remain; so the
+    window lets ``count`` go at ``timestamp + window`` of the newest of those, not when the
+    proposal itself is reached.
+    """
+    holding = [rec.timestamp + window for rec in history.recommendations
+               if rec.timestamp + window > now
+               and (rec.replicas >= count if down else rec.replicas <= count)]
+    return max(holding, default=None)
 
 
 def rate_limit(
@@ -196,10 +215,9 @@ def earliest_scale_down(
     """
     if count <= min_replicas:
         return None
-    window = rules.window_seconds
-    holding = [rec.timestamp + window for rec in history.recommendations
-               if rec.replicas >= count and rec.timestamp + window >= now]
-    opens = max([now, *holding])
+    released = window_release(history, count=count, window=rules.window_seconds, now=now,
+                              down=True)
+    opens = now if released is None else max(now, released)
     policies = rules.rules
     if policies is None:
         return opens

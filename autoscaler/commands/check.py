@@ -46,13 +46,16 @@ def run(args: argparse.Namespace) -> int:
 
     path = _path(args)
     report = Report(path=path, json=args.output == "json")
+    from autoscaler.commands.probe import query_issues
+
     try:
         config = load_config(path, check_files=not args.syntax_only)
     except ConfigError as error:
-        return report.invalid(list(error.issues), complete=error.complete)
-    from autoscaler.commands.probe import query_issues
-
-    issues = query_issues(config, path)
+        # The queries are parsed from the file too: an invalid config hides none of them.
+        issues = sorted([*error.issues, *query_issues(path)],
+                        key=lambda i: (i.line is None, i.line or 0))
+        return report.invalid(issues, complete=error.complete)
+    issues = query_issues(path)
     if issues:
         return report.invalid(issues, complete=True)
     report.valid(config)
@@ -144,21 +147,29 @@ class Report:
             print(summary(config))
 
     def probed(self, results: list[Any], server_problems: list[Any]) -> None:
+        """Each query has one fate (ok, a warning, failed, or not checked because its server
+        cannot be reached), so the summary adds up: the fates sum to the queries."""
         from autoscaler.commands.probe import Verdict
 
-        self.errors += len(server_problems) + sum(r.verdict is Verdict.ERROR for r in results)
-        self.warnings += sum(r.verdict is Verdict.WARNING for r in results)
+        failed = sum(r.verdict is Verdict.ERROR for r in results)
+        warned = sum(r.verdict is Verdict.WARNING for r in results)
+        unchecked = sum(p.queries for p in server_problems if not p.ran)
+        fates = {"queries": len(results) + unchecked, "ok": len(results) - failed - warned,
+                 "failed": failed, "warnings": warned, "notChecked": unchecked}
+        self.errors += failed + unchecked
+        self.warnings += warned
         whole = {problem.server for problem in server_problems}
         if self.json:
             self.document["servers"] = [{"server": p.server, "problem": p.message,
                                          "queries": p.queries} for p in server_problems]
             self.document["queries"] = [r.to_json() for r in results
                                         if r.probe.server not in whole]
+            self.document["summary"] = fates
             return
         for problem in server_problems:
-            queries = f"{problem.queries} quer{'ies' if problem.queries != 1 else 'y'}"
             fate = "failed" if problem.ran else "not checked"
-            print(f"error: {problem.message} ({queries} {fate})", file=sys.stderr)
+            print(f"error: {problem.message} ({_queries(problem.queries)} {fate})",
+                  file=sys.stderr)
         for result in results:
             if result.probe.server in whole:
                 continue
@@ -169,7 +180,7 @@ class Report:
             else:
                 label = "warn " if result.verdict is Verdict.WARNING else "FAIL "
                 print(f"{label} {where}: {result.problem}\n      query: {probe.promql}")
-        print(f"{len(results)} queries: {self.errors} failed, {self.warnings} with warnings")
+        print(summary_line(fates))
 
     def finish(self, *, strict: bool) -> int:
         failed = self.errors > 0 or (strict and self.warnings > 0)
@@ -177,6 +188,19 @@ class Report:
             self.document.update(errors=self.errors, warnings=self.warnings, ok=not failed)
             _emit(self.document)
         return 1 if failed else 0
+
+
+def summary_line(fates: dict[str, int]) -> str:
+    """``5 queries: 2 ok, 1 failed, 1 with warnings, 1 not checked``: every query once."""
+    text = (f"{_queries(fates['queries'])}: {fates['ok']} ok, {fates['failed']} failed, "
+            f"{fates['warnings']} with warnings")
+    if fates["notChecked"]:
+        text += f", {fates['notChecked']} not checked"
+    return text
+
+
+def _queries(count: int) -> str:
+    return f"{count} quer{'ies' if count != 1 else 'y'}"
 
 
 def _emit(document: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ library, so building the parser for ``--help`` or completion stays instant.
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import sys
 from pathlib import Path
@@ -56,14 +57,23 @@ def add_out(parser: argparse.ArgumentParser, *, default: Path | None, what: str,
 
 
 def write_document(data: Any, output: str, stream: IO[str] | None = None) -> None:
-    """``data`` as JSON or YAML on stdout (the machine-readable outputs)."""
+    """``data`` as JSON or YAML on stdout (the machine-readable outputs). Both render the
+    same plain data: an enum is its value, whichever command's document holds it."""
     stream = stream or sys.stdout
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=_plain)
     if output == "yaml":
         import yaml
 
-        stream.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        stream.write(yaml.safe_dump(json.loads(text), sort_keys=False, allow_unicode=True))
     else:
-        stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        stream.write(text + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """What JSON cannot hold as it is: an enum (not a ``str`` one) by its value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not plain data")
 
 
 def load(path: Path, *, check_files: bool = True) -> Any:

@@ -1,8 +1,9 @@
 """``autoscaler import-hpa FILE... [--out FILE]``: HPA manifests in, our TOML config out.
 
-The conversion is ``autoscaler.config.importer``'s; this module parses the arguments and
-writes the result: to stdout, or atomically to ``--out``. Exit codes: 0 written, 1 unreadable
-or unsupported input (or an output that cannot be written), 2 usage error.
+The conversion is ``autoscaler.importers.import_hpa``'s; this module parses the arguments and
+writes the result: to stdout, or atomically to ``--out`` (only over an importer's own output,
+checked first). Exit codes: 0 written, 1 unreadable or unsupported input (or an output that
+cannot be written), 2 usage error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def namespace(value: str) -> str:
     """``-n``: a namespace name, as the API server checks it."""
-    from autoscaler.config.manifests import dns_label_problem
+    from autoscaler.importers.manifests import dns_label_problem
 
     if problem := dns_label_problem(value):
         raise argparse.ArgumentTypeError(problem)
@@ -44,10 +45,11 @@ def namespace(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.config.adapter_rules import read_adapter_rules
-    from autoscaler.config.importer import convert_files
-    from autoscaler.config.manifests import InputError
+    from autoscaler.importers.adapter_rules import read_adapter_rules
+    from autoscaler.importers.import_hpa import convert_files
+    from autoscaler.importers.manifests import InputError
 
+    check_out(args.out)
     try:
         rules = read_adapter_rules(args.adapter_rules) if args.adapter_rules else None
         text, notes = convert_files(args.files, default_namespace=args.namespace, rules=rules)
@@ -56,17 +58,32 @@ def run(args: argparse.Namespace) -> int:
     return write_output(text, notes, out=args.out)
 
 
+def check_out(out: Path | None) -> None:
+    """Refuse an ``--out`` that is not an importer's own output before any work."""
+    from autoscaler.config.files import check_replaceable
+    from autoscaler.importers.manifests import plain
+    from autoscaler.importers.output import written_by_an_importer
+
+    if out is None:
+        return
+    try:
+        check_replaceable(out, ours=written_by_an_importer)
+    except OSError as error:
+        raise CommandError(f"cannot write {plain(str(out))}: "
+                           f"{error.strerror or error}") from None
+
+
 def write_output(text: str, notes: Sequence[str], *, out: Path | None) -> int:
     """The notes on stderr, then ``text`` to stdout or, atomically, to ``out``."""
-    from autoscaler.config.import_out import write_atomically, write_stdout
-    from autoscaler.config.manifests import plain
+    from autoscaler.importers.manifests import plain
+    from autoscaler.importers.output import write_out, write_stdout
 
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if out is None:
         return write_stdout(text)
     try:
-        write_atomically(str(out), text)
+        write_out(out, text)
     except OSError as error:
         raise CommandError(f"cannot write {plain(str(out))}: "
                            f"{error.strerror or error}") from None

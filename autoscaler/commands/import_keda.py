@@ -1,6 +1,6 @@
 """``autoscaler import-keda FILE... [--out FILE]``: KEDA ScaledObjects in, our TOML config out.
 
-The conversion is ``autoscaler.config.import_keda``'s; this module parses the arguments and
+The conversion is ``autoscaler.importers.import_keda``'s; this module parses the arguments and
 writes the result as import-hpa does: to stdout, or atomically to ``--out``. Exit codes: 0
 written, 1 unreadable or unsupported input (or an output that cannot be written), 2 usage
 error.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from autoscaler.commands.conventions import FILE, CommandError, add_out
-from autoscaler.commands.import_hpa import namespace, write_output
+from autoscaler.commands.import_hpa import check_out, namespace, write_output
 
 HELP = "turn KEDA ScaledObjects into our TOML"
 DESCRIPTION = ("Turn KEDA ScaledObjects (kubectl get scaledobjects -o yaml, with their "
@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.config.import_keda import convert_files
-    from autoscaler.config.manifests import InputError
+    from autoscaler.importers.import_keda import convert_files
+    from autoscaler.importers.manifests import InputError
 
+    check_out(args.out)
     try:
         text, notes = convert_files(args.files, default_namespace=args.namespace)
     except InputError as error:

@@ -3,7 +3,7 @@
 Queries are rendered as ``check`` can render them without Kubernetes: for every pod of the
 target's namespace (``${pod_regex}`` = ``.*``, ``${pod_selector}`` = ``namespace="<ns>"``).
 ``query_issues`` parses each user query with a real PromQL parser, so an unclosed parenthesis
-fails ``check`` with no Prometheus at all.
+fails ``check`` with no Prometheus at all, whether or not the rest of the config is valid.
 
 ``run_probes`` sends every query once through the daemon's own Prometheus client (credentials,
 TLS, limits), all at once (bounded), each within its server's timeout. A server that accepts
@@ -37,10 +37,10 @@ from autoscaler.adapters.prometheus.queries import promql_string, requests_query
 from autoscaler.algorithm import MetricSourceType, MetricSpec
 from autoscaler.commands.reach import unreachable
 from autoscaler.config import Config, ConfigIssue, MetricQuery, TargetConfig, render_query
-from autoscaler.config.files import read_config_file
+from autoscaler.config.files import UnusableFileError, read_config_file
 from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.locate import LineFinder
-from autoscaler.config.query import promql_problem
+from autoscaler.config.query import promql_problem, template_problems
 from autoscaler.errors import AutoscalerError, BadDataError
 
 CONCURRENCY = 8
@@ -150,29 +150,71 @@ def _queries(
 # --- offline: does each query parse -------------------------------------------------------------
 
 
-def query_issues(config: Config, path: Path) -> list[ConfigIssue]:
-    """A ``FILE:LINE: FIELD: message`` issue for each user query that is not valid PromQL."""
+def query_issues(path: Path) -> list[ConfigIssue]:
+    """A ``FILE:LINE: FIELD: message`` issue for each user query that is not valid PromQL.
+
+    Read from the file itself, not from a loaded config, so a config with other problems
+    has its queries checked too: ``check`` lists every problem at once, and says it has
+    (``complete``) only when it has."""
     import tomllib
 
-    text = read_config_file(path).decode("utf-8")  # the file load_config has just read
-    document = tomllib.loads(text)
+    from autoscaler.config.loader import merge
+
+    try:
+        text = read_config_file(path).decode("utf-8")
+        document = tomllib.loads(text)
+    except (UnusableFileError, ValueError, RecursionError):
+        return []  # not TOML this can read (the loader says why): no query to parse
     finder = LineFinder(text, parsed=document)
-    raw_targets = document.get("autoscaler", [])
+    defaults = document.get("defaults")
+    defaults = defaults if isinstance(defaults, dict) else {}
+    raw_targets = document.get("autoscaler")
     issues: dict[str, ConfigIssue] = {}
-    for index, target in enumerate(config.targets):
-        raw = raw_targets[index] if index < len(raw_targets) else {}
-        for number, (spec, query) in enumerate(zip(target.spec.metrics, target.metric_queries,
-                                                   strict=True)):
-            if query.query is None:
-                continue
-            problem = promql_problem(render_for_check(target, query.query, spec.container or ""))
-            if problem is None:
-                continue
-            owner: Loc = ("autoscaler", index) if "metrics" in raw else ("defaults",)
-            loc: Loc = (*owner, "metrics", number, _SOURCE_KEYS[spec.type], "query")
-            issues.setdefault(format_loc(loc), ConfigIssue(
-                file=str(path), line=finder.line_of(loc), path=format_loc(loc), message=problem))
+    for index, raw in enumerate(raw_targets if isinstance(raw_targets, list) else ()):
+        if not isinstance(raw, dict):
+            continue
+        owner: Loc = ("autoscaler", index) if "metrics" in raw else ("defaults",)
+        target = merge(defaults, raw)
+        for number, key, promql in _raw_queries(target):
+            problem = promql_problem(promql)
+            loc: Loc = (*owner, "metrics", number, key, "query")
+            if problem is not None:
+                issues.setdefault(format_loc(loc), ConfigIssue(
+                    file=str(path), line=finder.line_of(loc), path=format_loc(loc),
+                    message=problem))
     return sorted(issues.values(), key=lambda i: (i.line is None, i.line or 0))
+
+
+def _raw_queries(target: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """(metric index, source key, PromQL) of each query template in a raw target table that
+    can be rendered (a template the config refuses is the config's problem)."""
+    metrics = target.get("metrics")
+    namespace = _text(target.get("namespace"), "default")
+    ref = target.get("scaleTargetRef")
+    ref = ref if isinstance(ref, dict) else {}
+    found: list[tuple[int, str, str]] = []
+    for number, metric in enumerate(metrics if isinstance(metrics, list) else ()):
+        kind = metric.get("type") if isinstance(metric, dict) else None
+        key = _RAW_SOURCE_KEYS.get(kind) if isinstance(kind, str) else None
+        source = metric.get(key) if key is not None else None
+        if key is None or not isinstance(source, dict):
+            continue
+        template = source.get("query")
+        if not isinstance(template, str) or template_problems(template):
+            continue
+        found.append((number, key, render_query(
+            template, namespace=namespace, name=_text(ref.get("name"), "name"),
+            kind=_text(ref.get("kind"), "Kind"), pod_regex=".*",
+            pod_selector=f'namespace="{promql_string(namespace)}"',
+            container=_text(source.get("container"), ""))))
+    return found
+
+
+_RAW_SOURCE_KEYS = {kind.value: key for kind, key in _SOURCE_KEYS.items()}
+
+
+def _text(value: Any, default: str) -> str:
+    return value if isinstance(value, str) else default
 
 
 # --- online: run each query once ------------------------------------------------------------------

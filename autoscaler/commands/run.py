@@ -1,7 +1,8 @@
 """``autoscaler run``: start the daemon (``autoscaler.app``) and end it cleanly.
 
 Failures a user can cause (a config that does not load, no usable kubeconfig, a listen
-address in use) are one line and exit 1 before anything starts. A backend that cannot be
+address in use, a state file that is not the daemon's) are one line and exit 1 before
+anything starts. A backend that cannot be
 reached at start is said once, clearly, and the daemon starts anyway: it retries in the
 background, as it does whenever a backend goes away.
 """
@@ -29,12 +30,12 @@ DESCRIPTION = ("Run the daemon: reconcile every target of the config each sync p
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config(parser)
-    parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
+    parser.add_argument("--kubeconfig", type=kubeconfig, metavar="FILE",
                         help="overrides kubernetes.kubeconfig").complete = FILE  # type: ignore[attr-defined]
     parser.add_argument("--context", help="overrides kubernetes.context")
     parser.add_argument("--state-file", type=Path, metavar="FILE",
                         help="overrides daemon.stateFile").complete = FILE  # type: ignore[attr-defined]
-    parser.add_argument("--listen", metavar="HOST:PORT",
+    parser.add_argument("--listen", metavar="HOST:PORT", type=listen_address,
                         help="overrides daemon.listenAddress (off loopback, /status listens "
                              "apart on 127.0.0.1 at the next port)")
     parser.add_argument("--dry-run", action="store_true", help="decide and report, never write")
@@ -42,6 +43,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="this replica's shard, from 0 (with --total-shards)")
     parser.add_argument("--total-shards", type=int, metavar="N",
                         help="the number of shards the targets are split into")
+
+
+def listen_address(value: str) -> str:
+    """``--listen``: what ``daemon.listenAddress`` accepts, else a usage error."""
+    from autoscaler.config.fields import HostPort, problem_with
+
+    if problem := problem_with(HostPort, value):
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def kubeconfig(value: str) -> Path:
+    """``--kubeconfig``: a file ``kubernetes.kubeconfig`` would accept, else a usage error."""
+    from autoscaler.config.files import unreadable
+
+    for part in value.split(os.pathsep):  # the client's rule, as for $KUBECONFIG
+        if part and (problem := unreadable(os.path.expanduser(part))):
+            raise argparse.ArgumentTypeError(f"cannot read {part}: {problem}")
+    return Path(value)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         total_shards=args.total_shards)
     config = overrides.apply(config)
     _check_listen(config.daemon.listen_address)
+    _check_state_file(config.daemon.state_file)
     configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)
     asyncio.run(_say_unreachable(config))
     daemon = Daemon(config, config_path=args.config, overrides=overrides)
@@ -106,6 +127,22 @@ def _check_listen(address: str) -> None:
             if error.errno == errno.EADDRINUSE:
                 raise CommandError(_in_use(address)) from None
             raise CommandError(f"cannot listen on {address}: {error.strerror}") from None
+
+
+def _check_state_file(path: Path | None) -> None:
+    """Refuse a state path that holds anything but a store of ours, wherever the path came
+    from (the config's stateFile or --state-file); the file is only read."""
+    from autoscaler.adapters.local_state import FileStateStore
+    from autoscaler.errors import StateNotOursError, StateUnavailableError
+
+    if path is None:
+        return
+    try:
+        FileStateStore(path).check()
+    except StateNotOursError as error:
+        raise CommandError(f"not starting: {error}") from None
+    except StateUnavailableError:
+        pass  # an I/O error now: the daemon retries the read, writing nothing meanwhile
 
 
 async def _say_unreachable(config: Any) -> None:

@@ -60,14 +60,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """A flag or an input it names that does not work is a usage error (exit 2); an invalid
-    config or an output the system refuses is a failure (exit 1), as for every command."""
+    """A flag that does not work is a usage error (exit 2); an input that cannot be read or
+    holds no data, an invalid config or an output the system refuses is a failure (exit 1),
+    as for every command."""
     from autoscaler.simulate.command import run as simulate
-    from autoscaler.simulate.simulation_error import OutputError, SimulationError
+    from autoscaler.simulate.simulation_error import FlagError, SimulationError
 
     try:
         return simulate(args)
-    except OutputError as error:
-        raise CommandError(str(error)) from None
-    except SimulationError as error:
+    except FlagError as error:
         raise UsageError(str(error)) from None
+    except SimulationError as error:
+        raise CommandError(str(error)) from None

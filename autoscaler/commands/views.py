@@ -112,6 +112,10 @@ def condition_summary(body: Body) -> str:
     if "blockedBy" in body:
         return "OwnedElsewhere"
     reasons = []
+    if "shadow" in body:
+        agree = body["shadow"].get("agree")
+        reasons.append("Shadow" + ("" if agree is None else " (agree)" if agree
+                                   else " (disagree)"))
     for condition in body.get("conditions", ()):
         failing = condition["status"] == "False" and condition["type"] not in _FALSE_IS_NORMAL
         limited = condition["type"] == "ScalingLimited" and condition["status"] == "True"
@@ -136,7 +140,8 @@ def page(body: Body, *, now: datetime, planned: bool = False) -> str:
         ("Min replicas", _text(body.get("minReplicas"))),
         ("Max replicas", _text(body.get("maxReplicas"))),
         (f"{kind} pods", f"{_text(body.get('currentReplicas'))} current / "
-                         f"{_text(body.get('desiredReplicas'))} desired"),
+                         f"{_text(body.get('desiredReplicas'))} desired"
+                         + (" (shadow mode: not written)" if "shadow" in body else "")),
         ("Last reconcile", _last_reconcile(body, now)),
         ("Last scale", _when(body.get("lastScaleTime"), now)),
     ])
@@ -165,10 +170,22 @@ def _problems(body: Body) -> list[str]:
     pairs = [(label, str(body[key])) for key, label in (
         ("error", "Error"), ("drift", "Drift"), ("paused", "Paused"))
         if body.get(key)]
+    if "shadow" in body:
+        pairs.append(("Shadow", shadow_text(body["shadow"])))
     if body.get("blockedBy"):
         pairs.append(("Owned by", ", ".join(body["blockedBy"])
                       + ": the autoscaler leaves this target alone"))
     return _fields(pairs)
+
+
+def shadow_text(shadow: Body) -> str:
+    """Our count against the other autoscaler's, as shadow mode compares them each pass."""
+    ours, theirs, owner = shadow.get("desiredReplicas"), shadow.get("theirDesiredReplicas"), (
+        shadow.get("owner") or "the other autoscaler")
+    if theirs is None:
+        return f"this autoscaler would scale to {_text(ours)}; no HPA reports a desired count"
+    verdict = "they agree" if shadow.get("agree") else "they disagree"
+    return f"this autoscaler would scale to {_text(ours)}, {owner} wants {theirs}: {verdict}"
 
 
 def _metrics(body: Body) -> list[str]:
@@ -235,7 +252,8 @@ def _decision(body: Body, decision: Body | None, now: datetime, *, planned: bool
             why = f"paused ({body['paused']}): the autoscaler does not decide for this target"
         return _fields([("Decision", NONE + (f": {why}" if why else ""))])
     header = f"{_when(decision.get('time'), now)}"
-    header += _EARLIER.get(str(body.get("lastOutcome")), "")
+    if decision.get("latest") is False:  # not the latest pass's: say which was
+        header += _EARLIER.get(str(body.get("lastOutcome")), " (an earlier pass)")
     lines = _fields([("Decision", header)])
     steps = [
         ("metrics", _metrics_step(body, decision)),
@@ -243,10 +261,11 @@ def _decision(body: Body, decision: Body | None, now: datetime, *, planned: bool
         ("rate limit", _limit_step(decision, now)),
         ("bounds", _bounds_step(body, decision, now)),
     ]
-    if body.get("fallbackActive"):
+    current, desired = decision.get("current", body.get("currentReplicas")), decision.get("desired")
+    if body.get("fallbackActive") and decision.get("latest") is not False:
         steps.append(("fallback", f"every metric invalid for {body.get('consecutiveInvalid')} "
                                   "passes: the configured fallback count applies"))
-    current, desired = body.get("currentReplicas"), decision.get("desired")
+        desired = body.get("desiredReplicas", desired)
     verb = "would scale" if planned else "scale"
     outcome = f"{desired}" if current == desired else f"{desired} ({verb} {current} -> {desired})"
     steps.append(("desired", outcome))
@@ -263,7 +282,7 @@ _EARLIER = {
 
 def _metrics_step(body: Body, decision: Body) -> str:
     proposal = decision.get("proposal")
-    current = body.get("currentReplicas")
+    current = decision.get("current", body.get("currentReplicas"))
     if proposal is None:
         why = decision.get("error") or body.get("error") or "no proposal"
         return f"no valid proposal: holding at {current} ({why})"

@@ -20,10 +20,9 @@ nothing outside this package sees pydantic), ``fields`` (field types), ``setting
 ``validated``), ``loader`` (the pipeline), ``issues`` (problems with their file, line and
 field path), ``locate`` (TOML line numbers), ``translate`` (pydantic errors as messages),
 ``query`` (templates), ``durations``, ``files`` (reading the file safely, checking the files
-it names); ``importer`` (import-hpa: ``hpa``, ``adapter_rules`` and ``adapter_naming``) and
-``import_keda`` (``keda``, ``keda_metadata``, ``keda_triggers``, ``keda_cron``), which share
-``manifests``, ``manifest_fields``, ``import_out`` and ``toml_out``. The commands themselves
-live in ``autoscaler.commands`` (with the summary ``check`` prints, ``config_summary``).
+it names). Writing our TOML from other tools' manifests is ``autoscaler.importers``'. The
+commands themselves live in ``autoscaler.commands`` (with the summary ``check`` prints,
+``config_summary``).
 """
 
 from autoscaler.config.durations import format_duration, parse_duration

@@ -37,6 +37,18 @@ def fail(message: str) -> PydanticCustomError:
     return PydanticCustomError("config", "{message}", {"message": message})
 
 
+def problem_with(kind: Any, value: Any) -> str | None:
+    """What the config would say of ``value`` in a field of type ``kind`` (``None``: it is
+    fine): a command-line override meets the same rule as the key it overrides."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError as error:
+        return str(error.errors()[0]["msg"])
+    return None
+
+
 def show(value: object) -> str:
     """A value as the user wrote it in TOML."""
     if isinstance(value, bool):

@@ -35,7 +35,8 @@ PLACEHOLDERS: tuple[str, ...] = (
 """Every placeholder a query template may use."""
 
 TODO_MARKER = "TODO"
-"""``import-hpa`` writes queries starting with this; ``check`` rejects them with a pointer."""
+"""``import-hpa`` and ``import-keda`` write queries starting with this; ``check`` rejects them
+with a pointer."""
 
 
 def template_problems(template: str) -> list[str]:
@@ -44,7 +45,7 @@ def template_problems(template: str) -> list[str]:
         return ["must not be empty"]
     if template.lstrip().startswith(TODO_MARKER):
         return [
-            "is still the placeholder import-hpa wrote: replace it with the PromQL for this "
+            "is still the TODO placeholder an importer wrote: replace it with the PromQL for this "
             "metric (see the comment above it in the file)"
         ]
     compiled = string.Template(template)

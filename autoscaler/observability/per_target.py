@@ -21,7 +21,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec, ConditionType, Decision
+from autoscaler.algorithm import (
+    AlgorithmSettings,
+    AutoscalerSpec,
+    ConditionType,
+    Decision,
+    MetricSpec,
+)
 from autoscaler.algorithm.behavior import tolerances_for
 from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.record import record
@@ -89,15 +95,25 @@ class TargetSeries:
     """The tolerance lines, and the spec and settings they were written for."""
     _metric_labels: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def decided(self, decision: Decision) -> None:
-        """The counts and metric values of the target's decision this pass."""
-        self.current = decision.current_replicas
-        self.desired = decision.desired_replicas
+    def show(self, *, current: int | None, desired: int | None, decision: Decision | None,
+             shadow: tuple[int, int | None] | None, metrics: Sequence[MetricSpec]) -> None:
+        """What the target's state says at the end of its pass, the state ``/status``
+        shows: the count read and the count settled on, and what the pass's decision (if it
+        made one: not while paused or owned elsewhere) measured, recommended and forecast.
+        A mode switched off takes its series with it (``shadow`` None)."""
+        self.current, self.desired = current, desired
+        self.shadow = shadow
+        if decision is None:
+            self.recommended, self.metrics, self.forecast = None, (), None
+            return
         self.recommended = decision.stabilized
         self.metrics = tuple(
             MetricReading(outcome.spec.name, outcome.spec.type, outcome.proposal is not None,
                           outcome.target_value, outcome.current_value)
             for outcome in decision.metrics)
+        self.forecast = decision.forecast
+        if self.forecast is not None:
+            self.forecast_metrics = tuple(metric.name for metric in metrics)
 
     def scaled(self, previous: int, new: int) -> None:
         """A scale write landed."""
@@ -141,7 +157,8 @@ FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     # (name, type, extra labels, help)
     ("autoscaler_current_replicas", _GAUGE, "",
      "Replicas of the target's /scale at the last pass."),
-    ("autoscaler_desired_replicas", _GAUGE, "", "Replicas the last pass decided on."),
+    ("autoscaler_desired_replicas", _GAUGE, "",
+     "Replicas the last pass settled on (the decision's, the fallback's, a pause's hold)."),
     ("autoscaler_recommended_replicas", _GAUGE, "",
      "Replicas the metrics recommend after the stabilization windows, before the behavior "
      "rate limits and the min/max clamp."),

@@ -8,9 +8,21 @@ One place owns each rule about the ``StateStore``:
   no scale-up) and nothing is written: a failed read can never be mistaken for an empty
   history and then overwrite the real one.
 - **Writing** happens only (1) before a pass's scale writes, carrying their intents, so a
-  write is on record before it can have happened; (2) at a graceful stop or hand-over,
-  marked clean; (3) once after restoring a clean snapshot, to mark the store in use (a crash
-  after that must not pass for a clean stop). A steady-state pass writes nothing.
+  write is on record before it can have happened; (2) as soon as their outcomes are known
+  (``runtime.intents.OutcomeRecorder``); (3) after a pass that scales nothing, with its
+  recommendations (so a store left by a kill holds every one a later window may need: no
+  gap to bridge); (4) at a graceful stop or hand-over, marked clean; (5) once when this
+  instance starts acting: to mark a clean store in use (a crash after that must not pass
+  for a clean stop) and, with leader election, always, to claim the store. Writes asked
+  for while one is under way are carried by the next one (one write at a time, each with
+  the latest state).
+- **Fencing** (with leader election): every write is sent only while this instance holds
+  the lease by its own monotonic clock, checked right before it and before each retry. The
+  store's optimistic concurrency (the version read) does the rest: the claim gives the
+  store a version no write of a deposed leader, still in flight, can carry. A conflict
+  (another writer since our read) is never written over: at the claim the store is read and
+  applied again (nothing was acted on yet); later, it is read again and folded into ours
+  (scale events and recommendations of both: ``_fold_in``), then written, fenced again.
 - **Removed targets** (a reload or a restart without them) keep their history for
   ``RETAIN_REMOVED`` seconds after its newest entry, upstream's longest stabilization window
   (longer than any policy period), so adding one back inside its window or period finds its
@@ -35,7 +47,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from autoscaler.errors import StateSetAsideError, StateUnavailableError
+from autoscaler.algorithm import History, ScaleEvent
+from autoscaler.errors import (
+    ConflictError,
+    NotLeaderError,
+    StateSetAsideError,
+    StateUnavailableError,
+)
 from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import SavedTarget, Snapshot, encode_entries, encode_entry
@@ -74,22 +92,29 @@ class HistoryKeeper:
         *,
         clock: Callable[[], float] = time.time,
         retry_wait: wait_exponential_jitter | None = None,
+        leader: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self._states = states
         self._clock = clock
+        self._leader = leader
+        """With leader election: whether this instance holds the lease now (its own clock)."""
         self._retired: dict[str, _Retired] = {}
         self._lock = asyncio.Lock()
+        self._asked = self._carried = 0
+        """Writes asked for, and how many of those asks the last write carried."""
         self._wait = retry_wait or wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
-        self._fragments: dict[str, tuple[object, object, object, object, str]] = {}
-        """Per target: its scale events, intent and zero memory at the last write (compared
-        by identity) and the entry written for them."""
+        self._fragments: dict[str, tuple[object, object, object, object, object, str]] = {}
+        """Per target: its recommendations, scale events, intent and zero memory at the last
+        write (compared by identity) and the entry written for them."""
         self.restored = asyncio.Event()
         """Set once the store was read (or proven absent, or set aside) and applied."""
         self.last_save: float | None = None
         self.last_error: str | None = None
         self.read_failures = 0
         self.save_failures = 0
+        self.saves = 0
+        self.conflicts = 0
 
     # --- reading ----------------------------------------------------------------------
 
@@ -101,30 +126,44 @@ class HistoryKeeper:
         read was retried gives the targets configured by then their history.
         """
         self.restored.clear()
-        set_aside: StateSetAsideError | None = None
-        snapshot: Snapshot | None
-        try:
-            snapshot = await self._retrying(self.store.load, doing="read")
-        except StateSetAsideError as error:
-            set_aside, snapshot = error, None
-        # No await from here to the end of the loop: the keys are applied as they are now.
-        current = set(keys() if callable(keys) else keys)
-        clean = snapshot is not None and snapshot.clean
-        saved = dict(snapshot.targets) if snapshot is not None else {}
-        for key in current:
-            state = self._states.setdefault(key, TargetState(key=key))
-            self._apply(state, saved.get(key), bridge_gap=not clean)
-        self._retired = {key: _Retired(saved=entry, bridge_gap=not clean)
-                         for key, entry in saved.items() if key not in current}
-        if clean:
-            # In use from now on: a crash must not leave a store that claims a clean stop.
-            await self._retrying(self._mark_in_use, doing="mark in use")
+        while True:
+            set_aside: StateSetAsideError | None = None
+            snapshot: Snapshot | None
+            try:
+                snapshot = await self._retrying(self.store.load, doing="read")
+            except StateSetAsideError as error:
+                set_aside, snapshot = error, None
+            # No await from here to the end of the loop: the keys are applied as they are now.
+            current = set(keys() if callable(keys) else keys)
+            clean = snapshot is not None and snapshot.clean
+            # Only a store written around scale writes alone, left by an unclean stop, lacks
+            # recommendations a pass made: one written after every pass holds them all.
+            gap = snapshot is not None and not snapshot.clean and not snapshot.journaled
+            saved = dict(snapshot.targets) if snapshot is not None else {}
+            for key in current:
+                state = self._states.setdefault(key, TargetState(key=key))
+                self._apply(state, saved.get(key), bridge_gap=gap)
+            self._retired = {key: _Retired(saved=entry, bridge_gap=gap)
+                             for key, entry in saved.items() if key not in current}
+            if not clean and self._leader is None:
+                break
+            # In use from now on: a crash must not leave a store that claims a clean stop;
+            # and claimed, so a deposed leader's write still in flight can no longer land.
+            try:
+                await self._retrying(self._claim, doing="mark in use")
+            except ConflictError as error:
+                log.warning("the saved history changed between our read and our first "
+                            "write (a write of the previous leader in flight): reading it "
+                            "again", store=self.store.description, error=str(error))
+                self.conflicts += 1
+                continue
+            break
         self.restored.set()
         return Restored(targets=len(current & saved.keys()), retired=len(self._retired),
                         clean=clean, set_aside=set_aside)
 
-    async def _mark_in_use(self) -> None:
-        await self._save(clean=False)
+    async def _claim(self) -> None:
+        await self._save(clean=False, fold_in=False)
 
     def invalidate(self) -> None:
         """Leadership lost: the store is someone else's to write until read again."""
@@ -139,7 +178,7 @@ class HistoryKeeper:
         # never be taken for a failed read and retried.
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(Exception)
-            & retry_if_not_exception_type(StateSetAsideError), wait=self._wait,
+            & retry_if_not_exception_type((StateSetAsideError, ConflictError)), wait=self._wait,
             before_sleep=functools.partial(self._report_retry, doing=doing), reraise=True)
         return await retrying(call)
 
@@ -184,43 +223,96 @@ class HistoryKeeper:
             raise StateUnavailableError("the saved history has not been read yet: not writing it")
         await self._save(clean=clean)
 
-    async def _save(self, *, clean: bool) -> None:
+    async def _save(self, *, clean: bool, fold_in: bool = True) -> None:
+        self._asked += 1
+        asked = self._asked
         async with self._lock:  # one write at a time, each with the latest state
-            now = self._clock()
-            data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now)
+            if not clean and self._carried >= asked:
+                return  # a write that began after this was asked carried it
+            carrying = self._asked
             try:
-                await self.store.save(data)
+                await self._write(clean=clean, fold_in=fold_in)
             except Exception as error:
                 self.save_failures += 1
                 self.last_error = f"save: {error}"
                 raise
+            self._carried = carrying
+
+    async def _write(self, *, clean: bool, fold_in: bool) -> None:
+        """Encode and write, fenced; after a conflict, fold the store in and write again
+        (fenced again), once."""
+        for attempt in range(2):
+            now = self._clock()
+            data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now)
+            self._fence()
+            try:
+                await self.store.save(data)
+            except ConflictError:
+                if not fold_in or attempt:
+                    raise
+                self.conflicts += 1
+                self._fence()  # a deposed writer has nothing to decide again
+                await self._fold_in()
+                continue
+            self.saves += 1
             self.last_save = now
+            return
+
+    def _fence(self) -> None:
+        """Right before each write: only the lease holder writes the store."""
+        if self._leader is not None and not self._leader():
+            raise NotLeaderError("this instance no longer holds the lease (by its own "
+                                 "clock): the history is not written")
+
+    async def _fold_in(self) -> None:
+        """Someone wrote the store since we read it: read it again and keep what both say,
+        never write it over. Scale events and recommendations are the union of both
+        (windows and policies then see every step either knew of); a target's pending
+        intent is ours, else theirs (a fresh read settles it); a target only they have is
+        kept as a removed one."""
+        log.warning("the saved history was written by someone else since we read it: "
+                    "reading it again and keeping what both say", store=self.store.description)
+        try:
+            snapshot = await self.store.load()
+        except StateSetAsideError as error:  # replaced by something undecodable: kept aside
+            log.error("the saved history written by someone else cannot be decoded; it was "
+                      "kept aside and ours is written", kept_as=error.kept_as)
+            return
+        for key, theirs in (snapshot.targets if snapshot is not None else {}).items():
+            state = self._states.get(key)
+            if state is not None:
+                state.history = _union(state.history, theirs.history)
+                state.intent = state.intent or theirs.intent
+                continue
+            kept = self._retired.get(key)
+            ours = kept.saved if kept is not None else SavedTarget()
+            self._retired[key] = _Retired(saved=SavedTarget(
+                history=_union(ours.history, theirs.history), intent=ours.intent or theirs.intent,
+                zero=ours.zero, forecasts=ours.forecasts or theirs.forecasts), bridge_gap=True)
 
     def _entries(self, now: float, *, fresh: bool) -> list[str]:
         """Every target's entry, as JSON text, the current targets' then the removed ones'.
 
-        A write that is not a clean stop re-encodes only the targets whose scale events,
-        intent or zero memory changed since the last write (checked by identity: the core
-        passes unchanged event tuples on as the same objects) and those with forecasts
-        (which change every pass); the others keep the
-        recommendations of their last write. That is safe because such a store is unclean:
-        a restore from it bridges the gap, which covers recommendations older than the real
-        ones. It keeps a write per scaling pass cheap at 10,000 targets. A clean write
-        encodes everything afresh.
+        A target whose recommendations, scale events, intent and zero memory are the objects
+        of the last write (the core passes unchanged ones on as the same objects: a target
+        no pass decided since) keeps the entry written then; a clean write encodes everything
+        afresh. Only the recommendations that can still decide a window are encoded
+        (``essential_recommendations``): in a steady run, one a target.
         """
         cache, self._fragments = self._fragments, {}
         for key, state in self._states.items():
             if not _worth_keeping(state):
                 continue
             history, intent, zero = state.history, state.intent, state.zero
-            up, down = history.scale_up_events, history.scale_down_events
+            recs, up, down = history.recommendations, history.scale_up_events, \
+                history.scale_down_events
             kept = None if fresh or state.forecasts else cache.get(key)
-            if kept is not None and kept[0] is up and kept[1] is down and kept[2] is intent \
-                    and kept[3] is zero:
+            if kept is not None and kept[0] is recs and kept[1] is up and kept[2] is down \
+                    and kept[3] is intent and kept[4] is zero:
                 self._fragments[key] = kept
                 continue
-            self._fragments[key] = (up, down, intent, zero, encode_entry(key, _saved(state)))
-        entries = [fragment[4] for fragment in self._fragments.values()]
+            self._fragments[key] = (recs, up, down, intent, zero, encode_entry(key, _saved(state)))
+        entries = [fragment[5] for fragment in self._fragments.values()]
         expired = [key for key, entry in self._retired.items()
                    if _newest(entry.saved) < now - RETAIN_REMOVED]
         for key in expired:
@@ -238,6 +330,22 @@ class HistoryKeeper:
             "lastError": self.last_error,
             "retiredTargets": len(self._retired),
         }
+
+
+def _union(ours: History, theirs: History) -> History:
+    """Both histories' entries, each once, oldest first."""
+    if ours == theirs:
+        return ours
+    return History(
+        recommendations=tuple(sorted(set(ours.recommendations) | set(theirs.recommendations),
+                                     key=lambda r: (r.timestamp, r.replicas))),
+        scale_up_events=_events(ours.scale_up_events, theirs.scale_up_events),
+        scale_down_events=_events(ours.scale_down_events, theirs.scale_down_events))
+
+
+def _events(ours: tuple[ScaleEvent, ...], theirs: tuple[ScaleEvent, ...]) -> tuple[ScaleEvent, ...]:
+    by_step = {(e.change, e.timestamp): e for e in (*theirs, *ours)}
+    return tuple(sorted(by_step.values(), key=lambda e: e.timestamp))
 
 
 def _saved(state: TargetState) -> SavedTarget:

@@ -1,16 +1,22 @@
-"""Scale writes on record before they are sent, and settled after.
+"""Scale writes on record before they are sent, their outcome on record as soon as known.
 
 An intent (previous and desired count, the resourceVersion the PUT carries) is made
 durable with the history before its PUT, so a process killed at any moment after the write
-leaves a record. A write whose outcome was not known (the process died, or the request
-failed in a way that does not prove it was not applied) is settled by a fresh read before
-the target's next decision: it landed unless the object still has the resourceVersion the
-write carried.
+leaves a record. Once the write's outcome is known (the API server's answer: landed, or
+refused), the ``OutcomeRecorder`` writes the history again, so the store holds the landed
+write as a scale event at the time it landed and no longer holds the intent: a restart
+after that does not take the write for news. Only a write whose outcome truly is unknown
+(a 5xx or a timeout, or a kill between the PUT and that record) stays an intent, and is
+settled by a fresh read before the target's next decision (``settle_intent``), from what
+the object says: its ``spec.replicas``, never its resourceVersion alone (a controller's
+status update, an annotation, moves that all the time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING
 
 import structlog
@@ -44,20 +50,122 @@ async def put_on_record(writes: Sequence[tuple[TargetState, Scale, int]], persis
         raise
 
 
+class Outcome(Enum):
+    """What a fresh read says of a write whose answer was lost."""
+
+    LANDED = "landed"
+    """The object holds the count the write carried."""
+    NOT_LANDED = "did not land"
+    """The object is unchanged, or holds the count the write would have replaced."""
+    OVERRIDDEN = "overridden"
+    """The object holds a third count: someone else set it, whatever became of ours."""
+
+
+def outcome_of(intent: Intent, scale: Scale) -> Outcome:
+    """Whether the write ``intent`` describes landed, from ``scale`` read fresh.
+
+    The resourceVersion only says the object changed, not how: controllers' status updates
+    and annotations move it all the time. The count says what happened. If it is the one
+    we wrote, the step was taken (had someone else set exactly that count meanwhile, the
+    target still took that step). If it is the one we would have replaced, the write did
+    not land (a write that landed and was set back by hand within the moment cannot be
+    told apart, and is taken as not made). A third count was set by someone else: that is
+    drift, reported as such, and our write is not counted (neither reading is safe both
+    ways: a step counted wrongly loosens the opposite direction's policy, upstream's
+    ``periodStartReplicas``; this needs a lost answer and an outside change in one pass).
+    """
+    if scale.resource_version == intent.resource_version:
+        return Outcome.NOT_LANDED
+    if scale.spec_replicas == intent.desired:
+        return Outcome.LANDED
+    if scale.spec_replicas == intent.previous:
+        return Outcome.NOT_LANDED
+    return Outcome.OVERRIDDEN
+
+
 def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now: float,
                   settings: AlgorithmSettings) -> None:
     """Settle the target's intent against ``scale``, read fresh from the server. A landed
     write is counted now, the latest it can have happened, so its policy period ends no
-    earlier than upstream's would."""
+    earlier than upstream's would (only a write whose answer was lost gets here)."""
     intent, state.intent = state.intent, None
     assert intent is not None
-    if scale.resource_version == intent.resource_version:
-        log.info("an earlier scale write did not land", target=target.key,
-                 desired=intent.desired)
+    outcome = outcome_of(intent, scale)
+    if outcome is not Outcome.LANDED:
+        log.info(f"an earlier scale write whose answer was lost {outcome.value}",
+                 target=target.key, previous=intent.previous, desired=intent.desired,
+                 replicas=scale.spec_replicas)
         return
     count_scale(state, target, previous=intent.previous, new=intent.desired, now=now,
                 settings=settings)
     state.expected_replicas = scale.spec_replicas
-    log.warning("an earlier scale write whose outcome was unknown is counted as made",
+    log.warning("an earlier scale write whose answer was lost landed: counted now",
                 target=target.key, previous=intent.previous, desired=intent.desired,
                 replicas=scale.spec_replicas)
+
+
+LINGER = 1.0
+"""Seconds an answered write may wait for the pass's other answers before its outcome is
+written anyway (a hung PUT must not keep the others' outcomes off the record)."""
+
+
+class OutcomeRecorder:
+    """Writes the history once writes' outcomes are known, without holding the writes up.
+
+    ``want()`` says an outcome is known and not yet on record. The outcomes known are
+    written together, when the pass's last write is answered (``flush``) or ``LINGER``
+    after the first of them, whichever comes first. A pass with scale writes thus costs two
+    store writes, its intents' and its outcomes', and one more for each further second its
+    writes take to be answered; a kill leaves an answered write off the record for at most
+    that long (its intent is then settled by a fresh read). A failed record is reported
+    (``report(error)``, and ``report(None)`` once one succeeds again) and tried again at
+    the next ``flush``; the outcome is known in memory meanwhile.
+    """
+
+    def __init__(self, persist: Callable[[], Persist | None],
+                 report: Callable[[Exception | None], None], *,
+                 linger: float = LINGER) -> None:
+        self._persist, self._report, self._linger = persist, report, linger
+        self._wanted = self._lingering = self._failing = False
+        self._timer: asyncio.Task[None] | None = None
+
+    def want(self) -> None:
+        self._wanted = True
+        if self._timer is None or self._timer.done():
+            self._lingering = True  # until its sleep ends: cancelling it then loses nothing
+            self._timer = asyncio.get_running_loop().create_task(self._after_linger())
+
+    async def _after_linger(self) -> None:
+        try:
+            await asyncio.sleep(self._linger)
+        finally:
+            self._lingering = False
+        await self._record()
+
+    async def _record(self) -> None:
+        persist = self._persist()
+        if not self._wanted or persist is None:
+            return
+        self._wanted = False
+        try:
+            await persist()
+        except Exception as error:
+            self._wanted = self._failing = True
+            self._report(error)
+            return
+        if self._failing:
+            self._failing = False
+            self._report(None)
+
+    async def flush(self) -> None:
+        """Write what is known now (a record that failed is tried again); return once it
+        is on record or has failed. A pass cancelled at a stop leaves a record under way
+        to finish (shielded)."""
+        timer = self._timer
+        if timer is not None and not timer.done():
+            if self._lingering:
+                timer.cancel()
+            else:
+                await asyncio.shield(timer)
+        if self._wanted:
+            await asyncio.shield(self._record())

@@ -28,6 +28,7 @@ def count_scale(state: TargetState, target: TargetConfig, *, previous: int, new:
         state.history, behavior=target.spec.behavior, previous=previous, new=new, now=now,
         settings=settings)
     state.last_scale_time = now
+    state.note_scale(previous=previous, new=new, at=now)
     condition = scaled_to_zero_condition(previous=previous, new=new, rules=target.scale_to_zero)
     state.zero = dataclasses.replace(state.zero, scaled_to_zero=condition.status)
     state.conditions = merge_conditions(state.conditions, (condition,), now)

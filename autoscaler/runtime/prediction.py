@@ -29,7 +29,6 @@ from autoscaler.algorithm import (
     decide,
 )
 from autoscaler.algorithm.forecast import TargetPredictor, decide_predictive, metric_key
-from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.status import TargetState
 
 if TYPE_CHECKING:
@@ -52,7 +51,6 @@ def decide_with_prediction(
     now: float,
     settings: AlgorithmSettings,
     bounds: Bounds | None,
-    telemetry: DaemonMetrics,
     emit: Emit,
 ) -> Decision:
     if not target.predictions:
@@ -64,7 +62,7 @@ def decide_with_prediction(
     decision = decide_predictive(
         spec=target.spec, scale=scale, metrics=values, pods=pods, history=history, now=now,
         settings=settings, bounds=bounds, predictions=predictions, acting=predictor.acting)
-    _report(state, target, decision, telemetry, emit)
+    _report(state, target, decision, emit)
     return decision
 
 
@@ -102,11 +100,7 @@ def _predictor(state: TargetState, target: TargetConfig) -> TargetPredictor:
     return predictor
 
 
-def _report(state: TargetState, target: TargetConfig, decision: Decision,
-            telemetry: DaemonMetrics, emit: Emit) -> None:
-    series = telemetry.target(target.key)
-    series.forecast = decision.forecast
-    series.forecast_metrics = tuple(m.name for m in target.spec.metrics)
+def _report(state: TargetState, target: TargetConfig, decision: Decision, emit: Emit) -> None:
     condition = decision.condition(ConditionType.PREDICTIVE_SCALING)
     before = next((c for c in state.conditions
                    if c.type is ConditionType.PREDICTIVE_SCALING), None)

@@ -50,7 +50,7 @@ from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.record import record
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
-from autoscaler.runtime.intents import put_on_record, settle_intent
+from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
 from autoscaler.runtime.pause import Pause, pause_of
 from autoscaler.runtime.ports import (
     EventPort,
@@ -132,8 +132,11 @@ class Reconciler:
         self.unreadable = RepeatedWarnings(log)
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
+        self.outcomes = OutcomeRecorder(lambda: self.options.persist, self._unrecorded)
+        self.unrecorded = RepeatedWarnings(log)
         self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
-                                  clock=clock, configured=self._configured)
+                                  clock=clock, configured=self._configured,
+                                  known=self.outcomes.want)
         self.options = options
 
     @property
@@ -181,8 +184,12 @@ class Reconciler:
         flying = [self.state(target.key) for target in targets]
         for state in flying:
             state.in_flight = True
+            state.begin_pass()
+        unsettled = [state for state in flying if state.intent is not None]
         try:
             observed = await self._observe_all(targets, deadline)
+            # A fresh read settled these: the store must not hold their intents any more.
+            settled = any(state.intent is None for state in unsettled)
             fetched = await self._fetch(observed, deadline)
             # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
             # cost ~5 ms a pass at 1,000 targets); only what must write or record an event
@@ -191,8 +198,12 @@ class Reconciler:
                 self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None and self._configured(p.state)]
-            await self._make_durable(pending)
+            # Every pass goes on record (its recommendations: a later window may need them),
+            # in its intents' write if it has one, else in a write of its own.
+            if not await self._make_durable(pending) and (settled or observed):
+                self.outcomes.want()
             await self.workers.each(pending, self._complete)
+            await self.outcomes.flush()
         finally:
             for state in flying:
                 state.in_flight = False
@@ -268,11 +279,13 @@ class Reconciler:
         """The target read: its drift noted; ``None`` if another autoscaler owns it or its
         pods cannot be listed yet."""
         state = self._in_pass(target.key)
+        state.current_replicas = scale.spec_replicas
         if state.intent is not None:
             settle_intent(state, target, scale, now=self.clock(),
                           settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
+            state.shadow = None  # shadow mode switched off (a reload): its comparison goes too
         else:
             _adopt_keda_zero(state, scale, owners)
         state.blocked_by = () if target.shadow else owners
@@ -315,8 +328,8 @@ class Reconciler:
                         owners=state.blocked_by)
             self.report.spawn(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
                               message=message)
+        state.desired_replicas = None  # the other autoscaler decides
         self.report.finish(state, target, "blocked", error=message)
-        self.telemetry.target(target.key).current = scale.spec_replicas
 
     # --- metrics ----------------------------------------------------------------------
 
@@ -359,6 +372,8 @@ class Reconciler:
     def _settle_paused(self, observed: _Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
+        state.desired_replicas = pause.replicas  # held there, or left alone (None)
+        state.shadow = None
         # Read this pass: an earlier pass's FailedGetScale no longer holds. Upstream says
         # SucceededGetScale after every read; a paused target gets no decision to say more.
         state.conditions = merge_conditions(state.conditions, (GOT_SCALE,), self.clock())
@@ -388,9 +403,10 @@ class Reconciler:
         decision = self._decide(target, observed.scale, observed.pods, values, history_before)
         desired = self._count_invalid(target, state, decision)
         self._record_decision(target, state, decision)
+        state.decided(decision, desired)
         if target.shadow:
             compare_in_shadow(state, target, decision, desired, owners=self.owners,
-                              telemetry=self.telemetry, report=self.report)
+                              report=self.report)
             return None
         outcome = "invalid_metrics" if Step.INVALID_METRICS in decision.steps else "ok"
         events = _metric_error_events(decision)
@@ -407,11 +423,11 @@ class Reconciler:
         return _Pending(observed=observed, state=state, outcome=outcome, error=decision.error,
                         events=events, write=write)
 
-    async def _make_durable(self, pending: Sequence[_Pending]) -> None:
+    async def _make_durable(self, pending: Sequence[_Pending]) -> bool:
         """Put every scale write of this pass on record before any is sent: one store write
-        for all of them. If that fails none is sent (a write not on record could be
-        forgotten by a crash and a forbidden step follow); a target told to wait by the API
-        server (429) is held until then."""
+        for all of them (True if it was made). If that fails none is sent (a write not on
+        record could be forgotten by a crash and a forbidden step follow); a target told to
+        wait by the API server (429) is held until then."""
         now = self.clock()
         for item in pending:
             if item.write is not None:
@@ -420,7 +436,7 @@ class Reconciler:
         writes = [item for item in pending if item.write is not None]
         persist = self.options.persist
         if not writes or persist is None or self.options.dry_run:
-            return
+            return False
         if not self.options.may_write():
             # Not the leader now: none of these goes on record, so none may be sent, even
             # if the lease comes back before they would have been (the restore it starts
@@ -429,10 +445,11 @@ class Reconciler:
                      targets=len(writes))
             for item in writes:
                 item.write = None
-            return
+            return False
         try:
             await put_on_record([(item.write.state, item.write.scale, item.write.desired)
                                  for item in writes if item.write is not None], persist, now=now)
+            return True
         except Exception as error:
             log.error("cannot put this pass's scale writes on record: not sending them",
                       error=str(error), targets=len(writes))
@@ -440,6 +457,7 @@ class Reconciler:
             for item in writes:
                 item.write, item.held = None, (
                     f"the scale write was held: the history could not be saved first ({error})")
+            return False
 
     async def _complete(self, pending: _Pending) -> None:
         """The settled target's events and write, in that order, then its outcome."""
@@ -455,12 +473,21 @@ class Reconciler:
                 return
             if pending.write is not None:
                 await self.writer.write(pending.write, self.options)
-            self.report.finish(state, target, pending.outcome, error=pending.error)
+            if not state.failed_this_pass:  # a failed write said its own outcome: error
+                self.report.finish(state, target, pending.outcome, error=pending.error)
         except Exception as error:  # a bug or an unexpected fault: hold this target only
             self.report.failed(state, target, error)
         finally:
             structlog.contextvars.unbind_contextvars("target")
             self.telemetry.reconcile_duration.observe(time.monotonic() - pending.started)
+
+    def _unrecorded(self, error: Exception | None) -> None:
+        if error is None:
+            self.unrecorded.clear("outcomes", "the outcomes of scale writes are on record again")
+            return
+        self.unrecorded.warn("outcomes", "cannot put the outcome of scale writes on record; "
+                             "it is kept here and tried again every pass", reason=str(error))
+        self.telemetry.errors.labels(reason="state_save").inc()
 
     def _decide_again(self, observed: _Observed, state: TargetState,
                       values: tuple[MetricValues, ...], history: History) -> DecideAgain:
@@ -469,16 +496,17 @@ class Reconciler:
         def again(scale: Scale) -> int:
             redo = self._decide(observed.target, scale, observed.pods, values, history)
             self._record_decision(observed.target, state, redo)
-            return self._apply_fallback(observed.target, state, redo)
+            desired = self._apply_fallback(observed.target, state, redo)
+            state.current_replicas = scale.spec_replicas
+            state.decided(redo, desired)
+            return desired
         return again
 
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
     ) -> None:
         state.history = decision.history
-        state.last_decision = decision
         state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
-        self.telemetry.target(target.key).decided(decision)
 
     def _decide(
         self, target: TargetConfig, scale: Scale, pods: Sequence[Pod],
@@ -496,7 +524,6 @@ class Reconciler:
                 state, target, scale=arguments["scale"], values=arguments["metrics"],
                 pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
                 settings=arguments["settings"], bounds=arguments["bounds"],
-                telemetry=self.telemetry,
                 emit=lambda reason, message: self.report.spawn(
                     target, warning=True, reason=reason, message=message))
 
@@ -518,6 +545,7 @@ class Reconciler:
         series = self.telemetry.target(target.key)
         if not target.schedules:
             series.bounds, series.schedules = None, ()
+            self._in_pass(target.key).schedules = None  # none now (a reload removed them)
             return None
         at = datetime.fromtimestamp(now, UTC)
         bounds, active = bounds_at(target.schedules, target.spec, at)

@@ -41,16 +41,25 @@ class Reporter:
 
     def finish(self, state: TargetState, target: TargetConfig, outcome: str,
                error: str | None = None) -> None:
-        """The pass's outcome for the target, on its state and on ``/metrics``."""
+        """The pass's outcome for the target, on its state, and ``/metrics`` from that same
+        state (``TargetState.settle``: what the pass decided, if it did, is the latest)."""
         now = self.clock()
         state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        self.telemetry.target(target.key).settled(
+        state.settle()
+        series = self.telemetry.target(target.key)
+        series.settled(
             outcome, at=now, spec=target.spec, settings=self.settings,
             conditions=state.conditions, paused=state.pause is not None,
             fallback_active=state.fallback_active)
+        shadow = state.shadow
+        series.show(current=state.current_replicas, desired=state.desired_replicas,
+                    decision=state.latest_decision(),
+                    shadow=None if shadow is None else (shadow.ours, shadow.theirs),
+                    metrics=target.spec.metrics)
 
     def fail(self, state: TargetState, target: TargetConfig, reason: str, message: str) -> None:
         """The target could not be read or written: AbleToScale False, outcome ``error``."""
+        state.failed_this_pass = True
         state.conditions = unable_to_scale(state.conditions, reason, message, self.clock())
         self.finish(state, target, "error", error=message)
 

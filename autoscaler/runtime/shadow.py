@@ -14,7 +14,6 @@ import structlog
 from autoscaler.algorithm import Decision, EventReason
 from autoscaler.algorithm.fallback import fallback_reason
 from autoscaler.algorithm.rescale import step_reason
-from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.ports import OwnersPort
 from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.status import ShadowReport, TargetState
@@ -28,14 +27,12 @@ NO_OWNER = "shadow mode: no HPA reports a desired count for this target"
 
 
 def compare_in_shadow(state: TargetState, target: TargetConfig, decision: Decision,
-                      desired: int, *, owners: OwnersPort, telemetry: DaemonMetrics,
-                      report: Reporter) -> None:
+                      desired: int, *, owners: OwnersPort, report: Reporter) -> None:
     """Compare our ``desired`` with the count the owning HPA reports, and finish the pass."""
     reported = owners.reported_desired(target.namespace, target.scale_target_ref)
     owner, theirs = (reported[0] if reported else (None, None))
     previous = state.shadow
     state.shadow = ShadowReport(ours=desired, theirs=theirs, owner=owner)
-    telemetry.target(target.key).shadow = (desired, theirs)
     if theirs is not None and theirs != desired and previous != state.shadow:
         why = ("no change" if desired == decision.current_replicas
                else fallback_reason(state.consecutive_invalid) if state.fallback_active

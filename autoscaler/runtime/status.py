@@ -6,12 +6,21 @@ the last decision with the window or policy that shaped it and when they let go,
 earliest possible scale-down, the recent scale events and the conditions. Quantities are
 Kubernetes quantity strings and times RFC 3339 UTC, as HPA status shows them.
 
+One state, two views: the body here and the target's ``/metrics`` series
+(``TargetState.publish``) are both read from this state, which each pass settles whatever
+its mode: ``current_replicas`` is the count the pass read, ``desired_replicas`` the count it
+settled on (the decision's, the fallback's, a pause's hold, ours in shadow mode), and what
+comes from a decision (metrics, proposal, windows, forecast) is shown as current only while
+that decision is the latest pass's (``decision_is_latest``); a mode switched off (shadow,
+schedules) leaves nothing behind.
+
 Conditions are kept by ``conditions``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +42,9 @@ from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.runtime.conditions import StatusCondition
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.snapshot import Intent
+
+MAX_SCALE_EVENTS = 10
+"""The most recent scale events ``/status`` lists per target."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +108,39 @@ class TargetState:
     """Predictive scaling: each predicted metric's history, persisted with ``history``."""
     predictor: TargetPredictor | None = None
     """The models over ``forecasts`` (``runtime/prediction.py``); rebuilt after a restore."""
+    current_replicas: int | None = None
+    """``spec.replicas`` as the last pass that read the target read it."""
+    desired_replicas: int | None = None
+    """The count the last pass settled on (after the fallback, a pause's hold, ours in
+    shadow mode); ``None`` when it decided nothing (left alone, owned elsewhere)."""
+    decided_this_pass: bool = False
+    failed_this_pass: bool = False
+    """A read or write of this pass failed: its outcome is ``error``, said once."""
+    decision_is_latest: bool = False
+    """``last_decision`` is the latest pass's (not one from before a pause, an owner, a
+    failed read): set when a pass ends (``settle``), so a view never sees half a pass."""
+    scaled: deque[tuple[float, int, int]] = field(
+        default_factory=lambda: deque(maxlen=MAX_SCALE_EVENTS))
+    """The scale writes this process saw land, newest last: (time, previous, new)."""
+
+    def decided(self, decision: Decision, desired: int) -> None:
+        """This pass's decision, and the count it settles on (after the fallback)."""
+        self.last_decision, self.desired_replicas = decision, desired
+        self.decided_this_pass = True
+
+    def begin_pass(self) -> None:
+        self.decided_this_pass = self.failed_this_pass = False
+
+    def settle(self) -> None:
+        """The pass over this target ended: what it decided (if anything) is the latest."""
+        self.decision_is_latest = self.decided_this_pass
+
+    def note_scale(self, *, previous: int, new: int, at: float) -> None:
+        """A scale write landed (whether the policies keep an event of it or not)."""
+        self.scaled.append((at, previous, new))
+
+    def latest_decision(self) -> Decision | None:
+        return self.last_decision if self.decision_is_latest else None
 
     def to_json(self, *, planned: bool = False) -> dict[str, Any]:
         """The ``/status`` body for this target; ``planned``: nothing was written (``plan``,
@@ -112,21 +157,25 @@ class TargetState:
             bounds = decision.bounds
             if bounds is not None:
                 body.update(minReplicas=bounds.min_replicas, maxReplicas=bounds.max_replicas)
+            body["decision"] = decision_json(decision)
+            body["decision"]["latest"] = self.decision_is_latest
+        latest = self.latest_decision()
+        if latest is not None:
             body.update(
-                currentReplicas=decision.current_replicas,
-                desiredReplicas=decision.desired_replicas,
-                proposal=decision.proposal,
-                stabilized=decision.stabilized,
-                steps=[s.value for s in decision.steps],
-                currentMetrics=[metric_json(m) for m in decision.metrics],
-                decision=decision_json(decision),
-                scaleDown=scale_down_json(decision),
+                proposal=latest.proposal,
+                stabilized=latest.stabilized,
+                steps=[s.value for s in latest.steps],
+                currentMetrics=[metric_json(m) for m in latest.metrics],
+                scaleDown=scale_down_json(latest),
             )
             if planned and self.last_outcome != "error":
-                body["conditions"] = would_conditions(body["conditions"], decision)
-        if decision is None and self.expected_replicas is not None:
-            body["currentReplicas"] = self.expected_replicas  # observed, not decided on
-        events = scale_events_json(self.history)
+                body["conditions"] = would_conditions(body["conditions"], latest,
+                                                      self.desired_replicas)
+        if self.current_replicas is not None:
+            body["currentReplicas"] = self.current_replicas
+        if self.desired_replicas is not None:
+            body["desiredReplicas"] = self.desired_replicas
+        events = scale_events_json(self.history, self.scaled)
         if events:
             body["scaleEvents"] = events
         for name, value in (("error", self.last_error), ("drift", self.drift)):
@@ -151,7 +200,8 @@ class TargetState:
             body["scaleToZero"] = self._zero_json()
         if self.shadow is not None:
             body["shadow"] = self.shadow.to_json()
-        forecast = self.last_decision.forecast if self.last_decision is not None else None
+        latest = self.latest_decision()
+        forecast = latest.forecast if latest is not None else None
         if forecast is not None:
             body["forecast"] = forecast_json(forecast)
         return body
@@ -183,22 +233,21 @@ def forecast_json(report: ForecastReport) -> dict[str, Any]:
     }
 
 
-MAX_SCALE_EVENTS = 10
-"""The most recent scale events ``/status`` lists per target."""
-
-
 def condition_json(condition: StatusCondition) -> dict[str, Any]:
     return {"type": condition.type.value, "status": "True" if condition.status else "False",
             "reason": condition.reason, "message": condition.message,
             "lastTransitionTime": _iso(condition.last_transition_time)}
 
 
-def would_conditions(conditions: list[dict[str, Any]], decision: Decision) -> list[dict[str, Any]]:
-    """In a plan or a dry run nothing is written: a decision to rescale is said as what
-    would happen, in place of upstream's AbleToScale text for a target at rest."""
-    if not decision.rescale:
+def would_conditions(conditions: list[dict[str, Any]], decision: Decision,
+                     desired: int | None = None) -> list[dict[str, Any]]:
+    """In a plan or a dry run nothing is written: a decision to rescale (to ``desired``:
+    the settled count, the fallback's when it applies) is said as what would happen, in
+    place of upstream's AbleToScale text for a target at rest."""
+    desired = decision.desired_replicas if desired is None else desired
+    if desired == decision.current_replicas:
         return conditions
-    message = f"would rescale {decision.current_replicas} -> {decision.desired_replicas}"
+    message = f"would rescale {decision.current_replicas} -> {desired}"
     if decision.rescale_reason:
         message += f": {decision.rescale_reason}"
     would = {"type": ConditionType.ABLE_TO_SCALE.value, "status": "True",
@@ -212,6 +261,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
     """Each stage of the decision, as numbers and times (``status`` renders the words)."""
     body: dict[str, Any] = {
         "time": _iso(decision.decided_at),
+        "current": decision.current_replicas,
         "proposal": decision.proposal,
         "proposedBy": decision.proposed_by or None,
         "stabilized": decision.stabilized,
@@ -263,15 +313,20 @@ def scale_down_json(decision: Decision) -> dict[str, Any]:
     return {"earliest": None, "blockedBy": why}
 
 
-def scale_events_json(history: History) -> list[dict[str, Any]]:
-    """The recorded scale events still counted by a policy period, newest first."""
-    events = [(event.timestamp, "up", event.change) for event in history.scale_up_events
-              if not event.outdated]
-    events += [(event.timestamp, "down", event.change) for event in history.scale_down_events
-               if not event.outdated]
-    events.sort(reverse=True)
+def scale_events_json(history: History,
+                      scaled: Sequence[tuple[float, int, int]] = ()) -> list[dict[str, Any]]:
+    """The recent scale writes that landed, newest first: those this process saw (counted
+    by a policy or not: without ``behavior`` upstream keeps no event) and those the history
+    still counts (from before a restart), each once."""
+    events = {(at, "up" if new > previous else "down", abs(new - previous))
+              for at, previous, new in scaled}
+    events |= {(event.timestamp, "up", event.change) for event in history.scale_up_events
+               if not event.outdated}
+    events |= {(event.timestamp, "down", event.change) for event in history.scale_down_events
+               if not event.outdated}
+    newest = sorted(events, reverse=True)[:MAX_SCALE_EVENTS]
     return [{"time": _iso(at), "direction": direction, "change": change}
-            for at, direction, change in events[:MAX_SCALE_EVENTS]]
+            for at, direction, change in newest]
 
 
 def schedule_status(

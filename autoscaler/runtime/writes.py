@@ -81,10 +81,14 @@ class ScaleWriter:
 
     def __init__(self, *, scales: ScalePort, report: Reporter, telemetry: DaemonMetrics,
                  clock: Callable[[], float] = time.time,
-                 configured: Callable[[TargetState], bool] = lambda state: True) -> None:
+                 configured: Callable[[TargetState], bool] = lambda state: True,
+                 known: Callable[[], None] = lambda: None) -> None:
         self.scales, self.report, self.telemetry, self.clock = scales, report, telemetry, clock
         self.configured = configured
         """Whether a state is still its target's (a reload may remove it mid-pass)."""
+        self.known = known
+        """Called the moment a write's outcome is known and its intent on record is stale
+        (it landed, or it cannot have), before its Event: to put the outcome on record."""
         # A write that fails the same way every pass is said when it starts, changes or
         # ends, and every few minutes in between (its Event and condition say it each time).
         self.failing = RepeatedWarnings(log)
@@ -101,7 +105,7 @@ class ScaleWriter:
         try:
             written = await self._put(write, options)
         except Exception as error:
-            await self._failed(write, desired, error)
+            await self._failed(write, desired, error, options)
             return
         if written is None:
             return  # refused: any intent stays, for a fresh read to settle
@@ -110,12 +114,18 @@ class ScaleWriter:
         state.write_not_before = None
         if self.failing:
             self.failing.clear(target.key, "scale write succeeded again")
-        if previous == desired:
-            return  # after a conflict the target already has the count we want
+        if previous == desired:  # after a conflict the target already has the count we want
+            self._known(options)
+            return
         self._landed(target, state, previous=previous, new=desired, options=options)
+        self._known(options)
         log.info("scaled", previous=previous, desired=desired, reason=write.reason)
         await self.report.event(target, warning=False, reason=EventReason.SUCCESSFUL_RESCALE,
                                 message=rescale_message(desired, write.reason))
+
+    def _known(self, options: ReconcileOptions) -> None:
+        if options.persist is not None:
+            self.known()
 
     async def _put(self, write: ScaleWrite,
                    options: ReconcileOptions) -> tuple[int, int] | None:
@@ -167,10 +177,12 @@ class ScaleWriter:
             return "it is not on record (a crash could forget it)"
         return None
 
-    async def _failed(self, write: ScaleWrite, desired: int, error: Exception) -> None:
+    async def _failed(self, write: ScaleWrite, desired: int, error: Exception,
+                      options: ReconcileOptions) -> None:
         target, state = write.target, write.state
         if isinstance(error, NOT_SENT):
             state.intent = None
+            self._known(options)
         if isinstance(error, ThrottledError) and error.retry_after is not None:
             state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)
         self.failing.warn(target.key, "scale write failed", reason=str(error), desired=desired)

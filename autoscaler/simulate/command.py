@@ -22,6 +22,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config.files import NotOursError, Recognise, check_replaceable
 from autoscaler.simulate.engine import Progress, Scenario, Timeline, simulate
 from autoscaler.simulate.jobs import Job, run_jobs
 from autoscaler.simulate.options import (
@@ -33,13 +34,17 @@ from autoscaler.simulate.options import (
 )
 from autoscaler.simulate.report import (
     Summary,
+    our_plot,
+    our_summary,
+    our_timeline_csv,
+    our_timeline_json,
     render_table,
     summarize,
     write_summary,
     write_timeline_csv,
     write_timeline_json,
 )
-from autoscaler.simulate.simulation_error import OutputError, SimulationError
+from autoscaler.simulate.simulation_error import FlagError, OutputError, SimulationError
 from autoscaler.simulate.trace import DEMAND, Trace, load_trace
 
 REACTIVE = Path()
@@ -73,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         scenarios.append(other)
     trace = _trace(args, sync_period=scenarios[0].sync_period)
     _warn_unused_columns(trace, scenarios)
+    plot_png = not args.no_plot and find_spec("matplotlib") is not None
+    _refuse_files_not_ours(output_files(args.out, runs=len(scenarios), plot_png=plot_png))
     timelines = [
         simulate(s, trace, interpolation=settings.interpolation, progress=_progress(s.label))
         for s in scenarios
@@ -95,9 +102,17 @@ def _settings(args: argparse.Namespace) -> SimulateSettings:
         "metricWindow": args.metric_window, "saturation": args.saturation,
         "interpolation": args.interpolation,
     }
-    values.update({key: value for key, value in flags.items() if value is not None})
+    given = {key: value for key, value in flags.items() if value is not None}
     if args.request:
-        values["requests"] = {**values.get("requests", {}), **_pairs(args.request, "--request")}
+        given["requests"] = _pairs(args.request, "--request")
+    try:  # the flags alone first: a bad one is a usage error, a bad file a failure
+        build_settings(given, source="flags")
+    except SimulationError as error:
+        raise FlagError(str(error)) from None
+    requests = {**values.get("requests", {}), **given.pop("requests", {})}
+    values.update(given)
+    if requests:
+        values["requests"] = requests
     return build_settings(values, source=str(args.workload or "flags"))
 
 
@@ -106,7 +121,7 @@ def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise SimulationError(f"{flag}: expected NAME=VALUE, got {item!r}")
+            raise FlagError(f"{flag}: expected NAME=VALUE, got {item!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -129,7 +144,7 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
     elif key in keys:
         target = targets[keys.index(key)]
     else:
-        raise SimulationError(f"{path}: no target {key!r}; targets: {', '.join(keys)}")
+        raise FlagError(f"{path}: no target {key!r}; targets: {', '.join(keys)}")
     sync = target.sync_period or config.daemon.sync_period
     return Scenario(
         label=path.stem if len(targets) == 1 else f"{path.stem}:{target.key}",
@@ -141,7 +156,7 @@ def _scenario(path: Path, key: str | None, settings: SimulateSettings) -> Scenar
 
 def _reactive(scenario: Scenario) -> Scenario:
     if not any(scenario.predictions):
-        raise SimulationError(f"{scenario.label}: --compare without a file compares against the "
+        raise FlagError(f"{scenario.label}: --compare without a file compares against the "
                               "same config with prediction off, and this one has no prediction")
     return replace(scenario, label=f"{scenario.label} (reactive)", predictions=())
 
@@ -153,19 +168,20 @@ def _relabel(scenario: Scenario, label: str) -> Scenario:
 def _trace(args: argparse.Namespace, *, sync_period: float) -> Trace:
     if args.trace is not None:
         if args.query:
-            raise SimulationError("--query goes with --prometheus, not with --trace")
+            raise FlagError("--query goes with --prometheus, not with --trace")
         return load_trace(args.trace)
     if not args.query:
-        raise SimulationError("--prometheus needs --query, e.g. 'sum(rate(requests_total[1m]))'")
+        raise FlagError("--prometheus needs --query, e.g. 'sum(rate(requests_total[1m]))'")
     from autoscaler.simulate.prometheus import query_trace  # pulls in requests and pandas
 
     queries = dict(_query(text) for text in args.query)
-    return query_trace(
-        url=args.prometheus, queries=queries,
-        start=parse_instant(args.start, what="--start"),
-        end=parse_instant(args.end, what="--end"),
-        step=parse_duration(args.step, what="--step") if args.step else sync_period,
-    )
+    try:
+        start = parse_instant(args.start, what="--start")
+        end = parse_instant(args.end, what="--end")
+        step = parse_duration(args.step, what="--step") if args.step else sync_period
+    except SimulationError as error:
+        raise FlagError(str(error)) from None
+    return query_trace(url=args.prometheus, queries=queries, start=start, end=end, step=step)
 
 
 def _query(text: str) -> tuple[str, str]:
@@ -200,6 +216,33 @@ def _progress(label: str) -> Progress | None:
         sys.stderr.flush()
 
     return show
+
+
+def output_files(out: Path, *, runs: int, plot_png: bool) -> list[tuple[Path, Recognise]]:
+    """Every file a run writes in ``out``, each with how its own earlier output is known
+    (``autoscaler.config.files.replacing`` replaces nothing else)."""
+    files: list[tuple[Path, Recognise]] = []
+    for index in range(runs):
+        suffix = "" if index == 0 else "-compare"
+        files += [(out / f"timeline{suffix}.csv", our_timeline_csv),
+                  (out / f"timeline{suffix}.json", our_timeline_json)]
+    files.append((out / "summary.json", our_summary))
+    if plot_png:
+        files.append((out / "simulation.png", our_plot))
+    return files
+
+
+def _refuse_files_not_ours(files: Sequence[tuple[Path, Recognise]]) -> None:
+    """Before the run: an output path that holds a file simulate did not write is refused.
+    What the system itself refuses (a directory in the way, no space) is said by the write,
+    which still writes the other files."""
+    for path, ours in files:
+        try:
+            check_replaceable(path, ours=ours)
+        except NotOursError as error:
+            raise OutputError(f"cannot write {path}: {error.strerror}") from None
+        except OSError:
+            pass
 
 
 def write_outputs(

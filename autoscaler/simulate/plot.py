@@ -18,8 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from autoscaler.config.files import replacing
 from autoscaler.simulate.engine import Timeline
-from autoscaler.simulate.report import metric_columns
+from autoscaler.simulate.report import PLOT_SOFTWARE, metric_columns, our_plot
 
 WIDTH, HEIGHT, DPI = 12.0, 9.0, 100
 """The PNG is WIDTH x DPI by HEIGHT x DPI pixels (and FORECAST_HEIGHT more per predicted
@@ -52,7 +53,9 @@ def plot(timelines: Sequence[Timeline], path: Path, *, title: str = "") -> None:
         axes.legend(loc="upper left", fontsize="small", ncols=2)
     (forecast_axes or [load_axes])[-1].set_xlabel(_time_label(timelines[0]))
     figure.suptitle(title or " vs ".join(t.scenario.label for t in timelines))
-    figure.savefig(path, format="png")
+    with replacing(path, ours=our_plot, binary=True) as handle:
+        figure.savefig(handle, format="png", metadata={"Software": PLOT_SOFTWARE})
+
 
 
 def _hours(timeline: Timeline) -> list[float]:

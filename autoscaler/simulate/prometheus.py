@@ -17,7 +17,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from autoscaler.simulate.simulation_error import SimulationError
+from autoscaler.simulate.simulation_error import FlagError, SimulationError
 from autoscaler.simulate.trace import Trace, Value, make_trace
 
 MAX_POINTS = 10_000
@@ -37,9 +37,9 @@ def query_trace(
     """One trace column per query (``demand`` or a metric's name), on ``start + k * step``."""
     start, step = float(math.floor(start)), float(step)
     if step < 1 or step != int(step):
-        raise SimulationError(f"the query step must be a whole number of seconds, got {step}")
+        raise FlagError(f"the query step must be a whole number of seconds, got {step}")
     if end <= start:
-        raise SimulationError(f"the range is empty: --end ({end}) is not after --start ({start})")
+        raise FlagError(f"the range is empty: --end ({end}) is not after --start ({start})")
     count = int((end - start) // step) + 1
     grid = [start + k * step for k in range(count)]
     client = PrometheusConnect(url=url, retry=Retry(total=1, backoff_factor=0.2))

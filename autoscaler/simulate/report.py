@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.algorithm.behavior import tolerances_for
+from autoscaler.config.files import replacing
 from autoscaler.simulate.engine import Row, Timeline
 from autoscaler.terminal import columns
 
@@ -153,9 +154,31 @@ def row_values(row: Row, *, predictive: bool) -> list[Any]:
     return values
 
 
+def our_timeline_csv(head: bytes) -> bool:
+    """A timeline CSV ``simulate`` wrote (its header), which a later run may replace."""
+    return head.startswith((b"time,demand,current,desired,", b"time\r\n"))
+
+
+def our_timeline_json(head: bytes) -> bool:
+    return head.startswith(b'{"label":')
+
+
+def our_summary(head: bytes) -> bool:
+    return head.startswith(b'{\n  "runs": [')
+
+
+PLOT_SOFTWARE = "autoscaler simulate (Matplotlib)"
+"""The plot's PNG Software text: how a later run knows the file is its own to replace."""
+
+
+def our_plot(head: bytes) -> bool:
+    return head.startswith(b"\x89PNG\r\n\x1a\n") and (
+        b"tEXtSoftware\x00" + PLOT_SOFTWARE.encode()) in head
+
+
 def write_timeline_csv(timeline: Timeline, path: Path) -> None:
     predictive = predictive_columns(timeline)
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with replacing(path, ours=our_timeline_csv) as handle:
         writer = csv.writer(handle)  # (it writes None as an empty field)
         writer.writerow(timeline_columns(timeline) if timeline.rows else ["time"])
         writer.writerows(row_values(row, predictive=predictive) for row in timeline.rows)
@@ -177,12 +200,14 @@ def write_timeline_json(timeline: Timeline, path: Path) -> None:
                  for row in timeline.rows],
     }
     # Compact: a week at 15 s is 40,320 rows.
-    path.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
+    with replacing(path, ours=our_timeline_json) as handle:
+        handle.write(json.dumps(document, separators=(",", ":")) + "\n")
 
 
 def write_summary(summaries: Sequence[Summary], path: Path) -> None:
     document = {"runs": [asdict(summary) for summary in summaries]}
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    with replacing(path, ours=our_summary) as handle:
+        handle.write(json.dumps(document, indent=2) + "\n")
 
 
 _TABLE = (

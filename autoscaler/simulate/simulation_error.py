@@ -1,9 +1,10 @@
 """The errors the simulator raises on purpose, said plainly.
 
-A bad trace, workload or flag is the user's to fix, so the command prints the message (with
-the file, line or flag it came from) and exits 2 instead of showing a traceback. An output
-the system refuses (a full disk, no permission) is a failure, not a usage error: one line,
-exit 1.
+As for every command: a flag that cannot work, alone or with another, is a usage error
+(``FlagError``: the message and the usage, exit 2); anything about what the inputs hold or
+what the run meets (a trace or workload file that cannot be read or has no data, a
+Prometheus that answers nothing, an output the system refuses) is a failure: one line naming
+the file, line or query, exit 1. Never a traceback.
 """
 
 from __future__ import annotations
@@ -17,3 +18,7 @@ class SimulationError(AutoscalerError):
 
 class OutputError(SimulationError):
     """An output could not be written; the message names the file and the system's reason."""
+
+
+class FlagError(SimulationError):
+    """A flag's value, or flags together, that cannot work: a usage error."""

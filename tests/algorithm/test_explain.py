@@ -155,3 +155,29 @@ def test_a_decision_answers_the_earliest_scale_down() -> None:
     """After a first pass at 5, a drop could scale down once the seeded 5 leaves the window."""
     decision = run(current=5, usage=100)
     assert decision.earliest_scale_down() == NOW + 300
+
+
+def test_the_held_count_is_released_when_upstream_would_first_step_down() -> None:
+    """Held at 8 by recommendations of 8 up to 20 s ago and of 5 since (300 s window, the
+    proposal 2): by upstream's rule the window stops holding 8 when the last 8 leaves it
+    (in 280 s) and the count may then drop to 5; the page's two times (the window's release
+    and the earliest scale-down) are that same moment, not the moment the last 5 leaves
+    (in 300 s, which the hold used to say)."""
+    history = History(recommendations=(
+        Recommendation(replicas=8, timestamp=NOW - 100), Recommendation(replicas=8, timestamp=NOW - 20),
+        Recommendation(replicas=5, timestamp=NOW - 10), Recommendation(replicas=5, timestamp=NOW)))
+    decision = run(current=8, usage=25, history=history)
+    hold = decision.hold
+    assert hold is not None
+    assert (hold.held_at, hold.releases_at) == (8, NOW + 280)
+    assert decision.earliest_scale_down() == NOW + 280
+
+    def at(moment: float) -> int:  # the same pass made later, on the same history
+        return decide(
+            spec=AutoscalerSpec(min_replicas=1, max_replicas=100, metrics=(OBJECT,)),
+            scale=ScaleState(spec_replicas=8, status_replicas=8),
+            metrics=[ObjectMetricValue(value=Milli(25 * 1000))], pods=pods(8),
+            history=decision.history, now=moment).desired_replicas
+
+    # Without behavior upstream still counts a recommendation exactly at the window's edge.
+    assert (at(NOW + 279), at(NOW + 281)) == (8, 5)

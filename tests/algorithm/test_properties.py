@@ -35,11 +35,15 @@ from autoscaler.algorithm import (
     resolve_behavior,
 )
 from autoscaler.algorithm.behavior import (
+    ResolvedBehavior,
+    Rules,
+    essential_recommendations,
     normalize_with_behavior,
     stabilize_downscale,
     stabilize_with_behavior,
     tolerances_for,
 )
+from autoscaler.algorithm.explain import window_release
 from tests.algorithm.builders import (
     COOL,
     HOT,
@@ -285,3 +289,40 @@ def _policy_bound(
     most_change = max if up else min
     least_change = min if up else max
     return (most_change if rules.select_policy is SelectPolicy.MAX else least_change)(bounds)
+
+
+RECOMMENDATION_LISTS = st.lists(
+    st.builds(lambda replicas, at: Recommendation(replicas=replicas, timestamp=float(at)),
+              st.integers(0, 8), st.integers(0, 600)),
+    max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(recs=RECOMMENDATION_LISTS, proposal=st.integers(0, 8), current=st.integers(0, 8),
+       later=st.integers(0, 700), up=st.integers(0, 400), down=st.integers(0, 400))
+def test_the_stored_recommendations_decide_every_later_window_as_all_of_them(
+    *, recs: list[Recommendation], proposal: int, current: int, later: int, up: int, down: int,
+) -> None:
+    """The history store keeps only ``essential_recommendations``: every stabilization at
+    any later instant, for any windows, and every window's release time, are the same as
+    with all of them (what makes writing the history after every pass cheap)."""
+    everything = History(recommendations=tuple(recs))
+    kept = History(recommendations=essential_recommendations(tuple(recs)))
+    now = float(max((r.timestamp for r in recs), default=0.0) + later)
+    rules = ResolvedBehavior(
+        scale_up=Rules(stabilization_window_seconds=up, select_policy=SelectPolicy.MAX,
+                       policies=(), tolerance=None),
+        scale_down=Rules(stabilization_window_seconds=down, select_policy=SelectPolicy.MAX,
+                         policies=(), tolerance=None))
+    assert (stabilize_with_behavior(everything, proposal, current=current, now=now,
+                                    behavior=rules)[0]
+            == stabilize_with_behavior(kept, proposal, current=current, now=now,
+                                       behavior=rules)[0])
+    assert (stabilize_downscale(everything, proposal, now=now, window=down)[0]
+            == stabilize_downscale(kept, proposal, now=now, window=down)[0])
+    for count in range(9):
+        for is_down, window in ((True, float(down)), (False, float(up))):
+            assert (window_release(everything, count=count, window=window, now=now,
+                                   down=is_down)
+                    == window_release(kept, count=count, window=window, now=now, down=is_down))
+    assert len(kept.recommendations) <= len({r.replicas for r in recs}) * 2

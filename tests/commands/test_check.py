@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autoscaler.commands import main
 from autoscaler.commands.config_summary import summary
 from autoscaler.config import parse_config
+from tests.commands.fake_http import EMPTY_VECTOR, serving
 from tests.sim.prometheus import PrometheusProcess, free_port
 
 CONFIG_DIR = Path(__file__).parents[2] / "config"
@@ -189,7 +192,9 @@ def test_prometheus_probe_reports_each_bad_query(
     for key, (verdict, fragment) in EXPECTED.items():
         assert outcomes[key][0] == verdict, f"{key}: {outcomes[key]}"
         assert fragment in outcomes[key][1], f"{key}: {outcomes[key]}"
-    assert captured.out.splitlines()[-1] == "12 queries: 4 failed, 2 with warnings"
+    # 12 queries ran and the 'down' server's one did not: every query counted once.
+    assert captured.out.splitlines()[-1] == (
+        "13 queries: 7 ok, 3 failed, 2 with warnings, 1 not checked")
     unreachable = [line for line in captured.err.splitlines() if "cannot reach" in line]
     assert len(unreachable) == 1
     assert "Prometheus server 'down'" in unreachable[0]
@@ -214,7 +219,7 @@ metrics = [{{ type = "Pods", pods = {{ metric = {{ name = "rps" }}, target = {{ 
     assert command([str(path), "--prometheus"]) == 0
     out = capsys.readouterr().out
     assert "ok    shop/Deployment/web metrics[0] Pods rps [default]: 2 series" in out
-    assert out.splitlines()[-1] == "1 queries: 0 failed, 0 with warnings"
+    assert out.splitlines()[-1] == "1 query: 1 ok, 0 failed, 0 with warnings"
 
 
 def test_cli_dispatches_to_check(capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,6 +289,85 @@ scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "api" }
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"{path}:3: defaults.metrics[0].external.query: is not valid PromQL")
     assert err[1] == f"{path}: invalid (1 problem)"
+
+
+def test_promql_errors_are_not_hidden_behind_other_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A config with another problem still has its queries parsed: every problem at once,
+    in file order, so ``complete`` is true only when nothing is left unsaid."""
+    path = tmp_path / "both.toml"
+    path.write_text("""\
+[daemon]
+concurrency = 0
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "web" }
+maxReplicas = 5
+metrics = [{ type = "Pods", pods = { metric = { name = "m" }, target = { type = "AverageValue", averageValue = "1" }, query = 'sum(rate(x[1m])' } }]
+""")
+    assert command([str(path), "-o", "json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    assert [(p["line"], p["path"]) for p in body["problems"]] == [
+        (2, "daemon.concurrency"), (7, "autoscaler[0].metrics[0].pods.query")]
+    assert body["complete"] is True
+    assert command([str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[1].startswith(f"{path}:7: autoscaler[0].metrics[0].pods.query: is not valid PromQL")
+    assert err[-1] == f"{path}: invalid (2 problems)"
+
+
+def _server_down(stack: contextlib.ExitStack) -> str:
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def _server_404(stack: contextlib.ExitStack) -> str:
+    return stack.enter_context(serving(status=404)) + "/prometheus"
+
+
+def _server_empty(stack: contextlib.ExitStack) -> str:
+    return stack.enter_context(serving(body=EMPTY_VECTOR))
+
+
+@pytest.mark.parametrize(("server", "summary_line", "fates"), [
+    (_server_down, "2 queries: 0 ok, 0 failed, 0 with warnings, 2 not checked",
+     {"queries": 2, "ok": 0, "failed": 0, "warnings": 0, "notChecked": 2}),
+    (_server_404, "2 queries: 0 ok, 2 failed, 0 with warnings",
+     {"queries": 2, "ok": 0, "failed": 2, "warnings": 0, "notChecked": 0}),
+    (_server_empty, "2 queries: 0 ok, 0 failed, 2 with warnings",
+     {"queries": 2, "ok": 0, "failed": 0, "warnings": 2, "notChecked": 0}),
+], ids=["unreachable", "404-to-everything", "no-series"])
+def test_the_probe_summary_adds_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: Any, summary_line: str,
+    fates: dict[str, int],
+) -> None:
+    """Each query has one fate (ok, warning, failed, not checked) and the fates add up to the
+    queries, whether a server is unreachable ("0 queries: 1 failed" before) or answers 404
+    to everything ("2 queries: 3 failed" before); so in -o json."""
+    with contextlib.ExitStack() as stack:
+        url = server(stack)
+        path = tmp_path / "two.toml"
+        path.write_text(f"""\
+[prometheus]
+url = "{url}"
+timeout = "1s"
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 5
+metrics = [
+  {{ type = "External", external = {{ metric = {{ name = "a" }}, target = {{ type = "Value", value = 5 }}, query = 'sum(a)' }} }},
+  {{ type = "External", external = {{ metric = {{ name = "b" }}, target = {{ type = "Value", value = 5 }}, query = 'sum(b)' }} }},
+]
+""")
+        code = command([str(path), "--prometheus"])
+        out = capsys.readouterr().out
+        assert out.splitlines()[-1] == summary_line
+        assert code == (0 if fates["failed"] + fates["notChecked"] == 0 else 1)
+        assert command([str(path), "--prometheus", "-o", "json"]) == code
+        body = json.loads(capsys.readouterr().out)
+    assert body["summary"] == fates
+    assert body["errors"] == fates["failed"] + fates["notChecked"]
 
 
 def test_json_output_of_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

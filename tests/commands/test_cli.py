@@ -127,3 +127,30 @@ def test_colour_only_on_a_terminal_without_no_color(no_color: str, tty: bool,
                                  check=False).stdout
     assert b"FailedGetScale" in out
     assert (b"\x1b[31m" in out) is coloured
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_every_document_renders_enums_by_their_value(output: str) -> None:
+    """-o json and -o yaml of any command render the same plain data: the core's reasons
+    (str enums: yaml refused them, "unexpected RepresenterError" from `plan -o yaml`) and any
+    other enum by its value."""
+    import enum
+    import io
+    import json
+
+    import yaml
+
+    from autoscaler.algorithm import ConditionType, Reason
+    from autoscaler.commands.conventions import write_document
+
+    class Plain(enum.Enum):
+        ONE = 1
+
+    document = {"conditions": [{"type": ConditionType.ABLE_TO_SCALE,
+                                "reason": Reason.VALID_METRIC_FOUND}], "n": Plain.ONE}
+    stream = io.StringIO()
+    write_document(document, output, stream)
+    loaded = json.loads(stream.getvalue()) if output == "json" else yaml.safe_load(
+        stream.getvalue())
+    assert loaded == {"conditions": [{"type": "AbleToScale", "reason": "ValidMetricFound"}],
+                      "n": 1}

@@ -97,7 +97,7 @@ CASES = [
     ("todo-query", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\nexternal.metric.name "
      "= \"q\"\nexternal.target = { type = \"Value\", value = 5 }\nexternal.query = "
      "\"TODO: PromQL for External metric 'q'\"\n", 9, "autoscaler[0].metrics[0].external.query",
-     "is still the placeholder import-hpa wrote"),
+     "is still the TODO placeholder an importer wrote"),
     ("unknown-server", TARGET + 'prometheus = "thanso"\n[prometheus.servers.thanos]\nurl = '
      '"http://t:9090"\n', 5, "autoscaler[0].prometheus",
      'unknown Prometheus server "thanso"; did you mean "thanos"?'),

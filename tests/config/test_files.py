@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.config import ConfigError, load_config, parse_config
 from autoscaler.config.files import MAX_CONFIG_BYTES
-from autoscaler.snapshot import Snapshot, encode
+from autoscaler.snapshot import Snapshot, encode, pack
 from tests.config import hostile
 from tests.config.helpers import TARGET
 
@@ -53,10 +53,24 @@ def state_file(directory: Path) -> Path:
     return path
 
 
-def corrupt_gzip(directory: Path) -> Path:
-    """Gzip data the daemon's decoder rejects: its problem at run time, not the loader's."""
+def corrupt_store(directory: Path) -> Path:
+    """A store of ours the daemon's decoder rejects: it sets it aside at run time."""
+    path = directory / "state"
+    path.write_bytes(pack(b"[]"))
+    return path
+
+
+def foreign_gzip(directory: Path) -> Path:
+    """Gzip data that is not a store of ours (no mark, does not decode as a state)."""
     path = directory / "state"
     path.write_bytes(gzip.compress(b"[]"))
+    return path
+
+
+def link_to_a_store(directory: Path) -> Path:
+    (directory / "real").write_bytes(encode(Snapshot(targets={})))
+    path = directory / "state"
+    path.symlink_to(directory / "real")
     return path
 
 
@@ -90,22 +104,29 @@ NAMED = [
     ("kubeconfig-second-of-two", '[kubernetes]\nkubeconfig = "' + "{path}.ok:{path}" + '"\n', 2,
      "kubernetes.kubeconfig", missing, 'cannot read "{path}": No such file or directory'),
     ("state-not-a-state-file", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
-     text_file, '"{path}" is not a state file (not gzip data) and the daemon would overwrite '
-     "it: point stateFile elsewhere"),
+     text_file, 'cannot use "{path}" as the state file: it is not a state file of this daemon '
+     "(it neither starts with the state file's mark nor decodes as a state an earlier "
+     "version wrote); it is left as it is: point stateFile elsewhere"),
     ("state-empty", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile", empty_file,
-     '"{path}" is not a state file (it is empty)'),
+     'cannot use "{path}" as the state file: it is not a state file of this daemon (it is '
+     "empty)"),
+    ("state-foreign-gzip", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
+     foreign_gzip, 'cannot use "{path}" as the state file: it is not a state file of this '
+     "daemon"),
+    ("state-link", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
+     link_to_a_store, 'cannot use "{path}" as the state file: it is a symbolic link'),
     ("state-directory", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile", a_directory,
-     'cannot use "{path}" as the state file: not a regular file: a directory'),
+     'cannot use "{path}" as the state file: it is a directory, not a state file'),
     ("state-fifo", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile", a_fifo,
-     'cannot use "{path}" as the state file: not a regular file: a FIFO'),
+     'cannot use "{path}" as the state file: it is a FIFO, not a state file'),
     ("state-under-a-file", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
      under_a_file, 'cannot use "{path}" as the state file: Not a directory'),
     ("state-missing", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile", missing, None),
     ("state-in-missing-directory", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
      in_missing_directory, None),
     ("state-valid", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile", state_file, None),
-    ("state-corrupt-gzip", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
-     corrupt_gzip, None),
+    ("state-corrupt-store", '[daemon]\nstateFile = "{path}"\n', 2, "daemon.stateFile",
+     corrupt_store, None),
     ("ca-readable", '[prometheus]\ncaFile = "{path}"\n', 2, "prometheus.caFile", text_file, None),
 ]
 

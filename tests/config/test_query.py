@@ -37,7 +37,7 @@ def test_documented_placeholders() -> None:
     ("x{${pod_selektor}}", "unknown placeholder ${pod_selektor}"),
     ('x{name=~"web$"}', "write '$$' for a literal '$'"),
     ("  ", "must not be empty"),
-    ("TODO: fill in", "is still the placeholder import-hpa wrote"),
+    ("TODO: fill in", "is still the TODO placeholder an importer wrote"),
 ], ids=["unknown", "stray-dollar", "blank", "todo"])
 def test_template_problems(template: str, problem: str) -> None:
     """Each mistake gets a message that says what to change."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.algorithm import ExternalMetricValues, MetricValues, Milli, Pod
@@ -193,6 +193,8 @@ class Workload:
     version: int = 1
     faults: list[str | float] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    during_put: Callable[[], object] | None = None
+    """Runs while a write is in flight (a test's clock moving, say)."""
 
     def scale(self) -> FixedScale:
         return FixedScale(spec_replicas=self.replicas, resource_version=str(self.version))
@@ -208,6 +210,8 @@ class Workload:
     async def update_scale(self, namespace: str, ref: ScaleTargetRef, replicas: int,
                            resource_version: str) -> FixedScale:
         await asyncio.sleep(0)
+        if self.during_put is not None:
+            self.during_put()
         fault = self.faults.pop(0) if self.faults else "ok"
         self.log.append(f"put {replicas} ({fault})")
         if isinstance(fault, float):

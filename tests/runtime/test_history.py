@@ -1,5 +1,6 @@
 """The history keeper: read until read, never write before, mark a clean store in use, keep a
-removed target's history for as long as it can matter."""
+removed target's history for as long as it can matter; with leader election, write only
+while leading, claim the store at once, and never write over another writer's history."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from tenacity import wait_none
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.errors import StateSetAsideError, StateUnavailableError, TransientError
+from autoscaler.errors import (
+    ConflictError,
+    NotLeaderError,
+    StateSetAsideError,
+    StateUnavailableError,
+    TransientError,
+)
 from autoscaler.runtime.history import RETAIN_REMOVED, HistoryKeeper
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import Intent, SavedTarget, Snapshot, decode
@@ -54,9 +61,9 @@ def keeper(store: Store, states: dict[str, TargetState] | None = None,
                          retry_wait=wait_none())
 
 
-def snapshot(*, clean: bool, **targets: SavedTarget) -> Snapshot:
+def snapshot(*, clean: bool, journaled: bool = True, **targets: SavedTarget) -> Snapshot:
     return Snapshot(targets={key.replace("_", "/"): t for key, t in targets.items()},
-                    clean=clean, saved_at=990.0)
+                    clean=clean, saved_at=990.0, journaled=journaled)
 
 
 async def test_a_failed_read_is_retried_and_nothing_is_written_meanwhile() -> None:
@@ -104,15 +111,21 @@ async def test_a_clean_snapshot_is_marked_in_use_and_trusted() -> None:
     assert states[WEB].bridge_gap is False
 
 
-async def test_an_unclean_snapshot_bridges_the_gap_and_keeps_intents() -> None:
-    """After a crash: the gap is bridged at the first decision; a pending intent is kept
-    for the fresh read that settles it."""
+@pytest.mark.parametrize(("journaled", "bridged"), [(True, False), (False, True)],
+                         ids=["written-every-pass", "written-around-scale-writes"])
+async def test_after_a_crash_only_a_store_not_written_every_pass_bridges_a_gap(
+    journaled: bool, bridged: bool,
+) -> None:
+    """After a crash: a store written after every pass holds every recommendation that
+    counts, so nothing is bridged; one of the earlier format (written around scale writes
+    only) lacks those made since, and the first decision bridges the gap. A pending intent
+    is kept either way, for the fresh read that settles it."""
     intent = Intent(previous=2, desired=4, resource_version="7", at=995.0)
-    store = Store(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
-        history=HISTORY, intent=intent))])
+    store = Store(reads=[snapshot(clean=False, journaled=journaled,
+                                  shop_Deployment_web=SavedTarget(history=HISTORY, intent=intent))])
     states: dict[str, TargetState] = {}
     await keeper(store, states).restore([WEB])
-    assert states[WEB].bridge_gap is True
+    assert states[WEB].bridge_gap is bridged
     assert states[WEB].intent == intent
 
 
@@ -153,7 +166,8 @@ async def test_a_removed_target_keeps_its_history_until_it_cannot_matter() -> No
 
 async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
     """Restarting without a target keeps its history in the store for when it comes back."""
-    store = Store(reads=[snapshot(clean=False, shop_Deployment_api=SavedTarget(history=HISTORY))])
+    store = Store(reads=[snapshot(clean=False, journaled=False,
+                                  shop_Deployment_api=SavedTarget(history=HISTORY))])
     states: dict[str, TargetState] = {}
     history = keeper(store, states)
     restored = await history.restore([WEB])
@@ -166,10 +180,10 @@ async def test_a_target_missing_from_the_config_at_start_is_kept() -> None:
     assert back.bridge_gap is True
 
 
-async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None:
-    """An unclean write keeps each unchanged target's last entry (its recommendations may be
-    older: a restore from it bridges the gap); a changed intent is written; a clean write is
-    exact for every target."""
+async def test_a_write_reencodes_only_what_changed() -> None:
+    """A write keeps the entry of a target nothing changed since the last (the same
+    objects); a changed history or intent is written; a clean write is exact for every
+    target."""
     store, clock = Store(reads=[None]), Clock()
     states = {WEB: TargetState(key=WEB, history=HISTORY), API: TargetState(key=API,
                                                                           history=HISTORY)}
@@ -182,9 +196,15 @@ async def test_a_write_before_scale_writes_reencodes_only_what_changed() -> None
                     scale_down_events=HISTORY.scale_down_events)
     states[WEB].history = newer
     states[API].intent = Intent(previous=4, desired=6, resource_version="3", at=991.0)
+    encoded = history._fragments[API][-1]
     await history.persist()
-    assert store.saved[-1].targets[WEB].history == HISTORY  # unchanged events: kept entry
+    assert store.saved[-1].targets[WEB].history == newer
     assert store.saved[-1].targets[API].intent == states[API].intent
+    assert history._fragments[API][-1] is not encoded
+    states[WEB].intent = None
+    unchanged = history._fragments[API][-1]
+    await history.persist()
+    assert history._fragments[API][-1] is unchanged  # nothing changed: the same text
     await history.persist(clean=True)
     assert store.saved[-1].targets[WEB].history == newer
     assert store.saved[-1].clean is True
@@ -302,17 +322,144 @@ async def test_a_restored_forecast_bucket_number_past_any_clock_never_blocks_the
     JSON reads exactly) is set aside, or dropped, at the read: it must not be restored and
     then make every later write of the history raise (OverflowError), holding every scale
     write of every target and the in-use mark's retries forever."""
-    import gzip
-
     from autoscaler.adapters.local_state import FileStateStore
+    from autoscaler.snapshot import pack
 
     big = "1" + "0" * 400
     body = ('{"version": 2, "savedAt": 990.0, "targets": {"shop/Deployment/gone": {"r": [],'
             ' "u": [], "d": [[1, 950.0, false]], "f": {"0/Pods/rps": [300.0, ' + big +
             ', [1.0], null, 0.0, 0]}}}}')
     path = tmp_path / "state"
-    path.write_bytes(gzip.compress(body.encode()))
+    path.write_bytes(pack(body.encode()))
     history = HistoryKeeper(FileStateStore(path), {}, clock=Clock(), retry_wait=wait_none())
     async with asyncio.timeout(5):
         await history.restore([WEB])
         await history.persist()  # a pass putting its scale writes on record
+
+
+class Shared(Store):
+    """A store another writer shares: ``before_save`` runs at each save before it lands
+    (that writer's turn); a save whose version is stale is a ConflictError, as the
+    ConfigMap's 409, and nothing is written."""
+
+    def __init__(self, reads: list[Snapshot | Exception | None]) -> None:
+        super().__init__(reads=reads)
+        self.version = self.read_version = 0
+        self.before_save: list[object] = []
+
+    async def load(self) -> Snapshot | None:
+        self.read_version = self.version
+        return await super().load()
+
+    async def save(self, data: bytes) -> None:
+        if self.before_save:
+            turn = self.before_save.pop(0)
+            if callable(turn):
+                turn()
+            else:
+                self.version += 1  # they wrote
+        if self.read_version != self.version:
+            raise ConflictError("HTTP 409")
+        await super().save(data)
+        self.version = self.read_version = self.version + 1
+
+
+EARLIER = ScaleEvent(change=2, timestamp=940.0)
+
+
+def fenced(store: Store, states: dict[str, TargetState], leader: list[bool]) -> HistoryKeeper:
+    return HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
+                         leader=lambda: leader[0])
+
+
+async def test_a_leader_claims_the_store_at_once_even_after_a_crash() -> None:
+    """With leader election a restore always writes once, before anything acts: a deposed
+    leader's write still in flight then carries a version that is gone."""
+    store = Shared(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
+        history=HISTORY))])
+    history = fenced(store, {}, [True])
+    await history.restore([WEB])
+    assert [s.clean for s in store.saved] == [False]
+    assert store.saved[0].targets[WEB].history == HISTORY
+
+
+async def test_a_store_written_between_the_read_and_the_claim_is_read_again() -> None:
+    """The previous leader's last write lands after our read: our claim is a conflict, so
+    the store is read again and its newer history applied (never written over)."""
+    newer = History(recommendations=HISTORY.recommendations,
+                    scale_down_events=(*HISTORY.scale_down_events, EARLIER))
+    store = Shared(reads=[snapshot(clean=False, shop_Deployment_web=SavedTarget(
+        history=HISTORY)), snapshot(clean=False, shop_Deployment_web=SavedTarget(
+            history=newer))])
+    store.before_save = ["theirs"]
+    states: dict[str, TargetState] = {}
+    history = fenced(store, states, [True])
+    await history.restore([WEB])
+    assert states[WEB].history == newer
+    assert store.saved[-1].targets[WEB].history == newer
+    assert history.conflicts == 1
+
+
+async def test_only_the_leader_writes_and_a_conflict_is_never_overwritten() -> None:
+    """Leadership lost by our clock: nothing is written. Led again, someone else's write
+    since ours is a conflict: the store is read again, both histories are kept (their
+    scale event and ours), and written, fenced again before that second write."""
+    leader = [True]
+    theirs = SavedTarget(history=History(scale_up_events=(EARLIER,)))
+    store = Shared(reads=[None, snapshot(clean=False, shop_Deployment_web=theirs)])
+    states = {WEB: TargetState(key=WEB)}
+    history = fenced(store, states, leader)
+    await history.restore([WEB])
+    states[WEB].history = HISTORY
+    leader[0] = False
+    with pytest.raises(NotLeaderError):
+        await history.persist()
+    assert len(store.saved) == 1  # the claim only
+    leader[0] = True
+    store.before_save = ["theirs"]
+    await history.persist()
+    kept = store.saved[-1].targets[WEB].history
+    assert kept.scale_up_events == (EARLIER,)
+    assert kept.scale_down_events == HISTORY.scale_down_events
+    assert states[WEB].history == kept
+
+
+async def test_the_write_after_a_conflict_is_fenced_again() -> None:
+    """The lease lapses while the store is read again after a conflict: the retry is not
+    sent (a deposed leader re-reading and writing its older history over the new
+    leader's was the fault)."""
+    leader = [True]
+    store = Shared(reads=[None, snapshot(clean=False)])
+    states = {WEB: TargetState(key=WEB, history=HISTORY)}
+    history = fenced(store, states, leader)
+    await history.restore([WEB])
+
+    def deposed() -> None:
+        store.version += 1  # the new leader wrote
+        leader[0] = False  # and our lease lapsed meanwhile
+    store.before_save = [deposed]
+    with pytest.raises(NotLeaderError):
+        await history.persist()
+    assert len(store.saved) == 1
+
+
+async def test_writes_asked_for_during_a_write_share_the_next_one() -> None:
+    """Outcomes known while a write is under way wait for one more write, not one each."""
+    gate = asyncio.Event()
+
+    class Slow(Store):
+        async def save(self, data: bytes) -> None:
+            await gate.wait()
+            await super().save(data)
+
+    store = Slow(reads=[None])
+    history = keeper(store)
+    await history.restore([WEB])
+    first = asyncio.create_task(history.persist())
+    await asyncio.sleep(0)
+    rest = [asyncio.create_task(history.persist()) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *rest)
+    assert len(store.saved) == 2
+    assert history.saves == 2

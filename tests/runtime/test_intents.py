@@ -1,5 +1,6 @@
-"""A scale write is on record before it is sent, and one whose outcome is unknown is settled
-by a fresh read before the target's next decision.
+"""A scale write is on record before it is sent, its outcome on record as soon as it is
+known, and one whose outcome is unknown is settled by a fresh read, from the count the
+object holds, before the target's next decision.
 
 The ``Workload`` double keeps the target's replicas and resourceVersion and can fail a
 write before or after applying it, as a real API server behind a flaky network can."""
@@ -15,9 +16,10 @@ import pytest
 from autoscaler.config import parse_config
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.intents import OutcomeRecorder
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.snapshot import Intent
-from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload
+from tests.runtime.doubles import Clock, Fleet, NoPods, QueueDepth, Quiet, Workload, targets
 
 # Scale events are kept only for a target with a behavior, as upstream's storeScaleEvent.
 WEB = list(parse_config("""
@@ -32,10 +34,12 @@ behavior = { scaleUp = { policies = [{ type = "Pods", value = 2, periodSeconds =
 
 @dataclass
 class Record:
-    """The store as ``persist`` sees it: the intents on record at each call."""
+    """The store as ``persist`` sees it: the intent and the scale-up events (change, time)
+    on record at each call."""
 
     reconciler: Reconciler | None = None
     calls: list[Intent | None] = field(default_factory=list)
+    events: list[list[tuple[int, float]]] = field(default_factory=list)
     fail: bool = False
     cluster: Workload | None = None
 
@@ -45,7 +49,9 @@ class Record:
         self.cluster.log.append("persist")
         if self.fail:
             raise TransientError("ConfigMap write refused")
-        self.calls.append(self.reconciler.states[WEB[0].key].intent)
+        state = self.reconciler.states[WEB[0].key]
+        self.calls.append(state.intent)
+        self.events.append([(e.change, e.timestamp) for e in state.history.scale_up_events])
 
 
 def rig(cluster: Workload, *, dry_run: bool = False,
@@ -64,28 +70,32 @@ async def run_pass(reconciler: Reconciler) -> None:
         await reconciler.run_pass(WEB, deadline=time.monotonic() + 5)
 
 
-async def test_a_write_is_on_record_before_it_is_sent() -> None:
-    """One store write, carrying the intent (previous, desired, the resourceVersion the PUT
-    carries), then the PUT; after it succeeds the event is in the history and the intent
-    gone."""
+async def test_a_write_is_on_record_before_it_is_sent_and_its_outcome_after() -> None:
+    """One store write carrying the intent (previous, desired, the resourceVersion the PUT
+    carries), then the PUT, then, once it is answered, one carrying the scale event at the
+    time of the answer and no intent: a kill after that leaves nothing to count again."""
     cluster = Workload()
-    reconciler, record, _ = rig(cluster)
+    reconciler, record, clock = rig(cluster)
+    cluster.during_put = lambda: setattr(clock, "now", clock.now + 0.25)  # the PUT's time
     await run_pass(reconciler)
-    assert cluster.log == ["persist", "put 4 (ok)"]
-    assert record.calls == [Intent(previous=2, desired=4, resource_version="1", at=1_000.0)]
+    assert cluster.log == ["persist", "put 4 (ok)", "persist"]
+    assert record.calls == [Intent(previous=2, desired=4, resource_version="1", at=1_000.0),
+                            None]
+    assert record.events == [[], [(2, 1_000.25)]]
     state = reconciler.states[WEB[0].key]
     assert state.intent is None
     assert [e.change for e in state.history.scale_up_events] == [2]
 
 
-async def test_a_pass_without_a_write_writes_no_history() -> None:
-    """Steady state costs no store write."""
+async def test_a_pass_without_a_scale_write_writes_the_history_once() -> None:
+    """Steady state costs one store write a pass: its recommendations go on record (a later
+    window may need them after a kill), and no intent."""
     cluster = Workload(replicas=6)
     reconciler, record, _ = rig(cluster)
     await run_pass(reconciler)
     await run_pass(reconciler)
-    assert cluster.log == []
-    assert record.calls == []
+    assert cluster.log == ["persist", "persist"]
+    assert record.calls == [None, None]  # no intent on record at either
 
 
 async def test_no_write_is_sent_when_its_record_cannot_be_saved() -> None:
@@ -93,36 +103,49 @@ async def test_no_write_is_sent_when_its_record_cannot_be_saved() -> None:
     cluster = Workload()
     reconciler, _, _ = rig(cluster, fail_persist=True)
     await run_pass(reconciler)
-    assert cluster.log == ["persist"]
+    assert [entry for entry in cluster.log if entry.startswith("put")] == []
     state = reconciler.states[WEB[0].key]
     assert state.intent is None
     assert state.last_outcome == "error"
     assert "history could not be saved" in (state.last_error or "")
 
 
-@pytest.mark.parametrize(("fault", "counted"), [("applied", True), ("lost", False)])
-async def test_a_write_of_unknown_outcome_is_settled_by_a_fresh_read(
-    fault: str, counted: bool,
+@pytest.mark.parametrize(("fault", "then", "counted"), [
+    ("applied", None, True),
+    ("lost", None, False),
+    ("lost", 2, False),
+    ("applied", 7, False),
+], ids=["applied", "lost", "lost-then-touched", "applied-then-set-by-hand"])
+async def test_a_write_of_unknown_outcome_is_settled_from_the_count_read_fresh(
+    fault: str, then: int | None, counted: bool,
 ) -> None:
-    """A timeout leaves the intent; the next pass reads the target from the server (not the
-    cache), counts the write if the resourceVersion moved, and only then decides."""
+    """A timeout leaves the intent (2 -> 4); another writer may then set the count
+    (``then``; at 2 it only moves the resourceVersion, as a status update does). The next
+    pass reads the target from the server (not the cache) and counts the write iff the
+    object holds 4, dated at that read; the store then holds the outcome, not the intent."""
     cluster = Workload(faults=[fault])
-    reconciler, _, clock = rig(cluster)
+    reconciler, record, clock = rig(cluster)
     await run_pass(reconciler)
     state = reconciler.states[WEB[0].key]
     assert state.intent is not None
     assert state.history.scale_up_events == ()
+    if then is not None:
+        cluster.replicas, cluster.version = then, cluster.version + 1
     clock.now += 1
     cluster.log.clear()
     await run_pass(reconciler)
     assert cluster.log[0] == "get fresh=True"
     events = [(e.change, e.timestamp) for e in state.history.scale_up_events]
     if counted:
-        # Counted at the read, the latest it can have happened; 4 -> 8 is a new step.
+        # Counted at the read, the latest it can have happened; 4 -> 6 is a new step.
         assert events[0] == (2, 1_001.0)
-    else:
-        assert cluster.log[1:] == ["persist", "put 4 (ok)"]
+        assert cluster.log[1:] == ["persist"]  # the settled outcome, on record
+    elif then is None or then == 2:
+        assert cluster.log[1:] == ["persist", "put 4 (ok)", "persist"]  # written again
         assert events == [(2, 1_001.0)]
+    else:
+        assert events == []  # drift: someone else's count, not our step
+    assert record.calls[-1] is None
 
 
 async def test_a_retry_after_a_conflict_is_on_record_before_it_is_sent() -> None:
@@ -132,8 +155,8 @@ async def test_a_retry_after_a_conflict_is_on_record_before_it_is_sent() -> None
     reconciler, record, _ = rig(cluster)
     await run_pass(reconciler)
     assert cluster.log == ["persist", "put 4 (conflict)", "get fresh=True", "persist",
-                           "put 4 (ok)"]
-    assert [i.resource_version if i else None for i in record.calls] == ["1", "2"]
+                           "put 4 (ok)", "persist"]
+    assert [i.resource_version if i else None for i in record.calls] == ["1", "2", None]
     assert reconciler.states[WEB[0].key].intent is None
 
 
@@ -142,26 +165,26 @@ async def test_a_429_holds_the_target_for_its_retry_after() -> None:
     cluster = Workload(faults=[30.0])
     reconciler, _, clock = rig(cluster)
     await run_pass(reconciler)
-    assert cluster.log == ["persist", "put 4 (30.0)"]
+    assert cluster.log == ["persist", "put 4 (30.0)", "persist"]
     state = reconciler.states[WEB[0].key]
-    assert state.intent is None  # a 429 was not applied
+    assert state.intent is None  # a 429 was not applied: the store no longer holds it
     for _ in range(3):
         clock.now += 9
         await run_pass(reconciler)
-    assert cluster.log == ["persist", "put 4 (30.0)"]
+    assert [entry for entry in cluster.log if entry.startswith("put")] == ["put 4 (30.0)"]
     assert "429 Retry-After" in (state.last_error or "")
     clock.now += 4
     await run_pass(reconciler)
-    assert cluster.log[-1] == "put 4 (ok)"
+    assert cluster.log[-3:] == ["persist", "put 4 (ok)", "persist"]
 
 
-async def test_dry_run_records_nothing() -> None:
-    """A dry run sends no write, so it has nothing to put on record."""
+async def test_dry_run_records_its_pass_and_no_intent() -> None:
+    """A dry run sends no write, so it puts no intent on record: only its pass, as any."""
     cluster = Workload()
     reconciler, record, _ = rig(cluster, dry_run=True)
     await run_pass(reconciler)
-    assert cluster.log == []
-    assert record.calls == []
+    assert cluster.log == ["persist"]
+    assert record.calls == [None]
 
 
 async def test_a_restored_history_with_a_gap_holds_the_current_count_for_the_window() -> None:
@@ -175,3 +198,71 @@ async def test_a_restored_history_with_a_gap_holds_the_current_count_for_the_win
     assert not state.bridge_gap
     assert (8, 1_000.0) in [(r.replicas, r.timestamp) for r in state.history.recommendations]
     assert cluster.replicas == 8
+
+
+async def test_a_pass_that_scales_many_targets_records_their_outcomes_in_one_write() -> None:
+    """Three targets scale in one pass: one store write for their intents before any PUT,
+    one for their outcomes once the last is answered."""
+    fleet = Fleet({})
+    calls: list[int] = []
+
+    async def persist() -> None:
+        calls.append(len([entry for entry in fleet.log if entry[1].startswith("write")]))
+
+    reconciler = Reconciler(scales=fleet, pods=NoPods(), metrics=QueueDepth(60),
+                            events=fleet, owners=fleet, telemetry=DaemonMetrics(),
+                            options=ReconcileOptions(persist=persist, concurrency=3))
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(targets("a", "b", "c"), deadline=time.monotonic() + 5)
+    assert calls == [0, 3]  # before any write, after all three
+
+
+class Recorded:
+    """A ``persist`` that records when it was called, and fails while ``failing``."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+        self.failing = False
+        self.errors: list[Exception | None] = []
+
+    async def persist(self) -> None:
+        self.at.append(asyncio.get_running_loop().time())
+        if self.failing:
+            raise TransientError("HTTP 500")
+
+
+async def test_an_answered_write_waits_for_the_others_at_most_the_linger() -> None:
+    """An outcome is on record when the pass ends (``flush``), or ``linger`` after it was
+    known if the pass's other writes take longer (one hangs); never one write per outcome."""
+    store = Recorded()
+    recorder = OutcomeRecorder(lambda: store.persist, store.errors.append, linger=0.05)
+    loop = asyncio.get_running_loop()
+    known = loop.time()
+    recorder.want()
+    recorder.want()
+    await asyncio.sleep(0.2)  # a PUT hangs: the pass has not ended
+    assert len(store.at) == 1
+    assert 0.05 <= store.at[0] - known < 0.15
+    recorder.want()
+    await recorder.flush()  # the pass ends: at once, not after the linger
+    assert len(store.at) == 2
+    assert store.at[1] - store.at[0] < 0.2 + 0.05
+    await recorder.flush()
+    assert len(store.at) == 2  # nothing new: no write
+
+
+async def test_a_failed_outcome_record_is_tried_again_at_the_next_pass() -> None:
+    """The store refuses the record: the failure is reported, the next pass's ``flush``
+    writes it and reports that it is over."""
+    store = Recorded()
+    recorder = OutcomeRecorder(lambda: store.persist, store.errors.append)
+    store.failing = True
+    recorder.want()
+    await recorder.flush()
+    assert [str(e) for e in store.errors] == ["HTTP 500"]
+    store.failing = False
+    await recorder.flush()
+    assert len(store.at) == 2
+    assert store.errors[1:] == [None]
+    await recorder.flush()
+    assert len(store.at) == 2

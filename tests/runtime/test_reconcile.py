@@ -99,6 +99,9 @@ async def test_conflicts_are_bounded() -> None:
     assert events.reasons() == ["FailedRescale"]
     able = next(c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE)
     assert (able.status, able.reason) == (False, Reason.FAILED_UPDATE_SCALE)
+    # The pass's outcome is that failure, counted once (it was "ok", after "error").
+    assert (state.last_outcome, state.last_error) == ("error", able.message)
+    assert reconciler.telemetry.target(WEB.key).reconciles == {"error": 1}
 
 
 async def test_drift_is_reported_and_our_own_writes_are_not_drift() -> None:
@@ -387,3 +390,59 @@ async def test_a_paused_target_read_again_is_able_to_scale_again() -> None:
     assert state.last_outcome == "paused"
     able = next(c for c in state.conditions if c.type is ConditionType.ABLE_TO_SCALE)
     assert (able.status, able.reason) == (True, Reason.SUCCEEDED_GET_SCALE)
+
+
+def said_everywhere(reconciler: Reconciler, state: TargetState) -> tuple[Any, ...]:
+    """(current, desired, recommended, shadow) as /status says them, once /metrics is checked
+    to say the same: one state, two views."""
+    body = state.to_json()
+    series = reconciler.telemetry.target(state.key)
+    shadow = body.get("shadow")
+    said = (body.get("currentReplicas"), body.get("desiredReplicas"), body.get("stabilized"),
+            None if shadow is None else (shadow["desiredReplicas"],
+                                         shadow["theirDesiredReplicas"]))
+    assert (series.current, series.desired, series.recommended, series.shadow) == said
+    assert bool(series.metrics) == ("currentMetrics" in body)
+    return said
+
+
+async def test_a_pause_after_decisions_shows_the_count_it_holds_not_the_last_decision() -> None:
+    """Decided at 6 (60 units), then paused at 3: the passes while paused say 3 current / 3
+    desired, no recommendation and no metric, on /status and /metrics alike (they said the
+    last decision's counts as long as the pause lasted)."""
+    [web] = targets("web")
+    [paused] = targets("web", extra="pausedReplicas = 3")
+    workload = Workload(replicas=6)
+    reconciler, _ = rig(workload, depth(60))
+    state = await run_passes(reconciler, 1, target=web)
+    assert said_everywhere(reconciler, state) == (6, 6, 6, None)
+    state = await run_passes(reconciler, 2, target=paused)
+    assert workload.replicas == 3
+    assert said_everywhere(reconciler, state) == (3, 3, None, None)
+    assert state.to_json()["decision"]["latest"] is False
+
+
+async def test_shadow_mode_switched_off_takes_its_comparison_with_it() -> None:
+    """In shadow mode our 4 against the HPA's 3 on both views; a reload without shadow
+    (the HPA still there: the target is left to it) leaves no comparison anywhere."""
+    [shadow] = targets("web", extra="shadow = true")
+    owners = Owners(owners=("HorizontalPodAutoscaler shop/web",),
+                    reported=(("HorizontalPodAutoscaler shop/web", 3),))
+    reconciler, _ = rig(Workload(), depth(40), owners=owners)
+    state = await run_passes(reconciler, 1, target=shadow)
+    assert said_everywhere(reconciler, state) == (2, 4, 4, (4, 3))
+    state = await run_passes(reconciler, 1, target=WEB)
+    assert state.last_outcome == "blocked"
+    assert said_everywhere(reconciler, state) == (2, None, None, None)
+
+
+async def test_the_fallback_count_is_the_desired_count_everywhere() -> None:
+    """Held at the fallback's 5: desired 5 on both views every pass, not the decision's 2
+    (the target's count, as no metric is valid)."""
+    [target] = targets("web", extra="fallback = { failureThreshold = 3, replicas = 5 }")
+    workload = Workload()
+    reconciler, _ = rig(workload, MetricUnavailable(reason="no series"))
+    state = await run_passes(reconciler, 4, target=target)
+    assert workload.replicas == 5
+    assert said_everywhere(reconciler, state)[:2] == (5, 5)
+    assert state.to_json()["fallbackActive"] is True

@@ -43,8 +43,10 @@ def state_after_one_pass(*, behavior: Behavior | None = None) -> TargetState:
                                           behavior=behavior),
                       scale=ScaleState(spec_replicas=2, status_replicas=2), metrics=[values],
                       pods=pods, history=History(), now=NOW)
-    state = TargetState(key="shop/Deployment/web", last_decision=decision,
-                        last_reconcile=NOW, last_outcome="ok", history=decision.history)
+    state = TargetState(key="shop/Deployment/web", last_reconcile=NOW, last_outcome="ok",
+                        history=decision.history, current_replicas=2)
+    state.decided(decision, decision.desired_replicas)
+    state.settle()
     state.conditions = merge_conditions([], decision.conditions, NOW)
     return state
 
@@ -97,7 +99,7 @@ def test_recent_scale_events_newest_first() -> None:
 
 def test_a_target_never_decided_shows_what_was_observed() -> None:
     """No decision yet (paused): the observed count, no invented desired count."""
-    body = TargetState(key="k", expected_replicas=2, pause="config paused",
+    body = TargetState(key="k", current_replicas=2, pause="config paused",
                        last_outcome="paused").to_json()
     assert (body["currentReplicas"], body["paused"]) == (2, "config paused")
     assert "desiredReplicas" not in body

@@ -339,3 +339,41 @@ async def test_after_next_makes_a_genuine_race(apiserver: SimApiServer) -> None:
     assert body["reason"] == "Conflict"
     assert fresh["spec"]["replicas"] == 2
     assert fresh["metadata"]["resourceVersion"] != scale["metadata"]["resourceVersion"]
+
+
+async def test_a_failed_write_then_a_touch_moves_only_the_resource_version(
+        apiserver: SimApiServer) -> None:
+    """fail_next(500, then=touch): the PUT is not applied, yet the object's resourceVersion
+    moves (as a controller's status update moves it on a real cluster)."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    apiserver.fail_next(1, status=500, verb="update", resource="deployments/scale",
+                        then=lambda: apiserver.touch("apps/v1", "Deployment", "default", "web"))
+    async with api_client(apiserver) as session:
+        custom = client.CustomObjectsApi(session)
+        scale = await custom.get_namespaced_custom_object_scale(*SCALE)
+        scale["spec"]["replicas"] = 3
+        body = await _status(custom.replace_namespaced_custom_object_scale(*SCALE, scale))
+        fresh = await custom.get_namespaced_custom_object_scale(*SCALE)
+    assert body["code"] == 500
+    assert fresh["spec"]["replicas"] == 2
+    assert fresh["metadata"]["resourceVersion"] != scale["metadata"]["resourceVersion"]
+
+
+async def test_a_held_request_is_served_when_released_against_the_objects_then(
+        apiserver: SimApiServer) -> None:
+    """hold_next: a PUT waits unserved while another writer writes; released, it is served
+    against the object as it is then, so its stale resourceVersion is a 409."""
+    apiserver.create_deployment("default", "web", replicas=2)
+    held = apiserver.hold_next(verb="update", resource="deployments/scale")
+    async with api_client(apiserver) as session:
+        custom = client.CustomObjectsApi(session)
+        scale = await custom.get_namespaced_custom_object_scale(*SCALE)
+        scale["spec"]["replicas"] = 3
+        put = asyncio.create_task(_status(custom.replace_namespaced_custom_object_scale(
+            *SCALE, scale)))
+        await wait_until(lambda: held.arrived == 1)
+        apiserver.touch("apps/v1", "Deployment", "default", "web")
+        assert not put.done()
+        held.release()
+        body = await asyncio.wait_for(put, 5)
+    assert body["reason"] == "Conflict"

@@ -148,10 +148,44 @@ def test_invalid_config_is_reported_by_the_loader(
 
 
 def test_missing_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A trace that is not there is named in the error."""
+    """A trace that is not there is named in the error: a failure (exit 1), not a usage
+    error, as an unreadable input is for every command."""
     code = command(["--config", str(config(tmp_path)), "--trace", str(tmp_path / "no.csv")])
-    assert code == 2
+    assert code == 1
     assert "cannot read trace" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("trace", "message"), [
+    ("time,demand\n", "the trace has no points"),
+    ("", "empty trace; expected a header such as 'time,demand'"),
+], ids=["header-only", "empty-file"])
+def test_a_trace_without_data_is_a_failure_in_one_line(
+    tmp_path: Path, trace: str, message: str,
+) -> None:
+    """No data to simulate is a failure: one line naming the trace, exit 1, no usage text
+    (it was a usage error, exit 2, with the usage)."""
+    path = tmp_path / "trace.csv"
+    path.write_text(trace)
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler", "simulate", "--config", str(config(tmp_path)),
+         "--trace", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"autoscaler simulate: {path}: {message}"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_data_from_prometheus_is_a_failure(
+    tmp_path: Path, prometheus: PrometheusProcess, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A query that matches nothing over the range: one line, exit 1."""
+    code = command(["--config", str(config(tmp_path)), "--prometheus", prometheus.url,
+                    "--query", 'no_such_series{app="web"}', "--start", str(START), "--end",
+                    str(END), "--out", str(tmp_path / "out"), "--no-plot"])
+    assert code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "autoscaler simulate: query 'no_such_series{app=\"web\"}' returned no data between "
+        "the start and the end"]
 
 
 def test_demand_from_prometheus(tmp_path: Path, prometheus: PrometheusProcess) -> None:

@@ -1,8 +1,9 @@
 """History persisted on a ConfigMap, so a restart or a leader failover keeps the windows.
 
-The encoded state (gzip JSON, see ``autoscaler.snapshot``) goes into ``binaryData``; writes carry
-the resourceVersion we read, and a conflict means another instance wrote since: we re-read
-once and overwrite only if we are still the writer the caller says we are (the leader).
+The encoded state (gzip JSON, see ``autoscaler.snapshot``) goes into ``binaryData``; each
+write carries the resourceVersion last read or written. Another writer since (409, or the
+ConfigMap deleted: 404) is a ``ConflictError``: never retried here, never written over; the
+caller (``runtime.history``) reads again and decides, fenced by its lease.
 
 ``load`` is strict, because a wrong "nothing saved" wipes the history at the next write: a 404
 is the only proof of absence (a ConfigMap without our key, which someone created for us, counts
@@ -96,6 +97,7 @@ class ConfigMapStateStore:
                             kept_as=f"ConfigMap {self.namespace}/{kept}")
 
     async def save(self, data: bytes) -> None:
+        """One write, carrying the version last read or written (none: a create)."""
         if data == self._last_saved:
             return  # nothing changed: no write
         body: dict[str, Any] = {
@@ -104,17 +106,12 @@ class ConfigMapStateStore:
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": MANAGED_BY},
             "binaryData": {STATE_KEY: base64.b64encode(data).decode()},
         }
-        for attempt in range(2):
-            try:
-                cm = await self._put(body)
-            except (ConflictError, NotFoundError):
-                if attempt:
-                    raise
-                await self._refresh_version()
-                continue
-            self._resource_version = cm.metadata.resource_version
-            self._last_saved = data
-            return
+        try:
+            cm = await self._put(body)
+        except NotFoundError as error:
+            raise ConflictError(f"{self.description} was deleted since it was read") from error
+        self._resource_version = cm.metadata.resource_version
+        self._last_saved = data
 
     async def _put(self, body: dict[str, Any]) -> Any:
         with api_errors(f"write {self.description}"):
@@ -124,15 +121,6 @@ class ConfigMapStateStore:
             body["metadata"]["resourceVersion"] = self._resource_version
             return await self._api.replace_namespaced_config_map(
                 self.name, self.namespace, cast(Any, body), _request_timeout=self._timeout)
-
-    async def _refresh_version(self) -> None:
-        try:
-            with api_errors(f"get {self.description}"):
-                cm = await self._api.read_namespaced_config_map(
-                    self.name, self.namespace, _request_timeout=self._timeout)
-            self._resource_version = cm.metadata.resource_version
-        except NotFoundError:
-            self._resource_version = None
 
 
 def _unbase64(raw: str) -> bytes:

@@ -15,7 +15,7 @@ from autoscaler.adapters.kube.configmap_store import (
 )
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.errors import StateSetAsideError, StateUnavailableError
+from autoscaler.errors import ConflictError, StateSetAsideError, StateUnavailableError
 from autoscaler.snapshot import SavedTarget, Snapshot, decode, encode
 from tests.adapters.kube.conftest import apiserver, kube
 from tests.sim.kube import SimApiServer
@@ -63,18 +63,41 @@ async def test_an_unchanged_state_is_not_written_again(
     assert writes == 1
 
 
-async def test_a_write_after_someone_elses_recovers(
+async def test_a_write_after_someone_elses_is_a_conflict_never_an_overwrite(
     apiserver: SimApiServer, kube: KubeSession,
 ) -> None:
-    """Another instance wrote since we read (409): re-read the version and write ours."""
+    """Another instance wrote since we read (409): ours is refused (ConflictError) and
+    theirs stays; once we have read it again, our next write carries its version."""
     apiserver.create_namespace(NAMESPACE)
     ours, theirs = store(kube), store(kube)
     await ours.save(encode(snapshot()))
     assert await theirs.load() == snapshot()
     await theirs.save(encode(snapshot("other")))
+    with pytest.raises(ConflictError, match="409"):
+        await ours.save(encode(snapshot("mine")))
+    assert await store(kube).load() == snapshot("other")
+    assert await ours.load() == snapshot("other")
     await ours.save(encode(snapshot("mine")))
-    assert apiserver.count(verb="update", resource="configmaps", status=409) == 1
     assert await store(kube).load() == snapshot("mine")
+
+
+@pytest.mark.parametrize("first", ["create", "update"])
+async def test_a_configmap_created_or_deleted_by_someone_else_is_a_conflict(
+    apiserver: SimApiServer, kube: KubeSession, first: str,
+) -> None:
+    """Created by another instance after we found none (409 AlreadyExists), or deleted
+    after we read it (404 on our PUT): a conflict, and nothing is written."""
+    apiserver.create_namespace(NAMESPACE)
+    ours = store(kube)
+    if first == "create":
+        assert await ours.load() is None
+        await store(kube).save(encode(snapshot("other")))
+    else:
+        await ours.save(encode(snapshot()))
+        apiserver.delete("v1", "ConfigMap", NAMESPACE, "autoscaler-state")
+    with pytest.raises(ConflictError):
+        await ours.save(encode(snapshot("mine")))
+    assert await store(kube).load() == (snapshot("other") if first == "create" else None)
 
 
 @pytest.mark.parametrize("status", [500, 503, 403, 429])

@@ -31,7 +31,10 @@ from tests.sim.prometheus import (
 )
 
 FAST = RetryPolicy(attempts=2, initial_wait=0.02, max_wait=0.05, jitter=0.01)
-ONE = StubResponse(body=prometheus_vector([({}, 1.0)]))
+def one() -> StubResponse:
+    """A sample of 1, stamped now (a response made at import ages past maxSampleAge when the
+    suite runs long before this test)."""
+    return StubResponse(body=prometheus_vector([({}, 1.0)]))
 GOOD = ObjectMetricValue(value=1000)
 
 
@@ -46,7 +49,7 @@ def requiring(header: Callable[[], str]) -> Callable[[StubRequest], StubResponse
     """A handler answering only requests whose Authorization equals ``header()``."""
     def handle(request: StubRequest) -> StubResponse:
         if request.headers.get("Authorization") == header():
-            return ONE
+            return one()
         return prometheus_error(401, "unauthorized")
     return handle
 
@@ -89,7 +92,7 @@ async def test_bearer_token_is_reread_after_rotation(tmp_path: Path, rotate: Any
 async def test_missing_token_file_is_a_reason(tmp_path: Path) -> None:
     """An unreadable token file makes the metric unavailable and names the file."""
     missing = tmp_path / "absent"
-    with LoopbackHTTPServer(lambda _: ONE) as server:
+    with LoopbackHTTPServer(lambda _: one()) as server:
         source = PrometheusSource({"default": prom_server(
             url=server.url, bearer_token_file=missing)}, retry=FAST)
         value = await fetch_value(source)
@@ -132,7 +135,7 @@ async def test_headers_and_query_params_reach_the_server() -> None:
 async def test_tls(tmp_path: Path, use_ca: bool, skip_verify: bool, ok: bool) -> None:
     """HTTPS is verified by default; a CA file or an explicit opt-out lets it through."""
     cert, key = self_signed_cert(tmp_path)
-    with LoopbackHTTPServer(lambda _: ONE, tls=(cert, key)) as server:
+    with LoopbackHTTPServer(lambda _: one(), tls=(cert, key)) as server:
         source = PrometheusSource({"default": prom_server(
             url=server.url, ca_file=cert if use_ca else None,
             insecure_skip_verify=skip_verify)}, retry=FAST)

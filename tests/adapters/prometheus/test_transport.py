@@ -33,7 +33,10 @@ from tests.sim.prometheus import (
 
 FAST = RetryPolicy(attempts=3, initial_wait=0.05, max_wait=0.2, jitter=0.02)
 OBJECT = MetricSourceType.OBJECT
-ONE = StubResponse(body=prometheus_vector([({}, 1.0)]))
+def one() -> StubResponse:
+    """A sample of 1, stamped now (a response made at import ages past maxSampleAge when the
+    suite runs long before this test)."""
+    return StubResponse(body=prometheus_vector([({}, 1.0)]))
 LATE = 0.5
 """Seconds a result may come after the deadline on a loaded machine: far below the 5 s a
 stalled query (or a 30 s timeout) would take, so the deadline is still what is checked."""
@@ -85,7 +88,7 @@ async def test_permanent_status_is_not_retried(status: int, kind: str) -> None:
 
 async def test_a_retry_can_succeed() -> None:
     """A 503 followed by a good answer yields the value after two requests."""
-    with stub(prometheus_error(503, "starting"), ONE) as server:
+    with stub(prometheus_error(503, "starting"), one()) as server:
         source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         value = await fetch_value(source)
         await source.close()
@@ -113,7 +116,7 @@ async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
             ticks.append(time.monotonic())
             await asyncio.sleep(0.01)
 
-    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+    with stub(StubResponse(body=one().body, delay=5.0)) as server:
         source = PrometheusSource({"default": prom_server(url=server.url, timeout=0.3)}, retry=FAST)
         beat = asyncio.create_task(ticker())
         started = time.monotonic()
@@ -131,7 +134,7 @@ async def test_slow_endpoint_times_out_and_the_loop_keeps_running() -> None:
 
 async def test_deadline_beats_a_long_timeout() -> None:
     """The pass deadline bounds a query even when the server's timeout is longer."""
-    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+    with stub(StubResponse(body=one().body, delay=5.0)) as server:
         source = PrometheusSource({"default": prom_server(url=server.url, timeout=30)}, retry=FAST)
         started = time.monotonic()
         value = await fetch_value(source, within=0.6)
@@ -143,7 +146,7 @@ async def test_deadline_beats_a_long_timeout() -> None:
 
 async def test_a_slow_server_does_not_hold_up_another(prometheus: PrometheusProcess) -> None:
     """While one server hangs, a fetch against another server answers at once."""
-    with stub(StubResponse(body=ONE.body, delay=5.0)) as server:
+    with stub(StubResponse(body=one().body, delay=5.0)) as server:
         servers = {"slow": prom_server(name="slow", url=server.url, timeout=2),
                    "default": prom_server(url=prometheus.url)}
         source = PrometheusSource(servers, retry=FAST)
@@ -184,14 +187,14 @@ async def test_prometheus_killed_mid_test(doomed: PrometheusProcess) -> None:
 def test_stub_handler_sees_the_query() -> None:
     """The stub records what it was asked (guards the tests above against a silent stub)."""
     seen: list[StubRequest] = []
-    with LoopbackHTTPServer(lambda r: seen.append(r) or ONE) as server:
+    with LoopbackHTTPServer(lambda r: seen.append(r) or one()) as server:
         urllib.request.urlopen(f"{server.url}/api/v1/query?query=up", timeout=5).read()
     assert seen[0].params == {"query": ["up"]}
 
 
 async def test_deadline_already_passed() -> None:
     """A pass whose deadline has passed sends nothing and reports every metric unavailable."""
-    with stub(ONE) as server:
+    with stub(one()) as server:
         source = PrometheusSource({"default": prom_server(url=server.url)}, retry=FAST)
         result = await source.fetch([request()], deadline=time.monotonic() - 1)
         await source.close()

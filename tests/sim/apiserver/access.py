@@ -1,13 +1,16 @@
 """Who may do what, which requests fail on purpose, and what was asked: auth, faults, the log.
 
 Tokens map to users; a user may be denied a (verb, resource) pair, which answers 403 as RBAC
-would. Fault rules make the next N matching requests fail or stall. Every request, whether it
+would. Fault rules make the next N matching requests fail (and may then run an action: another
+writer right after a failed write), stall, or wait until the test releases them (a request in
+flight for as long as a test needs). Every request, whether it
 succeeded or not, is appended to the log with its Kubernetes verb (get, list, watch, create,
 update, patch, delete, deletecollection) so tests can count calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,12 +58,23 @@ class FaultRule:
     path_prefix: str | None = None
     verb: str | None = None
     resource: str | None = None
+    then: Callable[[], object] | None = None
+    """Run right after the injected failure, before it is answered (nothing was applied)."""
+    held: asyncio.Event | None = None
+    """Set: each matching request waits until it is set (``release``), then is served."""
+    arrived: int = 0
+    """How many matching requests reached the rule (for a held one: are waiting or were)."""
 
     def matches(self, path: str, verb: str, resource: str | None) -> bool:
         return self.remaining > 0 and \
             (self.path_prefix is None or path.startswith(self.path_prefix)) and \
             (self.verb is None or self.verb == verb) and \
             (self.resource is None or self.resource == resource)
+
+    def release(self) -> None:
+        """Serve the held requests now (and any later match at once)."""
+        if self.held is not None:
+            self.held.set()
 
 
 @dataclass(slots=True, kw_only=True)

@@ -186,9 +186,14 @@ class Router:
         for rule in self.server.faults:
             if rule.matches(path, verb, resource):
                 rule.remaining -= 1
+                rule.arrived += 1
                 if rule.delay:
                     await asyncio.sleep(rule.delay)
+                if rule.held is not None:
+                    await rule.held.wait()
                 if rule.status is not None:
+                    if rule.then is not None:
+                        rule.then()
                     raise injected(rule.status, retry_after=rule.retry_after)
                 return
 

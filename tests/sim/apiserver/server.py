@@ -3,7 +3,7 @@
 It serves the real REST protocol over HTTPS on 127.0.0.1 (see routes.py, watches.py) from an
 in-memory store (store.py) with simulated controllers and kubelet (workloads.py). Tests reach
 into it directly to seed state (``create_deployment``), steer pods (``set_pod_ready``), inject
-faults (``fail_next``, ``delay_next``, ``deny``), expire watches (``expire_watches``,
+faults (``fail_next``, ``delay_next``, ``hold_next``, ``deny``), expire watches (``expire_watches``,
 ``compact``) and count what clients asked (``count``). Start it with
 ``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
 """
@@ -109,6 +109,8 @@ class SimApiServer:
         ``stop_timeout``: handlers still running then (a stuck one) are cancelled. Calling it
         again does nothing."""
         self.store.end_watches()
+        for rule in self.faults:
+            rule.release()  # a held request is answered, not left to the cancellation
         crash: BaseException | None = None
         controller, self._controller = self._controller, None
         if controller is not None:
@@ -162,11 +164,28 @@ class SimApiServer:
 
     def fail_next(self, n: int = 1, *, status: int = 500, path_prefix: str | None = None,
                   verb: str | None = None, resource: str | None = None,
-                  retry_after: int | None = None) -> FaultRule:
+                  retry_after: int | None = None,
+                  then: Callable[[], object] | None = None, hold: bool = False) -> FaultRule:
         """The next ``n`` matching requests answer ``status`` with a Status body (a 429 with
-        ``Retry-After: retry_after``, 1 by default)."""
+        ``Retry-After: retry_after``, 1 by default), without applying anything. ``then`` runs
+        right after each failure, before it is answered: ``fail_next(verb="update",
+        resource="deployments/scale", then=lambda: api.touch(...))`` is a failed write
+        followed by another writer's, whose new resourceVersion the client sees next. With
+        ``hold``, each waits for ``rule.release()`` first (see ``hold_next``)."""
         rule = FaultRule(remaining=n, status=status, path_prefix=path_prefix, verb=verb,
-                         resource=resource, retry_after=retry_after)
+                         resource=resource, retry_after=retry_after, then=then,
+                         held=asyncio.Event() if hold else None)
+        self.faults.append(rule)
+        return rule
+
+    def hold_next(self, n: int = 1, *, path_prefix: str | None = None, verb: str | None = None,
+                  resource: str | None = None) -> FaultRule:
+        """The next ``n`` matching requests wait, unserved, until ``rule.release()``; then
+        each is served against the objects as they are by then (``rule.arrived`` counts
+        those that came). A request in flight for as long as the test needs, by design
+        rather than by a delay."""
+        rule = FaultRule(remaining=n, held=asyncio.Event(), path_prefix=path_prefix,
+                         verb=verb, resource=resource)
         self.faults.append(rule)
         return rule
 

@@ -20,26 +20,26 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
-from autoscaler.config.import_out import Imported, Todo
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.keda_cron import CronWindows
-from autoscaler.config.keda_metadata import Authentications, read_trigger
-from autoscaler.config.keda_triggers import (
+from autoscaler.config.query import TODO_MARKER
+from autoscaler.config.schema import ExternalSourceModel, TargetModel
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.keda_cron import CronWindows
+from autoscaler.importers.keda_metadata import Authentications, read_trigger
+from autoscaler.importers.keda_triggers import (
     Converted,
     convert_trigger,
     setting,
     supported_keys,
 )
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     dns_label_problem,
     dns_subdomain_problem,
     plain,
     shown,
 )
-from autoscaler.config.query import TODO_MARKER
-from autoscaler.config.schema import ExternalSourceModel, TargetModel
+from autoscaler.importers.output import Imported, Todo
 
 API_VERSION = "keda.sh/v1alpha1"
 LIST_KINDS = frozenset({"List", "ScaledObjectList"})
@@ -52,7 +52,7 @@ DEFAULTS = {"minReplicaCount": 0, "maxReplicaCount": 100, "pollingInterval": 30,
 _SPEC_KEYS = frozenset({"scaleTargetRef", "pollingInterval", "initialCooldownPeriod",
                         "cooldownPeriod", "idleReplicaCount", "minReplicaCount",
                         "maxReplicaCount", "advanced", "triggers", "fallback"})
-_INT32 = 2**31 - 1
+_INT32 = read.INT32
 
 
 def find_scaled_objects(document: Mapping[str, Any],
@@ -102,7 +102,7 @@ def import_scaled_object(so: Mapping[str, Any], *, default_namespace: str = "def
     spec = read.mapping(so.get("spec"), ("spec",))
     notes += [f"{key}: {format_loc(('spec', k))} is not imported"
               for k in sorted(set(spec) - _SPEC_KEYS)]
-    counts = {k: _count(spec.get(k), ("spec", k)) for k in (*DEFAULTS, "idleReplicaCount")}
+    counts = {k: read.whole(spec.get(k), ("spec", k)) for k in (*DEFAULTS, "idleReplicaCount")}
     converted, sync_period = _triggers(spec, counts, cron or CronWindows(),
                                        (namespace, authentications or {}))
     table: dict[str, Any] = {"namespace": namespace,
@@ -154,14 +154,6 @@ class _Words:
     def not_carried(self, what: str, why: str) -> None:
         self.above("", f"Not carried over: {what}: {why}")
         self.converted.notes.append(f"{what} is not carried over: {why}")
-
-
-def _count(value: Any, loc: Loc) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT32:
-        raise ManifestError(loc, f"must be a whole number from 0 to {_INT32}, got {shown(value)}")
-    return value
 
 
 def _target(value: Any) -> dict[str, Any]:
@@ -262,8 +254,8 @@ def _fallback(table: dict[str, Any], value: Any, counts: Mapping[str, int | None
         return
     loc = ("spec", "fallback")
     fallback = read.mapping(value, loc)
-    threshold = _count(fallback.get("failureThreshold"), (*loc, "failureThreshold"))
-    replicas = _count(fallback.get("replicas"), (*loc, "replicas"))
+    threshold = read.whole(fallback.get("failureThreshold"), (*loc, "failureThreshold"))
+    replicas = read.whole(fallback.get("replicas"), (*loc, "replicas"))
     if threshold is None or replicas is None:
         missing = "failureThreshold" if threshold is None else "replicas"
         raise ManifestError((*loc, missing), "required")

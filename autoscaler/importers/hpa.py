@@ -22,20 +22,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
-from autoscaler.config.adapter_rules import Resolved
-from autoscaler.config.import_out import Imported, Todo
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.config.query import TODO_MARKER
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.adapter_rules import Resolved
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     dns_label_problem,
     dns_subdomain_problem,
     path_segment_problem,
     plain,
     shown,
 )
-from autoscaler.config.query import TODO_MARKER
-from autoscaler.config.toml_out import string
+from autoscaler.importers.output import Imported, Todo
+from autoscaler.importers.toml_out import string
 
 V2_VERSIONS = frozenset({"autoscaling/v2", "autoscaling/v2beta2"})
 LIST_KINDS = frozenset({"List", "HorizontalPodAutoscalerList"})
@@ -105,13 +105,13 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
               for k in sorted(set(spec) - _SPEC_KEYS)]
     table: dict[str, Any] = {"namespace": namespace, "scaleTargetRef": read.reference(
         spec.get("scaleTargetRef"), ("spec", "scaleTargetRef"))}
-    for key in ("minReplicas", "maxReplicas"):
-        if spec.get(key) is not None:
-            table[key] = read.copy(spec[key], ("spec", key))
+    for key in ("minReplicas", "maxReplicas"):  # int32 in the API, as each field below
+        if (count := read.whole(spec.get(key), ("spec", key))) is not None:
+            table[key] = count
     if api_version == "autoscaling/v1":
-        percent = spec.get("targetCPUUtilizationPercentage")
-        metrics = [_v1_cpu(80 if percent is None else read.copy(
-            percent, ("spec", "targetCPUUtilizationPercentage")))]
+        percent = read.whole(spec.get("targetCPUUtilizationPercentage"),
+                             ("spec", "targetCPUUtilizationPercentage"))
+        metrics = [_v1_cpu(80 if percent is None else percent)]
     else:
         loc = ("spec", "metrics")
         listed = read.copy(read.array(spec.get("metrics"), loc), loc)
@@ -142,13 +142,17 @@ def _v1_cpu(percent: Any) -> dict[str, Any]:
         "name": "cpu", "target": {"type": "Utilization", "averageUtilization": percent}}}
 
 
-def _check_metric_names(metric: Mapping[str, Any], loc: Loc) -> None:
-    """The names in a metric source, by upstream's rules (validateMetricSpec and below)."""
+def _check_metric_names(metric: dict[str, Any], loc: Loc) -> None:
+    """The names in a metric source, by upstream's rules (validateMetricSpec and below),
+    and its target's fields by their API types."""
     metric_type = metric.get("type")
     if not isinstance(metric_type, str) or metric_type not in _SOURCE_KEYS:
         return  # `check` reports the type
     key = _SOURCE_KEYS[metric_type]
     source = read.mapping(metric.get(key), (*loc, key))
+    if source.get("target") is not None:
+        metric[key] = {**source, "target": read.metric_target(source["target"],
+                                                              (*loc, key, "target"))}
     if metric_type == "ContainerResource":
         read.name(source.get("container"), (*loc, key, "container"), dns_label_problem)
     elif metric_type != "Resource":

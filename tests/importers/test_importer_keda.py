@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from autoscaler.commands import main
 from autoscaler.config import ConfigError, parse_config, render_query
-from autoscaler.config.import_keda import convert_files
-from autoscaler.config.keda_triggers import supported_keys
-from autoscaler.config.manifests import InputError
 from autoscaler.config.schema import ExternalSourceModel, TargetModel
-from tests.config.test_importer import fill_todos
+from autoscaler.importers.import_keda import convert_files
+from autoscaler.importers.keda_triggers import supported_keys
+from autoscaler.importers.manifests import InputError
+from tests.importers.test_importer import fill_todos
 
 KEDA = Path(__file__).parent / "manifests" / "keda"
 FILES = ["prometheus.yaml", "cron-cpu.yaml", "advanced.yaml"]
@@ -502,3 +502,23 @@ def test_a_trigger_number_check_would_refuse_is_an_error_naming_it(
         parse_config(fill_todos(text))
     except ConfigError as error:
         pytest.fail(f"import-keda wrote a config check refuses: {error}")
+
+
+def test_check_of_an_import_keda_output_speaks_of_the_importer_that_wrote_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A TODO query left by import-keda is named as an importer's placeholder, never as
+    something import-hpa wrote."""
+    source = tmp_path / "so.yaml"
+    source.write_text(yaml.safe_dump({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": "worker", "namespace": "jobs"},
+        "spec": {"scaleTargetRef": {"name": "worker"}, "maxReplicaCount": 5,
+                 "triggers": [{"type": "rabbitmq", "metadata": {"queueName": "q"}}]}}))
+    out = tmp_path / "out.toml"
+    assert main(["import-keda", str(source), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["check", str(out), "--syntax-only"]) == 1
+    err = capsys.readouterr().err
+    assert "is still the TODO placeholder an importer wrote" in err
+    assert "import-hpa" not in err

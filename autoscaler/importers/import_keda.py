@@ -18,19 +18,19 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autoscaler.config.import_out import Imported, ServerTable, render
-from autoscaler.config.keda import find_scaled_objects, import_scaled_object
-from autoscaler.config.keda_cron import CronWindows
-from autoscaler.config.keda_metadata import Authentications, read_authentication
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.importers.keda import find_scaled_objects, import_scaled_object
+from autoscaler.importers.keda_cron import CronWindows
+from autoscaler.importers.keda_metadata import Authentications, read_authentication
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     Document,
     InputError,
     plain,
     read_manifests,
     shown,
 )
-from autoscaler.config.toml_out import comment
+from autoscaler.importers.output import Imported, ServerTable, render
+from autoscaler.importers.toml_out import comment
 
 _HEADER = """\
 # Fill in every TODO (queries, secrets), then run `autoscaler check` on this file.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.config.test_importer_corpus import (
+from tests.importers.test_importer_corpus import (
     RSS_MIB,
     SECONDS,
     Input,

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from autoscaler.config.adapter_rules import AdapterRules
-from autoscaler.config.hpa import find_hpas, import_hpa
-from autoscaler.config.import_out import Imported, render
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.importers.adapter_rules import AdapterRules
+from autoscaler.importers.hpa import find_hpas, import_hpa
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     Document,
     InputError,
     plain,
     read_manifests,
     shown,
 )
-from autoscaler.config.toml_out import comment
+from autoscaler.importers.output import Imported, render
+from autoscaler.importers.toml_out import comment
 
 _HEADER = """\
 # Fill in every query marked TODO, then run `autoscaler check` on this file.

@@ -18,8 +18,8 @@ from typing import Any
 import re2
 
 from autoscaler.config.issues import Loc
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import plain
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import plain
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _DOLLAR = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)|\$?)")

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.config.durations import format_duration
-from autoscaler.config.keda_cron import CronWindows
-from autoscaler.config.keda_metadata import JSON_NUMBER, Metadata, Trigger
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import plain, shown
 from autoscaler.config.query import TODO_MARKER
-from autoscaler.config.toml_out import inline, string
+from autoscaler.importers.keda_cron import CronWindows
+from autoscaler.importers.keda_metadata import JSON_NUMBER, Metadata, Trigger
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import plain, shown
+from autoscaler.importers.toml_out import inline, string
 
 _GO_DURATION = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h)")
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}

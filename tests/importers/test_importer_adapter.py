@@ -12,11 +12,11 @@ import re2
 
 from autoscaler.commands import main
 from autoscaler.config import parse_config, render_query
-from autoscaler.config.adapter_naming import expand
-from autoscaler.config.adapter_rules import read_adapter_rules
-from autoscaler.config.importer import convert_files
-from autoscaler.config.manifests import InputError
-from tests.config.test_importer import assert_same, fill_todos, manifest_hpas
+from autoscaler.importers.adapter_naming import expand
+from autoscaler.importers.adapter_rules import read_adapter_rules
+from autoscaler.importers.import_hpa import convert_files
+from autoscaler.importers.manifests import InputError
+from tests.importers.test_importer import assert_same, fill_todos, manifest_hpas
 
 MANIFESTS = Path(__file__).parent / "manifests"
 CONFIG_MAP = str(MANIFESTS / "adapter-configmap.yaml")

@@ -19,8 +19,8 @@ from autoscaler.algorithm import MetricSpec, ScalingRules, parse_milli
 from autoscaler.algorithm.quantity import parse_quantity
 from autoscaler.commands import main
 from autoscaler.config import ConfigError, TargetConfig, load_config, parse_config
-from autoscaler.config.importer import convert_files
-from autoscaler.config.manifests import InputError
+from autoscaler.importers.import_hpa import convert_files
+from autoscaler.importers.manifests import InputError
 
 MANIFESTS = Path(__file__).parent / "manifests"
 FILES = ["v2-full.yaml", "v1.yaml", "kubectl-list.yaml", "hpa-list.json", "no-namespace.yaml"]
@@ -122,7 +122,7 @@ def test_todo_queries_are_rejected_until_filled() -> None:
     assert [i.path for i in caught.value.issues] == [
         "autoscaler[0].metrics[3].pods.query", "autoscaler[0].metrics[4].object.query",
         "autoscaler[0].metrics[5].external.query"]
-    assert all("import-hpa" in i.message for i in caught.value.issues)
+    assert all("TODO placeholder an importer wrote" in i.message for i in caught.value.issues)
     assert "3 queries to write: search for TODO" in notes
     assert "skipped Service web" in notes
 
@@ -437,14 +437,16 @@ def import_or_error(tmp_path: Path, documents: list[Any]) -> str | InputError:
 
 
 def test_output_is_replaced_only_by_a_whole_import(tmp_path: Path) -> None:
-    """-o keeps the old file when the import fails, and is replaced (same mode) when it works."""
+    """--out keeps the old file (an earlier import) when the import fails, and is replaced
+    (same mode) when it works."""
     out = tmp_path / "out.toml"
-    out.write_text("# the working config\n")
+    earlier = "# Written by `autoscaler import-hpa` from old.yaml.\n# the working config\n"
+    out.write_text(earlier)
     out.chmod(0o640)
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: x\n")
     assert command([str(bad), "--out", str(out)]) == 1
-    assert out.read_text() == "# the working config\n"
+    assert out.read_text() == earlier
     assert command([str(MANIFESTS / "v1.yaml"), "--out", str(out)]) == 0
     assert len(load_config(out).targets) == 2
     assert out.stat().st_mode & 0o777 == 0o640

@@ -125,7 +125,8 @@ CASES = [
     ("collection-key", file(hpa_with("  ? [a]\n  : b\n")), 1,
      "in.yaml:7: a mapping key must be a string", SECONDS, RSS_MIB),
     ("infinity", file(hpa_with("  minReplicas: .inf\n")), 1,
-     "in.yaml:7: document 1, spec.minReplicas: must be a finite number, got inf", SECONDS,
+     "in.yaml:7: document 1, spec.minReplicas: must be a whole number from 0 to 2147483647, "
+     "got inf", SECONDS,
      RSS_MIB),
     ("nan-in-a-metric", file(hpa_with("  metrics:\n  - type: Resource\n    resource: {name: cpu, "
                                       "target: {type: Utilization, averageUtilization: .nan}}\n")),
@@ -150,6 +151,30 @@ CASES = [
      "in.yaml:2: document 1, kind: must be a string, got an array", SECONDS, RSS_MIB),
     ("items-number", file(b"apiVersion: v1\nkind: List\nitems: 5\n"), 1,
      "in.yaml:3: document 1, items: must be an array, got 5", SECONDS, RSS_MIB),
+    # Each field the API types as a number: refused as import-keda refuses its counts,
+    # never written into the TOML for `check` to find later (exit 0 before).
+    ("min-replicas-a-word", file(hpa_with("  minReplicas: lots\n")), 1,
+     'in.yaml:7: document 1, spec.minReplicas: must be a whole number from 0 to 2147483647, '
+     'got "lots"', SECONDS, RSS_MIB),
+    ("utilization-a-percent-string", file(hpa_with(
+        "  metrics:\n  - type: Resource\n    resource: {name: cpu, target: {type: Utilization, "
+        "averageUtilization: '50%'}}\n")), 1,
+     "spec.metrics[0].resource.target.averageUtilization: must be a whole number from 0 to "
+     '2147483647, got "50%"', SECONDS, RSS_MIB),
+    ("average-value-a-mapping", file(hpa_with(
+        "  metrics:\n  - type: Pods\n    pods: {metric: {name: rps}, target: {type: AverageValue, "
+        "averageValue: {a: 1}}}\n")), 1,
+     "spec.metrics[0].pods.target.averageValue: must be a quantity (such as 500m or 2), got a "
+     "mapping", SECONDS, RSS_MIB),
+    ("window-a-duration", file(hpa_with(
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 5m\n")), 1,
+     "in.yaml:9: document 1, spec.behavior.scaleDown.stabilizationWindowSeconds: must be a whole "
+     'number from 0 to 2147483647, got "5m"', SECONDS, RSS_MIB),
+    ("policy-value-negative", file(hpa_with(
+        "  behavior:\n    scaleUp:\n      policies: [{type: Pods, value: -1, periodSeconds: 60}]"
+        "\n")), 1,
+     "spec.behavior.scaleUp.policies[0].value: must be a whole number from 0 to 2147483647, "
+     "got -1", SECONDS, RSS_MIB),
     ("null-policy", file(hpa_with("  behavior:\n    scaleUp:\n      policies: [null]\n")), 1,
      "in.yaml:9: document 1, spec.behavior.scaleUp.policies[0]: null is not allowed",
      SECONDS, RSS_MIB),

@@ -24,11 +24,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
-from autoscaler.config.adapter_naming import Naming, compile_regex, series_for
 from autoscaler.config.issues import Loc
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import (
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.adapter_naming import Naming, compile_regex, series_for
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import (
     Document,
     InputError,
     parse_manifests,
@@ -36,8 +36,8 @@ from autoscaler.config.manifests import (
     read_manifests,
     shown,
 )
-from autoscaler.config.toml_out import key as toml_key
-from autoscaler.config.toml_out import string
+from autoscaler.importers.toml_out import key as toml_key
+from autoscaler.importers.toml_out import string
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _ACTION = re.compile(r"<<(-\s)?\s*(.*?)\s*(\s-)?>>", re.DOTALL)

@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.manifests import path_segment_problem, plain, shown
+from autoscaler.importers.manifests import path_segment_problem, plain, shown
 
 RULE_KEYS = ("stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance")
 """The keys of HPA's ``HPAScalingRules`` that the config takes."""
+INT32 = 2**31 - 1
 
 
 class ManifestError(ValueError):
@@ -62,6 +63,38 @@ def name(value: Any, loc: Loc, rule: Callable[[str], str | None]) -> str | None:
     return text
 
 
+def whole(value: Any, loc: Loc) -> int | None:
+    """An int32 count or number of seconds the API types as a whole number, not negative
+    (absent or null: None); what it must be beyond that is ``check``'s to say."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32:
+        raise ManifestError(loc, f"must be a whole number from 0 to {INT32}, got {shown(value)}")
+    return value
+
+
+def quantity(value: Any, loc: Loc) -> str | int | float | None:
+    """A Kubernetes quantity: a string ("500m") or a finite number (absent or null: None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ManifestError(loc, f"must be a quantity (such as 500m or 2), got {shown(value)}")
+    copied: str | int | float = copy(value, loc)
+    return copied
+
+
+def metric_target(value: Any, loc: Loc) -> dict[str, Any]:
+    """A ``MetricTarget``: its type, ``averageUtilization`` (int32) and quantities."""
+    return _typed(mapping(value, loc), loc, _TARGET_FIELDS)
+
+
+def _typed(value: Mapping[str, Any], loc: Loc,
+           fields: Mapping[str, Callable[[Any, Loc], Any]]) -> dict[str, Any]:
+    """``value``'s keys in their order, each read by its field's reader (else copied)."""
+    read = {key: fields.get(key, copy)(item, (*loc, key)) for key, item in value.items()}
+    return {key: item for key, item in read.items() if item is not None}
+
+
 def copy(value: Any, loc: Loc) -> Any:
     """A manifest value as TOML can hold it: null means unset, so its key is left out. No
     Kubernetes field holds an infinity or NaN (JSON has neither)."""
@@ -92,9 +125,36 @@ def behavior(value: Any, loc: Loc) -> dict[str, Any]:
     for direction in ("scaleUp", "scaleDown"):
         if given.get(direction) is not None:
             rules = mapping(given[direction], (*loc, direction))
-            directions[direction] = {k: copy(rules[k], (*loc, direction, k))
-                                     for k in RULE_KEYS if rules.get(k) is not None}
+            directions[direction] = _rules(rules, (*loc, direction))
     return directions
+
+
+def _rules(rules: Mapping[str, Any], loc: Loc) -> dict[str, Any]:
+    """One direction's ``HPAScalingRules``, each field of the type the API gives it."""
+    typed: dict[str, Any] = {
+        "stabilizationWindowSeconds": whole(rules.get("stabilizationWindowSeconds"),
+                                            (*loc, "stabilizationWindowSeconds")),
+        "selectPolicy": string(rules.get("selectPolicy"), (*loc, "selectPolicy")),
+        "tolerance": quantity(rules.get("tolerance"), (*loc, "tolerance")),
+    }
+    if rules.get("policies") is not None:
+        policies = array(rules["policies"], (*loc, "policies"))
+        if None in policies:
+            raise ManifestError((*loc, "policies", policies.index(None)),
+                                "null is not allowed in an array")
+        typed["policies"] = [_policy(policy, (*loc, "policies", index))
+                             for index, policy in enumerate(policies)]
+    return {k: typed[k] for k in RULE_KEYS if typed.get(k) is not None}
+
+
+def _policy(value: Any, loc: Loc) -> dict[str, Any]:
+    return _typed(mapping(value, loc), loc, _POLICY_FIELDS)
+
+
+_TARGET_FIELDS: Mapping[str, Callable[[Any, Loc], Any]] = {
+    "type": string, "averageUtilization": whole, "value": quantity, "averageValue": quantity}
+_POLICY_FIELDS: Mapping[str, Callable[[Any, Loc], Any]] = {
+    "type": string, "value": whole, "periodSeconds": whole}
 
 
 def name_of(document: Mapping[str, Any]) -> str:

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config import manifest_fields as read
 from autoscaler.config.fields import quantity_problem
 from autoscaler.config.issues import Loc
-from autoscaler.config.manifest_fields import ManifestError
-from autoscaler.config.manifests import plain, shown
+from autoscaler.importers import manifest_fields as read
+from autoscaler.importers.manifest_fields import ManifestError
+from autoscaler.importers.manifests import plain, shown
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})

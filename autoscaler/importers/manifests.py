@@ -39,7 +39,7 @@ import yaml
 from yaml.nodes import ScalarNode
 
 from autoscaler.config.issues import Loc, format_loc
-from autoscaler.config.toml_out import string
+from autoscaler.importers.toml_out import string
 
 MAX_INPUT_BYTES = 10 * 2**20
 """The most an importer reads from one input."""

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.config.manifests import (
+from autoscaler.importers.manifests import (
     InputError,
     dns_label_problem,
     dns_subdomain_problem,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.config.toml_out import assignment, comment, key, literal, string
+from autoscaler.importers.toml_out import assignment, comment, key, literal, string
 
 scalars = st.one_of(st.text(), st.integers(-(2**63), 2**63 - 1), st.booleans(),
                     st.floats(allow_nan=False, allow_infinity=False))

@@ -4,22 +4,22 @@
 write, comments above keys, commented-out lines for settings the config cannot hold yet,
 and notes for the terminal. ``render`` turns imported objects (and the Prometheus server
 tables ``import-keda`` finds) into one TOML text; every value goes through ``toml_out``, so
-whatever a manifest held, the text parses to exactly these tables. ``write_atomically``
-replaces ``-o`` only once the whole text is ready.
+whatever a manifest held, the text parses to exactly these tables. ``write_out`` replaces
+``--out`` only once the whole text is ready, and only if it is an importer's output (its
+first line, ``WRITTEN_BY``) or nothing yet.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config.toml_out import assignment, comment, inline, key, literal
+from autoscaler.config.files import replacing
+from autoscaler.importers.toml_out import assignment, comment, inline, key, literal
 
 TOP_LEVEL_ORDER = (
     "namespace", "scaleTargetRef", "minReplicas", "maxReplicas", "prometheus", "syncPeriod",
@@ -136,32 +136,17 @@ def write_stdout(text: str) -> int:
     return 0
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step, so a failed write leaves the old file.
-
-    A path that is not a regular file (``/dev/null``, ``/dev/stdout``) is written in place:
-    replacing it would replace the device.
-    """
-    target = Path(path)
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    if target.exists() and not target.is_file():
-        with target.open("wb") as stream:
-            stream.write(text.encode("utf-8"))
-        return
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~_umask()
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(text.encode("utf-8"))
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+WRITTEN_BY = "# Written by `autoscaler import-"
+"""How every file an importer writes begins (``import-hpa`` or ``import-keda``)."""
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def written_by_an_importer(head: bytes) -> bool:
+    """Whether a file is an importer's output, which ``--out`` may replace."""
+    return head.startswith(WRITTEN_BY.encode())
+
+
+def write_out(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step if it is nothing yet or an importer's
+    output (``autoscaler.config.files.replacing``); a failed write leaves the old file."""
+    with replacing(path, ours=written_by_an_importer, binary=True) as stream:
+        stream.write(text.encode("utf-8"))
