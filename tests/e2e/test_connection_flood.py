@@ -61,6 +61,7 @@ class Flood:
                     for key, _ in selector.select(timeout=0.1):  # closed (or answered)
                         selector.unregister(key.fileobj)
                         key.fileobj.close()  # type: ignore[union-attr]
+                    time.sleep(0.005)  # a flood still, without taking a core from the daemon
             finally:
                 for key in list(selector.get_map().values()):
                     key.fileobj.close()  # type: ignore[union-attr]
