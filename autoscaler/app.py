@@ -32,6 +32,7 @@ from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, want
 from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
+from autoscaler.config.watch import Change, FileWatch, suspect_changes
 from autoscaler.errors import StateSetAsideError
 from autoscaler.observability.addresses import status_address
 from autoscaler.observability.http import HTTP_SHUTDOWN_GRACE, Probes, serve_endpoints
@@ -367,24 +368,41 @@ class Daemon:
 
     async def _watch_config(self) -> None:
         """Reload when the config file changes: an in-cluster daemon's config is a mounted
-        ConfigMap that nobody sends SIGHUP for. The kubelet swaps a symlink to a new
-        directory, so the fingerprint follows the link (path, device, inode, size, mtime).
-        A file that is missing for a moment (mid-swap) is waited for, not reloaded."""
-        seen = _fingerprint(self.config_path)
+        ConfigMap that nobody sends SIGHUP for. A symlink swap (the kubelet's) is reloaded
+        at once; a file rewritten in place once it has settled, and later still if it
+        would take from the targets (``config/watch.py``). A file that is missing for a
+        moment (mid-swap) is waited for, not reloaded."""
+        watch = FileWatch(self.config_path)
         while True:
             await asyncio.sleep(CONFIG_POLL_INTERVAL)
-            now = _fingerprint(self.config_path)
-            if now is None or now == seen:
+            change = await asyncio.to_thread(watch.poll)
+            if change is None or not change.ready():
                 continue
-            seen = now
-            await self.reload(trigger="file changed")
+            if not change.beyond_suspicion() and (taken := await self._suspect(change)):
+                log.warning("config file changed in place and would take from the targets: "
+                            "held until it has settled longer (it may still be being written)",
+                            file=str(self.config_path), changes=taken,
+                            settled_seconds=change.settled * CONFIG_POLL_INTERVAL)
+                continue
+            watch.loaded(change)
+            await self.reload(trigger="file changed", data=change.data)
 
-    async def reload(self, *, trigger: str = "SIGHUP") -> bool:
+    async def _suspect(self, change: Change) -> list[str]:
+        """What the changed file would take from the running targets; nothing for a file
+        that does not load (the reload rejects it, with its errors)."""
+        try:
+            fresh = await asyncio.to_thread(load_config, self.config_path, data=change.data)
+        except Exception:  # the reload says why
+            return []
+        return suspect_changes(self.config, self.overrides.apply(fresh))
+
+    async def reload(self, *, trigger: str = "SIGHUP", data: bytes | None = None) -> bool:
         """All or nothing: a config that does not load, for any reason, changes nothing and
-        leaves the next reload free to work."""
+        leaves the next reload free to work. ``data``: the file's bytes, as the watcher
+        read them."""
         async with self._reloading:
             try:
-                return await self._reload(trigger)
+                return await self._reload(trigger, data)
             except Exception as error:  # whatever the loader raises, reloading goes on
                 log.error("config reload rejected: keeping the running config",
                           file=str(self.config_path), trigger=trigger,
@@ -392,9 +410,9 @@ class Daemon:
                 self.telemetry.config_loaded("rejected")
                 return False
 
-    async def _reload(self, trigger: str) -> bool:
+    async def _reload(self, trigger: str, data: bytes | None) -> bool:
         try:
-            fresh = await asyncio.to_thread(load_config, self.config_path)
+            fresh = await asyncio.to_thread(load_config, self.config_path, data=data)
         except ConfigError as error:
             log.error("config reload rejected: keeping the running config",
                       file=str(self.config_path), trigger=trigger, errors=str(error).splitlines())
@@ -496,15 +514,6 @@ class Daemon:
         body.setdefault("minReplicas", target.spec.min_replicas)
         body.setdefault("maxReplicas", target.spec.max_replicas)
         return body
-
-
-def _fingerprint(path: Path) -> tuple[str, int, int, int, int] | None:
-    """What changes when the file (or the symlink chain to it) is replaced or rewritten."""
-    try:
-        info = path.stat()
-        return os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-    except OSError:
-        return None
 
 
 def _restart_only_changes(running: Config, fresh: Config) -> list[str]:

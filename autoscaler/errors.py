@@ -7,6 +7,8 @@ by kind, never by a transport library's type.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class AutoscalerError(Exception):
     """Base of every error the daemon raises on purpose."""
@@ -84,3 +86,21 @@ class StateNotOursError(AutoscalerError):
         super().__init__(f"cannot use {path} as the state file: {why}; it is left as it is "
                          "(point stateFile or --state-file at another path)")
         self.path, self.why = path, why
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def detached(error: E) -> E:
+    """``error`` made a plain value to keep (a failed query's reason, handed on): without its
+    traceback and the exceptions it was raised from or during.
+
+    A traceback holds every frame the error passed through with all of its locals, and a
+    frame that holds the error too (a variable it was kept in) makes a cycle that only the
+    cyclic collector frees, and the daemon runs that seldom (``runtime/heap.py``): each
+    failed answer's frames and what they held stayed for ~100 s (issue 40).
+    """
+    error.__traceback__ = None
+    error.__cause__ = None
+    error.__context__ = None
+    return error

@@ -18,9 +18,12 @@ every trigger has been inactive for ``cooldownPeriod``. Here:
 - **At 0, scaled there by us**: any metric active -> the HPA's proposal from zero, at least 1
   (rate limits apply); otherwise it stays at 0.
 - **Above 0**: every metric inactive for ``cooldown`` seconds (counted from the last pass
-  any was active, or from when this run first saw the target, whichever is later) and
-  ``initial_cooldown`` seconds since this run first saw the target -> 0, directly, as KEDA
-  does.
+  any was active or unknown, or from when this run first saw the target, whichever is
+  later) and ``initial_cooldown`` seconds since this run first saw the target -> 0,
+  directly, as KEDA does. Unlike KEDA, time without a valid reading does not count toward
+  the cooldown: an outage says nothing about the queue, so after one the target needs a
+  whole cooldown of inactive readings (KEDA moves its ``lastActiveTime`` only for an active
+  trigger, and a failing trigger is not active).
 - A scheduled floor above 0 in force keeps the target up; one that raises ``minReplicas``
   while we hold the target at 0 wakes it to that floor (upstream's rule for a raised min).
 """
@@ -88,7 +91,8 @@ class ZeroMemory:
     scaled_to_zero: bool = False
     """This daemon took the target to 0 (upstream's ScaledToZero=True)."""
     last_active: Seconds | None = None
-    """The last pass any activation metric was active (or when the target was first seen)."""
+    """The last pass any activation metric was active or could not be read (or when the
+    target was first seen): the cooldown counts only time every one was seen inactive."""
     adopted_from: str | None = None
     """A zero another autoscaler made that this daemon holds as its own (KEDA's, seen in
     shadow mode): the field manager that set it, while it stays set by that manager."""
@@ -196,8 +200,9 @@ def decide_with_zero(
     decision = core(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
                     now=now, settings=settings, bounds=running)
     act = activity(spec, metrics, rules.activation_thresholds)
-    active = act.state is ActivityState.ACTIVE
-    last = now if active or memory.last_active is None else memory.last_active
+    # Unknown restarts the cooldown as active does: only inactivity seen counts toward it.
+    seen_inactive = act.state is ActivityState.INACTIVE
+    last = memory.last_active if seen_inactive and memory.last_active is not None else now
     memory = dataclasses.replace(memory, last_active=last)
     if current == 0:
         return ZeroDecision(decision=_from_zero(decision, act), memory=memory, activity=act)

@@ -498,7 +498,7 @@ def _steps(
     return tuple(steps)
 
 
-_STABILIZATION_MESSAGES = {
+STABILIZATION_MESSAGES = {
     Reason.READY_FOR_NEW_SCALE: "no stabilization window holds the recommendation back",
     Reason.SCALE_DOWN_STABILIZED: (
         "recent recommendations were higher than current one, "
@@ -510,7 +510,7 @@ _STABILIZATION_MESSAGES = {
     ),
 }
 
-_LIMIT_MESSAGES = {
+LIMIT_MESSAGES = {
     Reason.DESIRED_WITHIN_RANGE: "the desired count is within the acceptable range",
     Reason.TOO_FEW_REPLICAS: "the desired replica count is less than the minimum replica count",
     Reason.TOO_MANY_REPLICAS: "the desired replica count is more than the maximum replica count",
@@ -530,12 +530,12 @@ GOT_SCALE = Condition(
 _STABILIZATION = {
     reason: Condition(type=ConditionType.ABLE_TO_SCALE, status=True, reason=reason,
                       message=message)
-    for reason, message in _STABILIZATION_MESSAGES.items()
+    for reason, message in STABILIZATION_MESSAGES.items()
 }
 _LIMIT = {
     (limited, reason): Condition(type=ConditionType.SCALING_LIMITED, status=limited,
                                  reason=reason, message=message)
-    for reason, message in _LIMIT_MESSAGES.items() for limited in (False, True)
+    for reason, message in LIMIT_MESSAGES.items() for limited in (False, True)
 }
 
 

@@ -36,3 +36,8 @@ def fallback_replicas(decision: Decision, rule: FallbackRule | None, *,
     if rule.allow_scale_down:
         return rule.replicas
     return max(rule.replicas, decision.current_replicas)
+
+
+def fallback_reason(consecutive_invalid: int) -> str:
+    """Why a fallback step is taken (only when ``fallback_replicas`` set the count)."""
+    return f"fallback after {consecutive_invalid} passes without valid metrics"

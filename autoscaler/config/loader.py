@@ -49,17 +49,21 @@ SECTIONS = ("daemon", "prometheus", "kubernetes", "defaults", "autoscaler")
 _TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)$")
 
 
-def load_config(path: str | Path, *, check_files: bool = True) -> Config:
+def load_config(path: str | Path, *, check_files: bool = True,
+                data: bytes | None = None) -> Config:
     """Load and check the file at ``path``; raises ``ConfigError`` listing every problem.
 
     ``check_files``: also check the files the config names (``caFile``, ``stateFile``, ...)
-    on this machine; ``check --syntax-only`` turns it off.
+    on this machine; ``check --syntax-only`` turns it off. ``data``: the file's bytes as
+    already read (what a watcher checked is what is loaded).
     """
     file = Path(path)
-    try:
-        data = read_config_file(file)
-    except UnusableFileError as problem:
-        raise ConfigError([_file_issue(str(file), f"cannot read the config: {problem}")]) from None
+    if data is None:
+        try:
+            data = read_config_file(file)
+        except UnusableFileError as problem:
+            raise ConfigError([_file_issue(str(file), f"cannot read the config: {problem}")]
+                              ) from None
     return _load(data, source=str(file), path=file, check_files=check_files)
 
 

@@ -20,6 +20,7 @@ import structlog
 from aiohttp import web
 
 from autoscaler.observability.addresses import split_address
+from autoscaler.observability.listener import IDLE_TIMEOUT, CappedSite, connection_cap
 from autoscaler.observability.metrics import DaemonMetrics
 
 CONTENT_TYPE_LATEST = "text/plain; version=0.0.4; charset=utf-8"
@@ -108,12 +109,14 @@ async def serve_endpoints(probes: Probes, metrics: DaemonMetrics, listen: str, *
     """The daemon's listeners: the probes and /metrics on ``listen``, /status there too or,
     given ``status_listen`` (``status_address``), on that listener alone."""
     apart = status_listen
-    runners = [await serve(build_app(probes, metrics, with_status=apart is None), listen)]
+    limit = connection_cap() // (1 if apart is None else 2)  # the listeners share the cap
+    runners = [await serve(build_app(probes, metrics, with_status=apart is None), listen,
+                           limit=limit)]
     log.info("listening", address=listen, endpoints="/healthz /readyz /metrics"
              + (" /status" if apart is None else ""))
     if apart is not None:
         try:
-            runners.append(await serve(status_app(probes), apart))
+            runners.append(await serve(status_app(probes), apart, limit=limit))
         except BaseException:
             await runners[0].cleanup()
             raise
@@ -126,11 +129,16 @@ HTTP_SHUTDOWN_GRACE = 1.0
 takes 0.24 s); aiohttp's own default is 60, past any stop timeout."""
 
 
-async def serve(app: web.Application, address: str) -> web.AppRunner:
+async def serve(app: web.Application, address: str, *, limit: int | None = None,
+                idle_timeout: float = IDLE_TIMEOUT) -> web.AppRunner:
+    """``app`` on ``address``, within the listener's bounds (``listener.py``): at most
+    ``limit`` connections at once (``connection_cap()`` by default), each waiting at most
+    ``idle_timeout`` seconds for a request."""
     host, port = split_address(address)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=HTTP_SHUTDOWN_GRACE)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=HTTP_SHUTDOWN_GRACE,
+                           keepalive_timeout=idle_timeout)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await CappedSite(runner, host, port, limit=limit or connection_cap()).start()
     return runner
 
 

@@ -43,7 +43,8 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.activation import ZeroMemory, decide_with_zero
 from autoscaler.algorithm.decision import GOT_SCALE
-from autoscaler.algorithm.fallback import fallback_replicas
+from autoscaler.algorithm.fallback import fallback_reason, fallback_replicas
+from autoscaler.algorithm.rescale import step_reason
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.record import record
@@ -469,8 +470,8 @@ class Reconciler:
         events = _metric_error_events(decision)
         write = None
         if desired != decision.current_replicas:
-            reason = decision.rescale_reason or (
-                f"fallback after {state.consecutive_invalid} passes without valid metrics")
+            reason = (fallback_reason(state.consecutive_invalid) if state.fallback_active
+                      else step_reason(decision, desired))
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
                                desired=desired, reason=reason, decide_again=self._decide_again(
                                    observed, state, values, history_before))

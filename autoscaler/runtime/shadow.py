@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler.algorithm import Decision, EventReason
+from autoscaler.algorithm.fallback import fallback_reason
+from autoscaler.algorithm.rescale import step_reason
 from autoscaler.runtime.ports import OwnersPort
 from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.status import ShadowReport, TargetState
@@ -32,7 +34,9 @@ def compare_in_shadow(state: TargetState, target: TargetConfig, decision: Decisi
     previous = state.shadow
     state.shadow = ShadowReport(ours=desired, theirs=theirs, owner=owner)
     if theirs is not None and theirs != desired and previous != state.shadow:
-        why = decision.rescale_reason or ", ".join(decision.steps) or "no change"
+        why = ("no change" if desired == decision.current_replicas
+               else fallback_reason(state.consecutive_invalid) if state.fallback_active
+               else step_reason(decision, desired))
         message = (f"shadow: the autoscaler would scale to {desired}, {owner} wants {theirs} "
                    f"(current {decision.current_replicas}; ours: {why})")
         log.info("shadow disagreement", target=target.key, ours=desired, theirs=theirs,

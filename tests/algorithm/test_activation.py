@@ -140,6 +140,20 @@ def test_a_missing_metric_never_takes_a_target_to_zero() -> None:
     assert result.idle_until is None
 
 
+def test_time_without_a_valid_reading_does_not_count_toward_the_cooldown() -> None:
+    """An unknown pass restarts the countdown as an active one does: after an outage, the
+    first inactive reading starts a whole cooldown instead of ending one (unlike KEDA)."""
+    blind = run(3, MetricUnavailable(reason="Prometheus unavailable"),
+                memory=ZeroMemory(last_active=NOW - 5_000))
+    assert blind.memory.last_active == NOW
+    after = decide_with_zero(
+        spec=SPEC, scale=ScaleState(spec_replicas=3, status_replicas=3), metrics=(queue(0),),
+        pods=(), history=History(), now=NOW + 16, rules=RULES, memory=blind.memory,
+        first_seen=0.0)
+    assert after.decision.desired_replicas == 1
+    assert after.idle_until == NOW + 300
+
+
 def test_per_pod_metrics_do_not_decide_activity() -> None:
     """CPU and per-pod metrics cannot be read at zero pods: only Object/External count."""
     spec = AutoscalerSpec(min_replicas=0, max_replicas=20, metrics=(QUEUE, RPS))

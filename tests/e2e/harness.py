@@ -104,9 +104,10 @@ class DaemonProcess:
     """``python -m autoscaler run`` in a subprocess; logs go to a file the test can read."""
 
     def __init__(self, config: Path, *, port: int, log: Path, extra_args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()):
+        """``prefix``: a command that execs the daemon (``prlimit --nofile=256 --``)."""
         self.config, self.port, self.log_path = config, port, log
-        self.extra_args = extra_args
+        self.extra_args, self.prefix = extra_args, prefix
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -116,7 +117,8 @@ class DaemonProcess:
         env.pop("NOTIFY_SOCKET", None)
         env.update(self.extra_env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "autoscaler", "run", "--config", str(self.config),
+            [*self.prefix, sys.executable, "-m", "autoscaler", "run", "--config",
+             str(self.config),
              *self.extra_args],
             stdout=handle, stderr=subprocess.STDOUT, env=env)
 
@@ -177,12 +179,13 @@ class DaemonProcess:
 @contextlib.contextmanager
 def daemon(config_text: str, workdir: Path, *, name: str = "daemon",
            extra_args: tuple[str, ...] = (), port: int | None = None,
-           env: dict[str, str] | None = None) -> Iterator[DaemonProcess]:
+           env: dict[str, str] | None = None,
+           prefix: tuple[str, ...] = ()) -> Iterator[DaemonProcess]:
     port = port or free_port()
     config = workdir / f"{name}.toml"
     config.write_text(config_text.replace("__PORT__", str(port)))
     process = DaemonProcess(config, port=port, log=workdir / f"{name}.log",
-                            extra_args=extra_args, env=env)
+                            extra_args=extra_args, env=env, prefix=prefix)
     process.start()
     try:
         yield process

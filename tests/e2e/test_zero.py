@@ -4,10 +4,12 @@ scraping a queue whose series disappears when it is empty, the simulated API ser
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from tests.e2e.conftest import Rig
 from tests.e2e.harness import daemon, eventually
+from tests.sim.prometheus import CountingProxy, StubRequest, StubResponse, prometheus_error
 
 QUEUE = {"queue": "jobs"}
 
@@ -88,6 +90,48 @@ async def test_a_queue_worker_goes_to_zero_and_wakes_on_the_next_pass(
         exporter.set_gauge("queue_messages", QUEUE, 95)
         await eventually(lambda: worker_replicas(rig) == 10, timeout=30,
                          what="up to 10 by the HPA rules")
+
+
+class FlakyProxy(CountingProxy):
+    """A real Prometheus behind a proxy that answers 503 while ``down``."""
+
+    down = False
+
+    def _forward(self, request: StubRequest) -> StubResponse:
+        if self.down:
+            return prometheus_error(503, "unavailable", "unavailable")
+        return super()._forward(request)
+
+
+async def test_time_without_a_reading_does_not_count_toward_the_cooldown(
+    rig: Rig, tmp_path: Path,
+) -> None:
+    """A busy worker at 5, cooldownPeriod 10 s; Prometheus answers 503 for 16 s, during which
+    the queue's series disappears (whenEmpty = "zero": inactive). The first reading after the
+    outage starts the cooldown instead of ending it: 5 kept for 10 s, then 0. (Before issue
+    40: 5 -> 0 at the first reading.)"""
+    rig.api.create_deployment("default", "worker", replicas=5, labels={"app": "worker"})
+    exporter = rig.load.exporter
+    exporter.set_gauge("queue_messages", QUEUE, 50)
+    with FlakyProxy(rig.prometheus.url) as proxy:
+        text = worker_config(rig, tmp_path).replace(rig.prometheus.url, proxy.url).replace(
+            'cooldownPeriod = "5s"', 'cooldownPeriod = "10s"')
+        with daemon(text, tmp_path) as proc:
+            key = "default/Deployment/worker"
+            await eventually(lambda: proc.target(key).get("lastOutcome") == "ok", timeout=30,
+                             what="a pass with the queue busy")
+            proxy.down = True
+            exporter.remove("queue_messages", QUEUE)
+            await asyncio.sleep(16)
+            proxy.down = False
+            back = time.monotonic()
+            while time.monotonic() < back + 8:
+                assert worker_replicas(rig) == 5, "to zero before a cooldown of readings"
+                await asyncio.sleep(0.2)
+            await eventually(lambda: worker_replicas(rig) == 0, timeout=10,
+                             what="zero once the cooldown has been read")
+            print(f"to zero {time.monotonic() - back:.1f}s after the outage ended "
+                  "(cooldownPeriod 10 s)")
 
 
 async def test_a_worker_someone_else_set_to_zero_stays_at_zero(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.observability.listener import MAX_CONNECTIONS
+
 UNIT = Path(__file__).parents[2] / "systemd" / "autoscaler.service"
 SYSUSERS = UNIT.with_suffix(".sysusers")
 ANALYZE = shutil.which("systemd-analyze")
@@ -67,3 +69,12 @@ def test_sysusers_creates_the_account(tmp_path: Path) -> None:
     passwd = (tmp_path / "etc" / "passwd").read_text()
     assert re.search(r"^autoscaler:x:\d+:\d+:.*:/var/lib/autoscaler:", passwd, re.M), passwd
     assert (tmp_path / "etc" / "group").read_text().startswith("autoscaler:x:")
+
+
+def test_the_descriptor_limit_leaves_the_scaling_path_its_share() -> None:
+    """LimitNOFILE is set (systemd's default soft limit is 1,024), and the HTTP listener's
+    share of it leaves thousands of descriptors to the scaling path."""
+    (line,) = [line for line in UNIT.read_text().splitlines()
+               if line.startswith("LimitNOFILE=")]
+    limit = int(line.partition("=")[2])
+    assert limit - min(MAX_CONNECTIONS, limit // 4) >= 4096

@@ -19,6 +19,7 @@ request is silenced).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -139,12 +140,12 @@ class _Server:
         ca_file = self.settings.ca_file
         return transport.session(verify=True if ca_file is None else str(ca_file))
 
-    def exchange(self, timeout: float) -> transport.Exchange:
+    def exchange(self, timeout: float, series: int | None) -> transport.Exchange:
         s = self.settings
         return transport.Exchange(
             server=s.name, url=self.safe_url, timeout=timeout,
             max_response_bytes=s.max_response_bytes, max_series=s.max_series,
-            follow_redirects=s.follow_redirects)
+            max_query_series=series, follow_redirects=s.follow_redirects)
 
     def __repr__(self) -> str:
         return f"_Server(name={self.settings.name!r}, url={self.safe_url!r})"
@@ -172,16 +173,20 @@ class PrometheusClient:
         return server in self._servers
 
     async def query(self, server: str, promql: str, *, at: float, deadline: float,
-                    parse: Callable[[Any], Any] | None = None) -> Any:
+                    parse: Callable[[Any], Any] | None = None,
+                    max_series: int | None = None) -> Any:
         """The raw ``data.result`` of ``promql`` at Unix time ``at``; retried until ``deadline``.
 
         With ``parse``, what it makes of the answer, computed in the worker thread: a large
         answer is neither converted on the event loop nor held as raw JSON past the query.
+        ``max_series``: the series this query may bring, refused on the answer's bytes before
+        it is decoded (as the server's ``maxSeries`` is).
 
         Raises ``TransientError``, ``AccessDeniedError``, ``BadQueryError`` or ``BadDataError``.
         """
         params = {"query": promql, "time": f"{at:.3f}"}
-        return await self._retrying(server, "query", params, deadline=deadline, parse=parse)
+        return await self._retrying(server, "query", params, deadline=deadline, parse=parse,
+                                    max_series=max_series)
 
     async def query_range(self, server: str, promql: str, *, start: float, end: float,
                           step: float, deadline: float,
@@ -194,7 +199,8 @@ class PrometheusClient:
                                     parse=parse)
 
     async def _retrying(self, server: str, endpoint: str, params: Mapping[str, str], *,
-                        deadline: float, parse: Callable[[Any], Any] | None) -> Any:
+                        deadline: float, parse: Callable[[Any], Any] | None,
+                        max_series: int | None = None) -> Any:
         policy = self._retry
         async for attempt in AsyncRetrying(
             stop=stop_any(stop_after_attempt(policy.attempts), _StopBeforeDeadline(deadline)),
@@ -206,35 +212,37 @@ class PrometheusClient:
         ):
             with attempt:
                 return await self._attempt(server, endpoint, params, deadline=deadline,
-                                           parse=parse)
+                                           parse=parse, max_series=max_series)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
     async def _attempt(self, server: str, endpoint: str, params: Mapping[str, str], *,
-                       deadline: float, parse: Callable[[Any], Any] | None) -> Any:
+                       deadline: float, parse: Callable[[Any], Any] | None,
+                       max_series: int | None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimedOutError("the pass's deadline passed before the query was sent")
         timeout = min(self._servers[server].settings.timeout, remaining)
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, self._run, server, endpoint, params, timeout,
-                                      parse)
+        future = loop.run_in_executor(self._pool, functools.partial(
+            self._run, server, endpoint, params, timeout=timeout, parse=parse,
+            max_series=max_series))
         try:
             # Also bounds the wait for a free worker when the pool is busy.
             return await asyncio.wait_for(future, timeout=remaining)
         except TimeoutError:
             raise TimedOutError(f"no answer within {remaining:.2f}s (pass deadline)") from None
 
-    def _run(self, server: str, endpoint: str, params: Mapping[str, str], timeout: float,
-             parse: Callable[[Any], Any] | None = None) -> Any:
+    def _run(self, server: str, endpoint: str, params: Mapping[str, str], *, timeout: float,
+             parse: Callable[[Any], Any] | None = None, max_series: int | None = None) -> Any:
         """Worker-thread side of one attempt: build auth, query, classify failures, parse."""
         target = self._servers[server]
         # The server's own query parameters, and ours over them (the evaluation time).
         sent = {"query": params["query"], **target.settings.query_params, **params}
-        raw = transport.query(
+        return transport.query(
             self._connection(target), f"{target.url}/api/v1/{endpoint}", params=sent,
-            headers=target.headers(), auth=target.auth(), exchange=target.exchange(timeout),
-            matrix=endpoint == "query_range")
-        return raw if parse is None else parse(raw)
+            headers=target.headers(), auth=target.auth(),
+            exchange=target.exchange(timeout, max_series), matrix=endpoint == "query_range",
+            parse=parse)
 
     def _connection(self, server: _Server) -> requests.Session:
         conns: dict[str, requests.Session] = self._local.__dict__.setdefault("conns", {})

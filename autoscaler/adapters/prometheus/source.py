@@ -43,6 +43,7 @@ from autoscaler.errors import (
     BadDataError,
     BadQueryError,
     TimedOutError,
+    detached,
 )
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.ports import FetchedMetrics
@@ -162,13 +163,14 @@ class PrometheusSource:
             async with budget.hold(expected):
                 started = time.monotonic()
                 answer: Answer = await self._client.query(
-                    key.server, key.promql, at=at, deadline=deadline, parse=parse)
+                    key.server, key.promql, at=at, deadline=deadline, parse=parse,
+                    max_series=max_series)
             check_series_count(answer, max_series)
             outcome = None
         except AutoscalerError as error:
             bound.warning("query failed", error=str(error), kind=type(error).__name__)
-            outcome = error
-            return error
+            outcome = detached(error)
+            return outcome
         except Exception as error:
             bound.exception("query failed unexpectedly")
             outcome = BadDataError(f"unexpected {type(error).__name__} while querying")

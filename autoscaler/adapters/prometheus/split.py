@@ -59,9 +59,9 @@ class Splitter:
         if answer is None:
             return MetricUnavailable(reason="the query was not run before the deadline",
                                      query=slot.query.promql), []
+        if isinstance(answer, AutoscalerError):  # kept as a value: never raised again
+            return MetricUnavailable(reason=describe(answer), query=slot.query.promql), []
         try:
-            if isinstance(answer, AutoscalerError):
-                raise answer
             return self._read(slot, target, pods, answer)
         except AutoscalerError as error:
             return MetricUnavailable(reason=describe(error), query=slot.query.promql), []

@@ -7,10 +7,13 @@ any redirect with the caller's headers, so the query call is ours, over a reques
 - bytes: a ``Content-Length`` over ``max_response_bytes`` is refused before the body is
   read; then the body is read in chunks, counting the bytes on the wire and, for gzip or
   deflate, the bytes inflated (zlib with ``max_length``: a gzip bomb never inflates past
-  the limit). Other content codings are refused (we ask for gzip only).
+  the limit). Other content codings are refused (we ask for gzip only). The bytes never
+  outlive the exchange, whatever holds its error (the buffer is emptied on every way out),
+  and one answer over ``LARGE_ANSWER`` at a time is read, decoded and parsed.
 - series: the answer's JSON arrays and objects are counted before it is decoded (three per
-  series: the series, its labels, its value), so neither ``max_series`` series nor a flood
-  of empty ``[]`` is ever built; decoding takes ~8 times the answer's bytes.
+  series: the series, its labels, its value), so neither ``max_series`` series (nor the
+  fewer the query's askers allow) nor a flood of empty ``[]`` is ever built; decoding takes
+  ~8 times the answer's bytes.
 - time: a watchdog shuts the exchange's sockets down at ``timeout``, so a server dripping its
   TLS handshake, headers or body a byte at a time (each byte restarting requests' per-read
   timeout) cannot hold a worker thread past it.
@@ -71,20 +74,45 @@ class Exchange:
     timeout: float
     max_response_bytes: int
     max_series: int
+    max_query_series: int | None = None
+    """What this query's askers allow (fewer than ``max_series``, for one target): an
+    answer over it is refused on its bytes too, before it costs its decoding."""
     follow_redirects: FollowRedirects
 
 
 def query(session: requests.Session, endpoint: str, *, params: Mapping[str, str],
           headers: Mapping[str, str], auth: tuple[str, str] | None,
-          exchange: Exchange, matrix: bool = False) -> Any:
+          exchange: Exchange, matrix: bool = False,
+          parse: Callable[[Any], Any] | None = None) -> Any:
     """``data.result`` of an instant query at ``endpoint`` (``matrix``: a range query's),
-    or one of our errors."""
+    or what ``parse`` makes of it, or one of our errors."""
+    body = bytearray()
+    turn = LargeAnswerTurn(time.monotonic() + exchange.timeout, exchange)
+    try:
+        _exchange_into(body, turn, session, endpoint, params=params, headers=headers,
+                       auth=auth, exchange=exchange)
+        result = _decode(body, exchange, count=count_matrix_series if matrix else count_series)
+        return result if parse is None else parse(result)
+    finally:
+        # Whatever is raised keeps the frames it passed through alive, with their locals
+        # (this buffer among them), for as long as the error lives, and that can be a cycle
+        # only the cyclic collector frees, seldom (runtime/heap.py): the answer's bytes
+        # never wait for it (issue 40: 16 MB a pass kept for ~100 s).
+        body.clear()
+        turn.end()
+
+
+def _exchange_into(body: bytearray, turn: LargeAnswerTurn, session: requests.Session,
+                   endpoint: str, *,
+                   params: Mapping[str, str], headers: Mapping[str, str],
+                   auth: tuple[str, str] | None, exchange: Exchange) -> None:
+    """The answer's body into ``body``, within the exchange's deadline."""
     watch = _Watch()
     _current.watch = watch
     _watchdog.watch(watch, time.monotonic() + exchange.timeout)
     try:
-        body = _exchange(session, endpoint, params=params, headers=headers, auth=auth,
-                         exchange=exchange)
+        _exchange(body, turn, session, endpoint, params=params, headers=headers, auth=auth,
+                  exchange=exchange)
     except (requests.RequestException, urllib3.exceptions.HTTPError) as error:
         # (urllib3's own errors: from reading the raw body, which requests does not wrap)
         if watch.expired:
@@ -95,7 +123,6 @@ def query(session: requests.Session, endpoint: str, *, params: Mapping[str, str]
         _current.watch = None
     if watch.expired:  # a body cut short ends like a complete one when it has no length
         raise _too_slow(exchange)
-    return _decode(body, exchange, count=count_matrix_series if matrix else count_series)
 
 
 def _too_slow(exchange: Exchange) -> TimedOutError:
@@ -104,15 +131,16 @@ def _too_slow(exchange: Exchange) -> TimedOutError:
                           "(answer too slow)")
 
 
-def _exchange(session: requests.Session, endpoint: str, *, params: Mapping[str, str],
-              headers: Mapping[str, str], auth: tuple[str, str] | None,
-              exchange: Exchange) -> bytearray:
+def _exchange(body: bytearray, turn: LargeAnswerTurn, session: requests.Session,
+              endpoint: str, *,
+              params: Mapping[str, str], headers: Mapping[str, str],
+              auth: tuple[str, str] | None, exchange: Exchange) -> None:
     response = follow(session, endpoint, params=params, headers=headers, auth=auth,
                       exchange=exchange)
     with response:
         if response.status_code != 200:
             raise _status_error(response.status_code, _read_error(response))
-        return read_body(response, exchange)
+        read_body(body, turn, response, exchange)
 
 
 # --- redirects -------------------------------------------------------------------------------
@@ -178,25 +206,29 @@ def _without_userinfo(url: str) -> str:
 # --- the body, bounded -----------------------------------------------------------------------
 
 
-def read_body(response: requests.Response, exchange: Exchange) -> bytearray:
-    """The whole body, decompressed; ``BadDataError`` once it passes ``max_response_bytes``."""
+def read_body(body: bytearray, turn: LargeAnswerTurn, response: requests.Response,
+              exchange: Exchange) -> None:
+    """The whole body, decompressed, into ``body``; ``BadDataError`` once it passes
+    ``max_response_bytes``."""
     limit = exchange.max_response_bytes
     length = response.headers.get("Content-Length", "").strip()
     if length.isdigit() and int(length) > limit:
         raise _too_large(exchange, f"Content-Length {int(length):,}")
+    if length.isdigit():
+        turn.need(int(length))
     coding = response.headers.get("Content-Encoding", "identity").strip().lower()
     if coding not in ("identity", "gzip", "x-gzip", "deflate"):
         raise BadDataError(f"{exchange.url} answered with Content-Encoding {coding[:40]!r}; "
                            "only gzip was asked for")
     wire = _wire_chunks(response)
-    body = bytearray()
     if coding == "identity":
         for chunk in wire:
             body += chunk
             if len(body) > limit:
                 raise _too_large(exchange, f"more than {limit:,} bytes arrived")
-        return body
-    return _inflate(wire, limit, exchange, coding)
+            turn.need(len(body))
+        return
+    _inflate(body, turn, wire, limit=limit, exchange=exchange, coding=coding)
 
 
 def _wire_chunks(response: requests.Response) -> Iterator[bytes]:
@@ -205,8 +237,8 @@ def _wire_chunks(response: requests.Response) -> Iterator[bytes]:
     yield from response.raw.stream(_CHUNK, decode_content=False)
 
 
-def _inflate(wire: Iterator[bytes], limit: int, exchange: Exchange, coding: str) -> bytearray:
-    body = bytearray()
+def _inflate(body: bytearray, turn: LargeAnswerTurn, wire: Iterator[bytes], *, limit: int,
+             exchange: Exchange, coding: str) -> None:
     received = 0
     inflater = zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or a zlib header
     try:
@@ -220,6 +252,7 @@ def _inflate(wire: Iterator[bytes], limit: int, exchange: Exchange, coding: str)
                 if len(body) > limit:
                     raise _too_large(exchange, f"more than {limit:,} bytes once inflated "
                                      f"from {received:,} {coding} bytes")
+                turn.need(len(body))
                 pending = inflater.unconsumed_tail
                 if inflater.eof and inflater.unused_data:  # another gzip member follows
                     pending = inflater.unused_data
@@ -228,7 +261,39 @@ def _inflate(wire: Iterator[bytes], limit: int, exchange: Exchange, coding: str)
         raise BadDataError(f"{exchange.url} sent a broken {coding} body") from None
     if not inflater.eof:
         raise BadDataError(f"{exchange.url} sent a truncated {coding} body")
-    return body
+
+
+LARGE_ANSWER = 1 << 20
+"""Bytes (inflated) past which an answer needs the process's large-answer turn."""
+_large_answers = threading.Lock()
+
+
+class LargeAnswerTurn:
+    """One answer over ``LARGE_ANSWER`` at a time in the process, from that byte until it is
+    decoded and parsed: an answer near maxResponseBytes and maxSeries costs ~80 MB at its
+    peak (its text, its JSON, its parsed samples), and several at once would add up. Any
+    number of small ones go on meanwhile; a large one waits its turn within its deadline,
+    and its smaller bytes so far are all it holds while it waits."""
+
+    def __init__(self, deadline: float, exchange: Exchange) -> None:
+        self.deadline, self.exchange = deadline, exchange
+        self.held = False
+
+    def need(self, size: int) -> None:
+        """Return once an answer of ``size`` bytes may go on; ``TimedOutError`` if the
+        deadline passes first."""
+        if self.held or size <= LARGE_ANSWER:
+            return
+        if not _large_answers.acquire(timeout=max(0.0, self.deadline - time.monotonic())):
+            raise TimedOutError(f"{self.exchange.url} timed out after "
+                                f"{self.exchange.timeout:.2f}s (waiting to read a large answer "
+                                "while another was read)")
+        self.held = True
+
+    def end(self) -> None:
+        if self.held:
+            self.held = False
+            _large_answers.release()
 
 
 def _too_large(exchange: Exchange, detail: str) -> BadDataError:
@@ -266,22 +331,38 @@ def _decode(body: bytearray, exchange: Exchange,
             count: Callable[[bytes | bytearray], int] = count_series) -> Any:
     # A series takes at least six bytes: a smaller body cannot be over the limit, and is not
     # worth counting (0.7 ms a 5,000-series answer).
-    short = len(body) < 6 * exchange.max_series + 2 * _ENVELOPE
+    limit = min(exchange.max_series, exchange.max_query_series or exchange.max_series)
+    short = len(body) < 6 * limit + 2 * _ENVELOPE
     series = 0 if short else count(body)
     if series > exchange.max_series:
         raise BadDataError(
             f"answer holds {series:,} series, more than maxSeries = {exchange.max_series:,} "
             f"of Prometheus server {exchange.server!r}")
+    if series > limit:  # parse.check_series_count's words: it counts them once decoded
+        raise BadDataError(f"series explosion: {series} series, more than the limit of "
+                           f"{limit}")
+    result = _result_of(body)
+    if result is _NOT_QUERY_JSON:
+        raise BadDataError(f"{exchange.url} answered with something that is not Prometheus "
+                           "query JSON")
+    return result
+
+
+_NOT_QUERY_JSON = object()
+
+
+def _result_of(body: bytearray) -> Any:
+    """``data.result`` of a successful answer, else ``_NOT_QUERY_JSON``; the parser's error
+    (whose frames hold the text) ends here, so no error raised after carries the answer."""
     try:
         text = body.decode()
         del body[:]  # its bytes are not needed once it is text: halve the peak
         document = json.loads(text)
-        if document["status"] != "success":
-            raise TypeError
-        return document["data"]["result"]
+        if document["status"] == "success":
+            return document["data"]["result"]
     except (ValueError, KeyError, TypeError, RecursionError):  # deep nesting: garbage too
-        raise BadDataError(f"{exchange.url} answered with something that is not Prometheus "
-                           "query JSON") from None
+        pass
+    return _NOT_QUERY_JSON
 
 
 # --- errors ----------------------------------------------------------------------------------
