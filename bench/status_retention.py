@@ -20,6 +20,7 @@ from typing import Any
 from autoscaler.algorithm import (
     AutoscalerSpec,
     Container,
+    DecisionInput,
     History,
     MetricSourceType,
     MetricSpec,
@@ -55,8 +56,10 @@ def one_pass(targets: int) -> list[Any]:
                                            for p in pods}),
                   PodMetricValues(samples={p.name: PodSample(value=Milli(90_000), timestamp=NOW)
                                            for p in pods}, query=query)]
-        decisions.append(decide(spec=SPEC, scale=ScaleState(spec_replicas=5, status_replicas=5),
-                                metrics=values, pods=pods, history=History(), now=NOW))
+        decisions.append(decide(DecisionInput(spec=SPEC,
+                                              scale=ScaleState(spec_replicas=5, status_replicas=5),
+                                              metrics=values, pods=pods, history=History(),
+                                              now=NOW)))
     return decisions
 
 

@@ -1,12 +1,21 @@
 """The Kubernetes HPA algorithm as a pure library: no I/O, no clock reads, no logging.
 
 Build an ``AutoscalerSpec``, gather the target's ``ScaleState``, its ``Pod`` list and one
-``MetricValues`` per metric spec, and call ``decide`` with the target's ``History`` and ``now``.
+``MetricValues`` per metric spec, and call ``decide`` with them, the target's ``History``
+and ``now`` in one ``DecisionInput``.
 After a successful scale write, fold the change into the history with ``record_scale_event``.
 """
 
 from autoscaler.algorithm.behavior import record_scale_event, resolve_behavior
-from autoscaler.algorithm.decision import Bounds, Condition, Decision, bridge_gap, decide
+from autoscaler.algorithm.decision import (
+    Bounds,
+    Condition,
+    Decide,
+    Decision,
+    DecisionInput,
+    bridge_gap,
+    decide,
+)
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -48,11 +57,12 @@ from autoscaler.algorithm.replicas import MetricCurrent, MetricProposal, Toleran
 
 __all__ = [
     "AlgorithmSettings", "AutoscalerSpec", "Behavior", "Bounds", "Condition", "ConditionStatus",
-    "ConditionType", "Container", "Decision", "EventReason", "ExternalMetricValues", "History",
-    "MetricCurrent", "MetricOutcome", "MetricProposal", "MetricSourceType", "MetricSpec",
-    "MetricTarget", "MetricTargetType", "MetricUnavailable", "MetricValues", "Milli",
-    "ObjectMetricValue", "Pod", "PodMetricValues", "PodPhase", "PodSample", "PolicyType",
-    "QuantityError", "Reason", "Recommendation", "ScaleEvent", "ScaleState", "ScalingPolicy",
-    "ScalingRules", "SelectPolicy", "Step", "Tolerances", "bridge_gap", "decide", "format_milli",
-    "parse_milli", "record_scale_event", "rescale_message", "resolve_behavior",
+    "ConditionType", "Container", "Decide", "Decision", "DecisionInput", "EventReason",
+    "ExternalMetricValues", "History", "MetricCurrent", "MetricOutcome", "MetricProposal",
+    "MetricSourceType", "MetricSpec", "MetricTarget", "MetricTargetType", "MetricUnavailable",
+    "MetricValues", "Milli", "ObjectMetricValue", "Pod", "PodMetricValues", "PodPhase",
+    "PodSample", "PolicyType", "QuantityError", "Reason", "Recommendation", "ScaleEvent",
+    "ScaleState", "ScalingPolicy", "ScalingRules", "SelectPolicy", "Step", "Tolerances",
+    "bridge_gap", "decide", "format_milli", "parse_milli", "record_scale_event",
+    "rescale_message", "resolve_behavior",
 ]

@@ -33,41 +33,29 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Protocol
 
 from autoscaler.algorithm.decision import (
     GOT_SCALE,
     Bounds,
     Condition,
+    Decide,
     Decision,
+    DecisionInput,
     decide,
     seed_history,
 )
 from autoscaler.algorithm.model import (
-    AlgorithmSettings,
     AutoscalerSpec,
     ExternalMetricValues,
     History,
     MetricValues,
     Milli,
     ObjectMetricValue,
-    Pod,
-    ScaleState,
     Seconds,
 )
 from autoscaler.algorithm.quantity import format_milli
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
 from autoscaler.record import record
-
-
-class Decide(Protocol):
-    """``decide``'s signature, for a caller that wraps it (predictive scaling)."""
-
-    def __call__(self, *, spec: AutoscalerSpec, scale: ScaleState,
-                 metrics: Sequence[MetricValues], pods: Sequence[Pod], history: History,
-                 now: Seconds, settings: AlgorithmSettings,
-                 bounds: Bounds | None) -> Decision: ...
-
 
 DEFAULT_COOLDOWN = 300.0
 """KEDA's default ``cooldownPeriod``."""
@@ -163,25 +151,16 @@ def raw_value(values: MetricValues) -> Milli | None:
 
 
 def decide_with_zero(
-    *,
-    spec: AutoscalerSpec,
-    scale: ScaleState,
-    metrics: Sequence[MetricValues],
-    pods: Sequence[Pod],
-    history: History,
-    now: Seconds,
-    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
-    bounds: Bounds | None = None,
-    rules: ScaleToZero | None,
-    memory: ZeroMemory,
-    first_seen: Seconds,
+    given: DecisionInput, *, rules: ScaleToZero | None, memory: ZeroMemory, first_seen: Seconds,
     core: Decide = decide,
 ) -> ZeroDecision:
     """``decide`` with the scale-to-zero rules of this module; ``rules`` is ``None`` for a
     target whose ``minReplicas`` is above 0. ``core`` stands for ``decide`` (the runtime
     passes predictive scaling's, which wraps it)."""
-    bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
-    current = scale.spec_replicas
+    spec, metrics, history, now = given.spec, given.metrics, given.history, given.now
+    bounds = given.bounds or Bounds(min_replicas=spec.min_replicas,
+                                    max_replicas=spec.max_replicas)
+    current = given.scale.spec_replicas
     if current > 0 and memory.scaled_to_zero:
         # Running again (woken by us, or by hand): a later zero is ours only if we make it.
         memory = dataclasses.replace(memory, scaled_to_zero=False, adopted_from=None)
@@ -193,12 +172,10 @@ def decide_with_zero(
         # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
         return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
     if rules is None or bounds.min_replicas > 0:
-        plain = core(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
-                     now=now, settings=settings, bounds=bounds)
+        plain = core(given if given.bounds is bounds else dataclasses.replace(given, bounds=bounds))
         return ZeroDecision(decision=plain, memory=memory)
     running = bounds if current == 0 else dataclasses.replace(bounds, min_replicas=1)
-    decision = core(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
-                    now=now, settings=settings, bounds=running)
+    decision = core(dataclasses.replace(given, bounds=running))
     act = activity(spec, metrics, rules.activation_thresholds)
     # Unknown restarts the cooldown as active does: only inactivity seen counts toward it.
     seen_inactive = act.state is ActivityState.INACTIVE

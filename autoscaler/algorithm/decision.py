@@ -8,7 +8,7 @@ succeeded, calls ``record_scale_event``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -177,6 +177,47 @@ class Decision:
         refuse_assignment(self, name)
 
 
+DEFAULT_SETTINGS = AlgorithmSettings()
+"""Upstream's controller-wide defaults (immutable: one instance serves every default)."""
+
+
+@dataclass(init=False, slots=True, unsafe_hash=True)
+class DecisionInput:
+    """What one decision for one target reads: upstream's ``reconcileAutoscaler`` inputs,
+    without its I/O. Every way of deciding (``decide``, ``decide_staged``, prediction's,
+    scale to zero's) takes this one value."""
+
+    spec: Final[AutoscalerSpec]
+    scale: Final[ScaleState]
+    metrics: Final[Sequence[MetricValues]]
+    """One per ``spec.metrics``, in its order."""
+    pods: Final[Sequence[Pod]]
+    """The target's pods; a ``PodView`` (``algorithm.pods``) computes its groupings once."""
+    history: Final[History]
+    now: Final[Seconds]
+    settings: Final[AlgorithmSettings]
+    bounds: Final[Bounds | None]
+    """Replaces the spec's min/max for this pass (schedules); ``None``: the spec's."""
+
+    def __init__(
+        self, *, spec: AutoscalerSpec, scale: ScaleState, metrics: Sequence[MetricValues],
+        pods: Sequence[Pod], history: History, now: Seconds,
+        settings: AlgorithmSettings = DEFAULT_SETTINGS, bounds: Bounds | None = None,
+    ) -> None:
+        self.spec = spec
+        self.scale = scale
+        self.metrics = metrics
+        self.pods = pods
+        self.history = history
+        self.now = now
+        self.settings = settings
+        self.bounds = bounds
+
+
+Decide = Callable[[DecisionInput], Decision]
+"""A way of deciding: ``decide``, or one that wraps it (predictive scaling)."""
+
+
 class _Conditions:
     """``setCondition`` within one pass: a type set again replaces its entry in place."""
 
@@ -218,25 +259,9 @@ def bridge_gap(history: History, current: int, now: Seconds) -> History:
     )
 
 
-def decide(
-    *,
-    spec: AutoscalerSpec,
-    scale: ScaleState,
-    metrics: Sequence[MetricValues],
-    pods: Sequence[Pod],
-    history: History,
-    now: Seconds,
-    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
-    bounds: Bounds | None = None,
-) -> Decision:
-    """Decide the desired replica count for one target, as kube-controller-manager would.
-
-    ``metrics`` is aligned with ``spec.metrics``. ``bounds`` replaces the spec's min/max for
-    this pass (schedules); by default the spec's own bounds apply. ``pods`` may be a
-    ``PodView`` (``algorithm.pods``), whose groupings and requests are then computed once.
-    """
-    staged = decide_staged(spec=spec, scale=scale, metrics=metrics, pods=pods, history=history,
-                           now=now, settings=settings, bounds=bounds)
+def decide(given: DecisionInput) -> Decision:
+    """Decide the desired replica count for one target, as kube-controller-manager would."""
+    staged = decide_staged(given)
     return staged if isinstance(staged, Decision) else staged.decision()
 
 
@@ -295,24 +320,16 @@ class StagedDecision:
         )
 
 
-def decide_staged(
-    *,
-    spec: AutoscalerSpec,
-    scale: ScaleState,
-    metrics: Sequence[MetricValues],
-    pods: Sequence[Pod],
-    history: History,
-    now: Seconds,
-    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
-    bounds: Bounds | None = None,
-) -> Decision | StagedDecision:
+def decide_staged(given: DecisionInput) -> Decision | StagedDecision:
     """``decide`` up to its normalized count: a ``Decision`` when the pass ended early (scaling
     disabled, outside the bounds, no valid metric), else a ``StagedDecision``."""
+    spec, scale, metrics, pods = given.spec, given.scale, given.metrics, given.pods
+    now, settings, bounds = given.now, given.settings, given.bounds
     if len(metrics) != len(spec.metrics):
         raise ValueError(f"got {len(metrics)} metric values for {len(spec.metrics)} metric specs")
     bounds = bounds or Bounds(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
     current = scale.spec_replicas
-    history = seed_history(history, current, now)
+    history = seed_history(given.history, current, now)
     conditions = _Conditions()
     conditions.put(GOT_SCALE)
 

@@ -1,7 +1,7 @@
 """Predictive scaling in the daemon (issue #27): the one place the reconciler asks for it.
 
-For a target without ``prediction`` this is plain ``decide``. Otherwise each pass records the
-live metric totals in the target's series (persisted with its history), forecasts each
+For a target with a ``prediction`` (the others are decided by plain ``decide``), each pass
+records the live metric totals in the target's series (persisted with its history), forecasts each
 predicted metric, and decides with ``decide_predictive``: by max with the live values, never
 below them, acting only when every prediction says ``forecastOnly = false``. A model dropped
 by the guard rails (error above its bound) is said once per change: the
@@ -16,18 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.algorithm import (
-    AlgorithmSettings,
-    Bounds,
-    ConditionType,
-    Decision,
-    History,
-    MetricValues,
-    Pod,
-    Reason,
-    ScaleState,
-    decide,
-)
+from autoscaler.algorithm import ConditionType, Decision, DecisionInput, Reason
 from autoscaler.algorithm.forecast import TargetPredictor, decide_predictive, metric_key
 from autoscaler.runtime.status import TargetState
 
@@ -40,28 +29,14 @@ Emit = Callable[[str, str], None]
 """Records a Warning Event on the target: (reason, message)."""
 
 
-def decide_with_prediction(
-    state: TargetState,
-    target: TargetConfig,
-    *,
-    scale: ScaleState,
-    pods: Sequence[Pod],
-    values: Sequence[MetricValues],
-    history: History,
-    now: float,
-    settings: AlgorithmSettings,
-    bounds: Bounds | None,
-    emit: Emit,
-) -> Decision:
-    if not target.predictions:
-        return decide(spec=target.spec, scale=scale, metrics=values, pods=pods,
-                      history=history, now=now, settings=settings, bounds=bounds)
+def decide_with_prediction(state: TargetState, target: TargetConfig, given: DecisionInput, *,
+                           emit: Emit) -> Decision:
+    """The decision for a target with a ``prediction`` (the reconciler uses it as its
+    ``core`` for such targets only)."""
     predictor = _predictor(state, target)
-    predictions = predictor.predict(metrics=values, pods=pods, now=now)
+    predictions = predictor.predict(metrics=given.metrics, pods=given.pods, now=given.now)
     state.forecasts = predictor.series
-    decision = decide_predictive(
-        spec=target.spec, scale=scale, metrics=values, pods=pods, history=history, now=now,
-        settings=settings, bounds=bounds, predictions=predictions, acting=predictor.acting)
+    decision = decide_predictive(given, predictions=predictions, acting=predictor.acting)
     _report(state, target, decision, emit)
     return decision
 

@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from autoscaler.algorithm import (
     Bounds,
+    Decide,
     Decision,
+    DecisionInput,
     EventReason,
     History,
     MetricUnavailable,
@@ -575,24 +578,20 @@ class Reconciler:
         if state.first_seen is None:
             state.first_seen = now
 
-        def inner(**arguments: Any) -> Decision:
-            # Predictive scaling (issue #27): its one call site. Without a ``prediction``
-            # this is plain ``decide``; see autoscaler/runtime/prediction.py.
-            return decide_with_prediction(
-                state, target, scale=arguments["scale"], values=arguments["metrics"],
-                pods=arguments["pods"], history=arguments["history"], now=arguments["now"],
-                settings=arguments["settings"], bounds=arguments["bounds"],
-                emit=lambda reason, message: self.report.spawn(
-                    target, warning=True, reason=reason, message=message))
-
+        # Predictive scaling (issue #27): its one call site (autoscaler/runtime/prediction.py).
+        core: Decide = decide if not target.predictions else functools.partial(
+            decide_with_prediction, state, target,
+            emit=lambda reason, message: self.report.spawn(
+                target, warning=True, reason=reason, message=message))
         result = decide_with_zero(
-            spec=target.spec,
-            scale=ScaleState(spec_replicas=scale.spec_replicas,
-                             status_replicas=scale.status_replicas),
-            metrics=values, pods=pods, history=history, now=now,
-            settings=self.options.algorithm, bounds=self._bounds(target),
+            DecisionInput(
+                spec=target.spec,
+                scale=ScaleState(spec_replicas=scale.spec_replicas,
+                                 status_replicas=scale.status_replicas),
+                metrics=values, pods=pods, history=history, now=now,
+                settings=self.options.algorithm, bounds=self._bounds(target)),
             rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
-            core=inner if target.predictions else decide,
+            core=core,
         )
         state.zero, state.activity, state.idle_until = (
             result.memory, result.activity, result.idle_until)

@@ -20,6 +20,7 @@ from autoscaler.algorithm import (
     AutoscalerSpec,
     ConditionType,
     Decision,
+    DecisionInput,
     History,
     MetricOutcome,
     MetricValues,
@@ -262,15 +263,13 @@ class _Target:
         schedules = self._scenario.schedules
         bounds = bounds_at(schedules, spec, datetime.fromtimestamp(self._origin + now, UTC))[0] \
             if schedules else None  # (no schedule: the spec's bounds, without a datetime a step)
+        given = DecisionInput(spec=spec, scale=scale, metrics=values, pods=pods,
+                              history=self._history, now=now, settings=self._scenario.settings,
+                              bounds=bounds)
         if self._predictor is None:
-            return decide(spec=spec, scale=scale, metrics=values, pods=pods,
-                          history=self._history, now=now, settings=self._scenario.settings,
-                          bounds=bounds)
+            return decide(given)
         predictions = self._predictor.predict(metrics=values, pods=pods, now=now)
-        return decide_predictive(spec=spec, scale=scale, metrics=values, pods=pods,
-                                 history=self._history, now=now,
-                                 settings=self._scenario.settings, bounds=bounds,
-                                 predictions=predictions, acting=self._predictor.acting)
+        return decide_predictive(given, predictions=predictions, acting=self._predictor.acting)
 
 
 def _feeds(scenario: Scenario, model: WorkloadModel, trace: Trace) -> list[MetricFeed]:

@@ -9,6 +9,7 @@ from autoscaler.algorithm import (
     AutoscalerSpec,
     Behavior,
     Bounds,
+    DecisionInput,
     ExternalMetricValues,
     History,
     MetricSourceType,
@@ -55,9 +56,10 @@ def run(current: int, values: MetricValues, *, memory: ZeroMemory = OURS,
         bounds: Bounds | None = None, first_seen: float = 0.0,
         extra: tuple[MetricValues, ...] = ()) -> ZeroDecision:
     return decide_with_zero(
-        spec=spec, scale=ScaleState(spec_replicas=current, status_replicas=current),
-        metrics=(values, *extra), pods=(), history=History(), now=NOW,
-        bounds=bounds, rules=rules, memory=memory, first_seen=first_seen)
+        DecisionInput(spec=spec, scale=ScaleState(spec_replicas=current, status_replicas=current),
+                      metrics=(values, *extra), pods=(), history=History(), now=NOW,
+                      bounds=bounds),
+        rules=rules, memory=memory, first_seen=first_seen)
 
 
 def test_a_target_at_zero_that_we_did_not_put_there_is_left_alone() -> None:
@@ -147,9 +149,9 @@ def test_time_without_a_valid_reading_does_not_count_toward_the_cooldown() -> No
                 memory=ZeroMemory(last_active=NOW - 5_000))
     assert blind.memory.last_active == NOW
     after = decide_with_zero(
-        spec=SPEC, scale=ScaleState(spec_replicas=3, status_replicas=3), metrics=(queue(0),),
-        pods=(), history=History(), now=NOW + 16, rules=RULES, memory=blind.memory,
-        first_seen=0.0)
+        DecisionInput(spec=SPEC, scale=ScaleState(spec_replicas=3, status_replicas=3),
+                      metrics=(queue(0),), pods=(), history=History(), now=NOW + 16),
+        rules=RULES, memory=blind.memory, first_seen=0.0)
     assert after.decision.desired_replicas == 1
     assert after.idle_until == NOW + 300
 

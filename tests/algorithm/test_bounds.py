@@ -11,6 +11,7 @@ from autoscaler.algorithm import (
     Behavior,
     Bounds,
     Decision,
+    DecisionInput,
     History,
     MetricSourceType,
     MetricSpec,
@@ -41,9 +42,10 @@ def run(current: int, bounds: Bounds | None, *, load: int | None = None,
     values: MetricValues = (MetricUnavailable(reason="Prometheus down") if load == -1
                             else ObjectMetricValue(value=Milli((load or 100) * 1000 * current)))
     spec = AutoscalerSpec(min_replicas=1, max_replicas=50, metrics=(QUEUE,), behavior=behavior)
-    return decide(spec=spec, scale=ScaleState(spec_replicas=current, status_replicas=current),
-                  metrics=[values], pods=[], history=history or History(), now=now,
-                  bounds=bounds)
+    return decide(DecisionInput(spec=spec,
+                                scale=ScaleState(spec_replicas=current, status_replicas=current),
+                                metrics=[values], pods=[], history=history or History(),
+                                now=now, bounds=bounds))
 
 
 def test_a_floor_inside_tolerance_is_reached_exactly() -> None:

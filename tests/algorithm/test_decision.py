@@ -18,6 +18,7 @@ from autoscaler.algorithm import (
     ConditionStatus,
     ConditionType,
     Decision,
+    DecisionInput,
     ExternalMetricValues,
     History,
     MetricSpec,
@@ -79,8 +80,8 @@ def run(
         spec_replicas=replicas,
         status_replicas=replicas if status_replicas is None else status_replicas,
     )
-    return decide(spec=hpa, scale=scale, metrics=metrics, pods=pods, history=history, now=NOW,
-                  settings=TESTING)
+    return decide(DecisionInput(spec=hpa, scale=scale, metrics=metrics, pods=pods,
+                                history=history, now=NOW, settings=TESTING))
 
 
 def conditions(decision: Decision) -> list[tuple[ConditionType, bool, str]]:

@@ -7,6 +7,7 @@ import pytest
 from autoscaler.algorithm import (
     AutoscalerSpec,
     Behavior,
+    DecisionInput,
     History,
     MetricSourceType,
     MetricSpec,
@@ -43,9 +44,10 @@ def run(*, current: int, usage: int, history: History = History(),  # noqa: B008
     the proposal, is usage / 100 x current)."""
     spec = AutoscalerSpec(min_replicas=min_replicas, max_replicas=max_replicas, metrics=(OBJECT,),
                           behavior=behavior)
-    return decide(spec=spec, scale=ScaleState(spec_replicas=current, status_replicas=current),
-                  metrics=[ObjectMetricValue(value=Milli(usage * 1000))], pods=pods(current),
-                  history=history, now=NOW)
+    return decide(DecisionInput(spec=spec,
+                                scale=ScaleState(spec_replicas=current, status_replicas=current),
+                                metrics=[ObjectMetricValue(value=Milli(usage * 1000))],
+                                pods=pods(current), history=history, now=NOW))
 
 
 def up_policy(value: int, period: int, kind: PolicyType = PolicyType.PODS) -> Behavior:
@@ -173,11 +175,10 @@ def test_the_held_count_is_released_when_upstream_would_first_step_down() -> Non
     assert decision.earliest_scale_down() == NOW + 280
 
     def at(moment: float) -> int:  # the same pass made later, on the same history
-        return decide(
-            spec=AutoscalerSpec(min_replicas=1, max_replicas=100, metrics=(OBJECT,)),
-            scale=ScaleState(spec_replicas=8, status_replicas=8),
-            metrics=[ObjectMetricValue(value=Milli(25 * 1000))], pods=pods(8),
-            history=decision.history, now=moment).desired_replicas
+        return decide(DecisionInput(spec=AutoscalerSpec(min_replicas=1, max_replicas=100, metrics=(OBJECT,)),
+                                    scale=ScaleState(spec_replicas=8, status_replicas=8),
+                                    metrics=[ObjectMetricValue(value=Milli(25 * 1000))],
+                                    pods=pods(8), history=decision.history, now=moment)).desired_replicas
 
     # Without behavior upstream still counts a recommendation exactly at the window's edge.
     assert (at(NOW + 279), at(NOW + 281)) == (8, 5)

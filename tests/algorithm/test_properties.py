@@ -13,6 +13,7 @@ from autoscaler.algorithm import (
     ConditionStatus,
     Container,
     Decision,
+    DecisionInput,
     ExternalMetricValues,
     History,
     MetricSourceType,
@@ -141,8 +142,10 @@ def values_for(hpa: AutoscalerSpec, samples: dict[str, PodSample], usage: int) -
 
 def run(hpa: AutoscalerSpec, current: int, metrics: list[MetricValues], pods: tuple[Pod, ...],
         history: History) -> Decision:
-    return decide(spec=hpa, scale=ScaleState(spec_replicas=current, status_replicas=current),
-                  metrics=metrics, pods=pods, history=history, now=NOW, settings=TESTING)
+    return decide(DecisionInput(spec=hpa,
+                                scale=ScaleState(spec_replicas=current, status_replicas=current),
+                                metrics=metrics, pods=pods, history=history, now=NOW,
+                                settings=TESTING))
 
 
 # --- properties -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 from autoscaler.algorithm import (
     AutoscalerSpec,
     Behavior,
+    DecisionInput,
     History,
     MetricSourceType,
     MetricSpec,
@@ -39,10 +40,10 @@ def state_after_one_pass(*, behavior: Behavior | None = None) -> TargetState:
             Pod(name="c", phase=PodPhase.PENDING), Pod(name="d", start_time=0.0)]
     samples = {name: PodSample(value=Milli(400_000), timestamp=NOW) for name in ("a", "b", "c")}
     values = PodMetricValues(samples=samples, query='rps{pod=~"a|b|c|d"}')
-    decision = decide(spec=AutoscalerSpec(min_replicas=1, max_replicas=10, metrics=(RPS,),
+    decision = decide(DecisionInput(spec=AutoscalerSpec(min_replicas=1, max_replicas=10, metrics=(RPS,),
                                           behavior=behavior),
-                      scale=ScaleState(spec_replicas=2, status_replicas=2), metrics=[values],
-                      pods=pods, history=History(), now=NOW)
+                                    scale=ScaleState(spec_replicas=2, status_replicas=2),
+                                    metrics=[values], pods=pods, history=History(), now=NOW))
     state = TargetState(key="shop/Deployment/web", last_reconcile=NOW, last_outcome="ok",
                         history=decision.history, current_replicas=2)
     state.decided(decision, decision.desired_replicas)
@@ -116,11 +117,11 @@ def test_a_stabilization_window_is_whole_seconds() -> None:
         busy = state_after_one_pass(behavior=behavior).last_decision
         assert busy is not None
         scaled = busy.desired_replicas
-        held = decide(spec=AutoscalerSpec(min_replicas=1, max_replicas=10, metrics=(RPS,),
+        held = decide(DecisionInput(spec=AutoscalerSpec(min_replicas=1, max_replicas=10, metrics=(RPS,),
                                           behavior=behavior),
-                      scale=ScaleState(spec_replicas=scaled, status_replicas=scaled),
-                      metrics=[PodMetricValues(samples=quiet)], pods=pods,
-                      history=busy.history, now=NOW + 15)
+                                    scale=ScaleState(spec_replicas=scaled, status_replicas=scaled),
+                                    metrics=[PodMetricValues(samples=quiet)], pods=pods,
+                                    history=busy.history, now=NOW + 15))
         body = TargetState(key="k", last_decision=held, last_reconcile=NOW + 15,
                            history=held.history).to_json()
         stabilization = body["decision"]["stabilization"]

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from autoscaler.algorithm.decision import (
-    Bounds,
     Condition,
     Decision,
+    DecisionInput,
     StagedDecision,
     decide_staged,
 )
@@ -28,17 +28,12 @@ from autoscaler.algorithm.forecast.forecast_report import ForecastReport, Metric
 from autoscaler.algorithm.forecast.forecaster import Forecast
 from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.algorithm.model import (
-    AlgorithmSettings,
-    AutoscalerSpec,
     ExternalMetricValues,
-    History,
     MetricValues,
     Milli,
     ObjectMetricValue,
-    Pod,
     PodMetricValues,
     PodSample,
-    ScaleState,
     Seconds,
 )
 from autoscaler.algorithm.pods import pod_view
@@ -118,27 +113,18 @@ def _scaled(samples: Mapping[str, PodSample], factor: float) -> dict[str, PodSam
 
 
 def decide_predictive(
-    *,
-    spec: AutoscalerSpec,
-    scale: ScaleState,
-    metrics: Sequence[MetricValues],
-    pods: Sequence[Pod],
-    history: History,
-    now: Seconds,
-    predictions: Sequence[Prediction | None],
-    acting: bool,
-    settings: AlgorithmSettings = AlgorithmSettings(),  # noqa: B008 - immutable
-    bounds: Bounds | None = None,
+    given: DecisionInput, *, predictions: Sequence[Prediction | None], acting: bool,
 ) -> Decision:
     """``decide`` with the forecasts combined by max; ``acting`` false (forecastOnly) returns
     the live decision with the forecast's report. ``predictions`` is aligned with
     ``spec.metrics``."""
-    view = pod_view(pods)  # the second decision sees the same pods: group them once
+    # The second decision sees the same pods: group them once.
+    given = replace(given, pods=pod_view(given.pods))
+    metrics = given.metrics
 
     def run(values: Sequence[MetricValues]) -> Decision | StagedDecision:
         # Staged: only the decision kept is built in full (conditions, steps, holds, limits).
-        return decide_staged(spec=spec, scale=scale, metrics=values, pods=view,
-                             history=history, now=now, settings=settings, bounds=bounds)
+        return decide_staged(given if values is metrics else replace(given, metrics=values))
 
     live = run(metrics)
     totals = [p.live if p is not None else None for p in predictions]

@@ -6,6 +6,7 @@ import pytest
 
 from autoscaler.algorithm import (
     ConditionType,
+    DecisionInput,
     History,
     MetricUnavailable,
     MetricValues,
@@ -36,15 +37,16 @@ def run(values: MetricValues, forecast: float | None, *, acting: bool = True,
         history: History | None = None) -> tuple[int, int, object]:
     """(live desired, combined desired, report) for 4 pods."""
     scale = ScaleState(spec_replicas=4, status_replicas=4)
-    live = decide(spec=SPEC, scale=scale, metrics=[values], pods=PODS,
-                  history=history or SETTLED, now=NOW)
+    live = decide(DecisionInput(spec=SPEC, scale=scale, metrics=[values], pods=PODS,
+                                history=history or SETTLED, now=NOW))
     prediction = None if forecast is None else usable(forecast)
     if prediction is not None:
         prediction = Prediction(model=prediction.model, horizon=prediction.horizon,
                                 forecast=prediction.forecast, live=metric_total(values))
-    combined = decide_predictive(spec=SPEC, scale=scale, metrics=[values], pods=PODS,
-                                 history=history or SETTLED, now=NOW,
-                                 predictions=[prediction], acting=acting)
+    combined = decide_predictive(
+        DecisionInput(spec=SPEC, scale=scale, metrics=[values], pods=PODS,
+                      history=history or SETTLED, now=NOW),
+        predictions=[prediction], acting=acting)
     return live.desired_replicas, combined.desired_replicas, combined.forecast
 
 
@@ -84,9 +86,10 @@ def test_an_object_metric_takes_the_forecast_value() -> None:
     """An Object value is replaced by the larger forecast (AverageValue: total / target)."""
     object_metric = spec(object_spec(average=100_000), max_replicas=20)
     decision = decide_predictive(
-        spec=object_metric, scale=ScaleState(spec_replicas=4, status_replicas=4),
-        metrics=[ObjectMetricValue(value=Milli(400_000))], pods=PODS, history=History(),
-        now=NOW, acting=True, predictions=[Prediction(
+        DecisionInput(spec=object_metric, scale=ScaleState(spec_replicas=4, status_replicas=4),
+                      metrics=[ObjectMetricValue(value=Milli(400_000))], pods=PODS,
+                      history=History(), now=NOW),
+        acting=True, predictions=[Prediction(
             model="seasonalNaive", horizon=60.0, live=400.0,
             forecast=Forecast(value=1000.0, error_percent=1.0, usable=True, reason=""))])
     assert decision.desired_replicas == 8  # the default scale-up limit: max(2x, 4) per pass
@@ -98,8 +101,9 @@ def test_an_unusable_model_is_said_in_the_condition() -> None:
     """A model over its error bound is not used, and PredictiveScaling says why."""
     values = PodMetricValues(samples=pod_samples(*[100_000] * 4))
     decision = decide_predictive(
-        spec=SPEC, scale=ScaleState(spec_replicas=4, status_replicas=4), metrics=[values],
-        pods=PODS, history=History(), now=NOW, acting=True, predictions=[Prediction(
+        DecisionInput(spec=SPEC, scale=ScaleState(spec_replicas=4, status_replicas=4),
+                      metrics=[values], pods=PODS, history=History(), now=NOW),
+        acting=True, predictions=[Prediction(
             model="holtWinters", horizon=60.0, live=400.0, forecast=Forecast(
                 value=800.0, error_percent=45.0, usable=False, unreliable=True,
                 reason="error 45.0% is above the bound of 20%"))])
