@@ -4,7 +4,8 @@
 ``TargetRequest`` per target and a deadline, get the runtime's ``FetchedMetrics`` (this
 adapter implements the runtime's ``MetricsPort``; ``history`` its ``HistoryPort``). Modules:
 ``client`` (thread pool, retries, auth), ``transport`` (one query's HTTP, bounded in bytes,
-series, time and redirects), ``queries`` (PromQL text), ``batch`` (dedup and split),
+series, time and redirects; ``deadline``: its sockets shut at its timeout), ``queries``
+(PromQL text), ``batch`` (dedup and split),
 ``parse`` (shapes and values), ``kube_requests`` (requests from kube-state-metrics),
 ``source`` (the pass), ``metric_history`` (a metric's past totals, for the forecaster).
 """

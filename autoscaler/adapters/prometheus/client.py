@@ -44,7 +44,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 from urllib3.exceptions import InsecureRequestWarning
 
-from autoscaler.adapters.prometheus import transport
+from autoscaler.adapters.prometheus import deadline, transport
 from autoscaler.adapters.prometheus.inputs import ServerSettings
 from autoscaler.errors import TimedOutError, TransientError
 
@@ -136,9 +136,9 @@ class _Server:
 
     def connect(self) -> requests.Session:
         if self.settings.insecure_skip_verify:
-            return transport.session(verify=False)
+            return deadline.session(verify=False)
         ca_file = self.settings.ca_file
-        return transport.session(verify=True if ca_file is None else str(ca_file))
+        return deadline.session(verify=True if ca_file is None else str(ca_file))
 
     def exchange(self, timeout: float, series: int | None) -> transport.Exchange:
         s = self.settings

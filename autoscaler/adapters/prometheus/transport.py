@@ -14,9 +14,9 @@ any redirect with the caller's headers, so the query call is ours, over a reques
   series: the series, its labels, its value), so neither ``max_series`` series (nor the
   fewer the query's askers allow) nor a flood of empty ``[]`` is ever built; decoding takes
   ~8 times the answer's bytes.
-- time: a watchdog shuts the exchange's sockets down at ``timeout``, so a server dripping its
-  TLS handshake, headers or body a byte at a time (each byte restarting requests' per-read
-  timeout) cannot hold a worker thread past it.
+- time: a watchdog shuts the exchange's sockets down at ``timeout`` (``deadline``), so a
+  server dripping its TLS handshake, headers or body a byte at a time (each byte restarting
+  requests' per-read timeout) cannot hold a worker thread past it.
 - reach: redirects are followed per ``follow_redirects`` (``same-origin`` by default);
   credentials and custom headers are only ever sent to the server's own origin.
 
@@ -26,11 +26,7 @@ names the server and never a secret.
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import itertools
 import json
-import socket
 import threading
 import time
 import zlib
@@ -41,10 +37,8 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from autoscaler.adapters.prometheus.deadline import deadline
 from autoscaler.adapters.prometheus.inputs import FollowRedirects
 from autoscaler.errors import (
     AccessDeniedError,
@@ -107,20 +101,15 @@ def _exchange_into(body: bytearray, turn: LargeAnswerTurn, session: requests.Ses
                    params: Mapping[str, str], headers: Mapping[str, str],
                    auth: tuple[str, str] | None, exchange: Exchange) -> None:
     """The answer's body into ``body``, within the exchange's deadline."""
-    watch = _Watch()
-    _current.watch = watch
-    _watchdog.watch(watch, time.monotonic() + exchange.timeout)
-    try:
-        _exchange(body, turn, session, endpoint, params=params, headers=headers, auth=auth,
-                  exchange=exchange)
-    except (requests.RequestException, urllib3.exceptions.HTTPError) as error:
-        # (urllib3's own errors: from reading the raw body, which requests does not wrap)
-        if watch.expired:
-            raise _too_slow(exchange) from None
-        raise _translate(error, exchange) from None
-    finally:
-        watch.finish()
-        _current.watch = None
+    with deadline(exchange.timeout) as watch:
+        try:
+            _exchange(body, turn, session, endpoint, params=params, headers=headers,
+                      auth=auth, exchange=exchange)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as error:
+            # (urllib3's own errors: from reading the raw body, which requests does not wrap)
+            if watch.expired:
+                raise _too_slow(exchange) from None
+            raise _translate(error, exchange) from None
     if watch.expired:  # a body cut short ends like a complete one when it has no length
         raise _too_slow(exchange)
 
@@ -414,151 +403,3 @@ def _root_cause(error: BaseException) -> str:
     if isinstance(seen, OSError) and seen.strerror:
         return f"{type(seen).__name__}: {seen.strerror}"
     return type(seen).__name__
-
-
-# --- the deadline ----------------------------------------------------------------------------
-
-
-class _Watch:
-    """The sockets of one exchange; ``expire`` (from the watchdog's thread) shuts them down,
-    so whatever read blocks on them returns at once."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self.expired = False
-        self.done = False
-
-    def add(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.append(sock)
-            if self.expired:
-                _shut(sock)
-
-    def expire(self) -> None:
-        with self._lock:
-            if self.done:  # its connection may be back in the pool, serving another query
-                return
-            self.expired = True
-            for sock in self._sockets:
-                _shut(sock)
-
-    def finish(self) -> None:
-        with self._lock:
-            self.done = True
-
-
-class _Watchdog:
-    """One daemon thread expiring every exchange at its deadline (a timer thread per query
-    cost 0.3 ms to start); a daemon, so it never holds up the interpreter's exit."""
-
-    def __init__(self) -> None:
-        self._due: list[tuple[float, int, _Watch]] = []
-        self._order = itertools.count()
-        self._changed = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, watch: _Watch, deadline: float) -> None:
-        with self._changed:
-            heapq.heappush(self._due, (deadline, next(self._order), watch))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="prometheus-deadlines",
-                                                daemon=True)
-                self._thread.start()
-            self._changed.notify()
-
-    def _run(self) -> None:
-        with self._changed:
-            while True:
-                now = time.monotonic()
-                while self._due and (self._due[0][0] <= now or self._due[0][2].done):
-                    watch = heapq.heappop(self._due)[2]
-                    if not watch.done:
-                        watch.expire()
-                self._changed.wait(self._due[0][0] - now if self._due else None)
-
-
-_watchdog = _Watchdog()
-
-
-def _shut(sock: socket.socket) -> None:
-    # The plain socket's shutdown, also under TLS: SSLSocket's own would touch the SSL object
-    # another thread is reading with. OSError: already closed, nothing left to stop.
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-class _Current(threading.local):
-    watch: _Watch | None = None
-
-
-_current = _Current()
-"""The exchange the worker thread is running; its connections register their sockets."""
-
-
-def _register(sock: socket.socket | None) -> None:
-    watch = _current.watch
-    if watch is not None and sock is not None:
-        watch.add(sock)
-
-
-class _WatchedHTTPConnection(HTTPConnection):
-    def _new_conn(self) -> socket.socket:  # a new socket, before any handshake on it
-        sock = super()._new_conn()
-        _register(sock)
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _register(self.sock)  # a kept-alive connection, reused
-        super().request(*args, **kwargs)
-
-
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _register(sock)
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _register(self.sock)
-        super().request(*args, **kwargs)
-
-
-class _WatchedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _WatchedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
-_WATCHED_POOLS = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
-
-
-class WatchedAdapter(HTTPAdapter):
-    """requests' adapter, with connections whose sockets the exchange's timer can shut."""
-
-    def __init__(self) -> None:
-        super().__init__(max_retries=0)  # our retries are tenacity's, within the deadline
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
-
-    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        if not proxy.lower().startswith("socks"):  # SOCKS brings connection classes of its own
-            manager.pool_classes_by_scheme = _WATCHED_POOLS
-        return manager
-
-
-def session(*, verify: bool | str) -> requests.Session:
-    """A session for one server in one worker thread (requests' sessions are not
-    documented as thread-safe)."""
-    made = requests.Session()
-    made.verify = verify
-    adapter = WatchedAdapter()
-    made.mount("http://", adapter)
-    made.mount("https://", adapter)
-    return made
-
