@@ -4,7 +4,8 @@
 the others share: an object reference, a Scale), ``scale`` (GET/PUT ``/scale`` with
 optimistic concurrency), ``target_cache`` (list-and-watch cache of the apps/v1 workloads'
 scales, so reads of those need no request), ``pod_cache`` (list-and-watch cache of pods),
-``informer`` (the list-and-watch machinery both caches share), ``events`` (aggregated
+``informer`` (list-and-watch of one kind in one namespace) and ``watch_cache`` (a cache's
+kinds over a changing set of namespaces), which the caches share, ``events`` (aggregated
 core/v1 Events), ``owners`` (other autoscalers on the same target), ``labels`` (selector
 strings), ``pod_json`` and ``pod_index`` (pods as the core sees them, indexed by label),
 ``api_errors`` (the boundary into ``autoscaler.errors``). ``leader`` and ``configmap_store``

@@ -25,15 +25,12 @@ from kubernetes_asyncio.client import ApiClient, AutoscalingV2Api, CustomObjects
 from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.informer import (
     Backoff,
-    Informers,
     ListCall,
     RawObject,
-    WatchCache,
     WatchCounters,
-    WatchedKind,
     WatchOptions,
-    WatchScope,
 )
+from autoscaler.adapters.kube.watch_cache import Informers, WatchCache, WatchedKind, WatchScope
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import NotFoundError
 

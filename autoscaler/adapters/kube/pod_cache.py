@@ -13,19 +13,11 @@ from collections.abc import Mapping
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from autoscaler.adapters.kube.informer import (
-    Backoff,
-    Informers,
-    RawObject,
-    WatchCache,
-    WatchCounters,
-    WatchedKind,
-    WatchOptions,
-    WatchScope,
-)
+from autoscaler.adapters.kube.informer import Backoff, RawObject, WatchCounters, WatchOptions
 from autoscaler.adapters.kube.labels import Selector, parse_selector
 from autoscaler.adapters.kube.pod_index import PodIndex
 from autoscaler.adapters.kube.pod_json import labels_of, pod_from_json
+from autoscaler.adapters.kube.watch_cache import Informers, WatchCache, WatchedKind, WatchScope
 from autoscaler.algorithm import Pod
 from autoscaler.errors import TransientError
 

@@ -29,18 +29,10 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import ApiClient, AppsV1Api
 
-from autoscaler.adapters.kube.informer import (
-    Backoff,
-    Informers,
-    RawObject,
-    WatchCache,
-    WatchCounters,
-    WatchedKind,
-    WatchOptions,
-    WatchScope,
-)
+from autoscaler.adapters.kube.informer import Backoff, RawObject, WatchCounters, WatchOptions
 from autoscaler.adapters.kube.labels import format_label_selector
 from autoscaler.adapters.kube.structs import ObjectRef, Scale, replicas_managers
+from autoscaler.adapters.kube.watch_cache import Informers, WatchCache, WatchedKind, WatchScope
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AutoscalerError, BadDataError
 from autoscaler.runtime.ports import FIELD_MANAGER

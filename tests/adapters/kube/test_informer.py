@@ -8,12 +8,12 @@ from kubernetes_asyncio.client import CoreV1Api
 from autoscaler.adapters.kube.informer import (
     Backoff,
     Informer,
-    Informers,
     RawObject,
     WatchCounters,
     WatchOptions,
 )
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.watch_cache import Informers
 from tests.adapters.kube.waiting import eventually
 from tests.sim.kube import SimApiServer
 

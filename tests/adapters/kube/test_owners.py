@@ -2,9 +2,9 @@
 
 import pytest
 
-from autoscaler.adapters.kube.informer import WatchScope
 from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
 from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.adapters.kube.watch_cache import WatchScope
 from autoscaler.errors import TransientError
 from tests.adapters.kube.conftest import Ref
 from tests.adapters.kube.waiting import eventually
