@@ -175,7 +175,8 @@ class Pod:
     pod_requests: Final[Mapping[str, int] | None]
     """Pod-level requests (``spec.resources.requests``, PodLevelResources), if set."""
     overhead: Final[Mapping[str, int]]
-    """``spec.overhead`` (RuntimeClass), milli-units; upstream adds it to pod-level requests."""
+    """``spec.overhead`` (RuntimeClass), milli-units. No request counts it: upstream has left it
+    out of pod-level requests since kubernetes#142154, as usage never includes it."""
 
     def __init__(
         self,

@@ -225,23 +225,21 @@ def _pod_level_requests_set(pod: Pod) -> bool:
 
 def _pod_level_request(pod: Pod, resource: str) -> int:
     """``calculatePodLevelRequests`` over ``PodRequests``: the pod-level value of a supported
-    resource, else the aggregate of the containers' requests (missing ones add nothing), plus
-    the pod's overhead.
+    resource, else the aggregate of the containers' requests (missing ones add nothing).
 
+    The RuntimeClass overhead is left out (``ExcludeOverhead: true``, kubernetes#142154):
+    usage is measured in the containers' cgroups, which the overhead is not part of.
     Plain init containers are not in the model, so the aggregate is the sum over containers
     and sidecars (what ``AggregateContainerRequests`` gives without them).
     """
     pod_level = pod.pod_requests or {}
     counted = pod.containers + pod.sidecars
     if resource in pod_level and _supported_at_pod_level(resource):
-        base: list[int] = [pod_level[resource]]
-    else:
-        base = [c.requests[resource] for c in counted if resource in c.requests]
-    if resource in pod.overhead:
-        base.append(pod.overhead[resource])
-    if not base:
+        return pod_level[resource]
+    found = [c.requests[resource] for c in counted if resource in c.requests]
+    if not found:
         raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
-    return sum(base)
+    return sum(found)
 
 
 seal_values(globals())

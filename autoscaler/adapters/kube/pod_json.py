@@ -41,9 +41,13 @@ def requests_of(resources: Any) -> Mapping[str, int]:
 
 
 def _requests_items(resources: Any) -> tuple[tuple[str, int], ...]:
-    requests = (resources or {}).get("requests") or {}
+    return _quantity_items((resources or {}).get("requests"))
+
+
+def _quantity_items(resource_list: Any) -> tuple[tuple[str, int], ...]:
+    """A ``ResourceList`` (name -> quantity) as sorted milli-unit pairs."""
     parsed: list[tuple[str, int]] = []
-    for name, quantity in requests.items():
+    for name, quantity in (resource_list or {}).items():
         try:
             parsed.append((str(name), parse_milli(quantity)))
         except QuantityError:
@@ -97,6 +101,7 @@ def pod_from_json(raw: Mapping[str, Any]) -> Pod:
         containers=_containers(spec.get("containers")),
         sidecars=_containers(spec.get("initContainers"), sidecars_only=True),
         pod_requests=requests_of(spec.get("resources")) or None,
+        overhead=_shared_requests(_quantity_items(spec.get("overhead"))),
     )
 
 

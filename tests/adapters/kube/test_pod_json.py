@@ -7,6 +7,7 @@ import pytest
 
 from autoscaler.adapters.kube.pod_json import pod_from_json
 from autoscaler.algorithm import ConditionStatus, PodPhase
+from autoscaler.algorithm.pods import pod_requests
 
 
 def unix(text: str) -> float:
@@ -85,3 +86,14 @@ def test_garbage_quantity_is_left_out() -> None:
     raw = pod(phase="Running")
     raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     assert dict(pod_from_json(raw).containers[0].requests) == {"memory": 1024**3 * 1000}
+
+
+def test_overhead_is_read_and_left_out_of_pod_level_requests() -> None:
+    """spec.overhead is read, and the requests the daemon divides by exclude it, as
+    upstream's since kubernetes#142154: pod-level cpu 800m with 250m overhead is 800m."""
+    raw = pod(phase="Running")
+    raw["spec"]["resources"] = {"requests": {"cpu": "800m"}}
+    raw["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    converted = pod_from_json(raw)
+    assert converted.overhead == {"cpu": 250, "memory": 120 * 1024**2 * 1000}
+    assert pod_requests([converted], resource="cpu", container=None) == {"web-1": 800}
