@@ -85,9 +85,14 @@ class LeaderElectionModel(Model):
     retry_period: PositiveUpToAnHour | None = None
 
 
+UtilizationRequests = Literal["applied", "spec"]
+"""Which requests Utilization divides by while a pod is resized in place (``RequestsBasis``)."""
+
+
 class DaemonModel(Model):
     sync_period: SyncPeriod | None = None
     tolerance: Tolerance | None = None
+    utilization_requests: UtilizationRequests | None = None
     cpu_initialization_period: UpToAnHour | None = None
     initial_readiness_delay: UpToAnHour | None = None
     downscale_stabilization: UpToAnHour | None = None
@@ -316,6 +321,8 @@ class TargetModel(Model):
     behavior: BehaviorModel | None = None
     prometheus: ServerName | None = None
     sync_period: SyncPeriod | None = None
+    utilization_requests: UtilizationRequests | None = None
+    """This target's own choice; ``[daemon].utilizationRequests`` when left out."""
     paused: bool | None = None
     paused_replicas: Replicas | None = None
     fallback: FallbackModel | None = None

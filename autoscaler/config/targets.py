@@ -20,6 +20,7 @@ from autoscaler.algorithm import (
     MetricTarget,
     MetricTargetType,
     PolicyType,
+    RequestsBasis,
     ScalingPolicy,
     ScalingRules,
     SelectPolicy,
@@ -110,6 +111,8 @@ def convert_target(
         **given(min_replicas=model.min_replicas), max_replicas=model.max_replicas,
         metrics=tuple(s for s, _ in pairs if s) or (DEFAULT_METRIC,),
         behavior=_behavior(model.behavior),
+        utilization_requests=None if model.utilization_requests is None
+        else RequestsBasis(model.utilization_requests),
     )
     f = model.fallback
     return TargetConfig(

@@ -279,6 +279,10 @@ CASES = [
      "autoscaler[0].metrics[0].pods.activationThreshold", "unknown key"),
     ("cooldown-too-long", TARGET + 'cooldownPeriod = "2d"\n', 5, "autoscaler[0].cooldownPeriod",
      "must be at most"),
+    ("utilization-requests", TARGET + 'utilizationRequests = "status"\n', 5,
+     "autoscaler[0].utilizationRequests", 'must be one of "applied", "spec", got "status"'),
+    ("daemon-utilization-requests", '[daemon]\nutilizationRequests = "Spec"\n', 2,
+     "daemon.utilizationRequests", 'did you mean "spec"?'),
 ]
 
 

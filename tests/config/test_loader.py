@@ -11,6 +11,7 @@ from autoscaler.algorithm import (
     MetricSourceType,
     MetricTargetType,
     PolicyType,
+    RequestsBasis,
     SelectPolicy,
 )
 from autoscaler.config import (
@@ -35,6 +36,7 @@ tolerance = "50m"
 cpuInitializationPeriod = "2m"
 initialReadinessDelay = 10
 downscaleStabilization = "1m"
+utilizationRequests = "spec"
 concurrency = 4
 listenAddress = "[::1]:9000"
 dryRun = true
@@ -71,6 +73,7 @@ scaleTargetRef = { apiVersion = "apps/v1", kind = "StatefulSet", name = "db" }
 maxReplicas = 9
 prometheus = "mimir"
 syncPeriod = "1m"
+utilizationRequests = "applied"
 pausedReplicas = 3
 fallback = { failureThreshold = 2, replicas = 5, allowScaleDown = true }
 behavior.scaleDown.policies = [{ type = "Pods", value = 1, periodSeconds = 30 }]
@@ -106,7 +109,8 @@ def test_daemon_settings(config: Config) -> None:
         sync_period=30.0, concurrency=4, listen_address="[::1]:9000", dry_run=True,
         log_format="console", log_level="debug", state_file=Path("/var/lib/a/state.json"),
         algorithm=AlgorithmSettings(tolerance=0.05, cpu_initialization_period=120.0,
-                                    initial_readiness_delay=10.0, downscale_stabilization=60.0),
+                                    initial_readiness_delay=10.0, downscale_stabilization=60.0,
+                                    utilization_requests=RequestsBasis.SPEC),
         leader_election=config.daemon.leader_election,
     )
     election = config.daemon.leader_election
@@ -147,6 +151,8 @@ def test_target_fields(config: Config) -> None:
                                                                                False, 3)
     assert db.fallback == Fallback(failure_threshold=2, replicas=5, allow_scale_down=True)
     assert config.server_for(db).name == "mimir"
+    assert db.spec.utilization_requests is RequestsBasis.APPLIED
+    assert config.targets[1].spec.utilization_requests is None  # [daemon]'s applies
 
 
 def test_metrics_and_queries(config: Config) -> None:
@@ -192,6 +198,8 @@ def test_bare_target_gets_upstream_defaults() -> None:
     assert target.metric_queries == (MetricQuery(query=None, requests_source="pods",
                                                  window=60.0),)
     assert (target.prometheus, target.paused, target.fallback) == ("default", False, None)
+    assert target.spec.utilization_requests is None
+    assert DaemonSettings().algorithm.utilization_requests is RequestsBasis.APPLIED
 
 
 def test_empty_file_is_a_config_without_targets() -> None:
