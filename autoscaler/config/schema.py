@@ -53,6 +53,17 @@ HOUR, DAY = 3600.0, 86400.0
 # hour (upstream's longest window, stabilizationWindowSeconds, is 3600). The upper bounds
 # also keep every duration inside what timers and datetimes can hold.
 SyncPeriod = Annotated[Duration, shortest(1), longest(HOUR)]
+
+SYNC_PERIOD_SECONDS_MIN = 1
+"""The shortest sync period a target may set, by either name (``syncPeriodSeconds``, or
+its alias the duration ``syncPeriod``). Ours, as ``[daemon].syncPeriod``'s floor: a second.
+KEP-6003's latest draft (not merged) bounds upstream's ``spec.syncPeriodSeconds`` to
+[3, 3600]; this one constant follows it when it merges (docs/upstream.md)."""
+SYNC_PERIOD_SECONDS_MAX = 3600
+"""KEP-6003's upper bound, an hour: every draft has it."""
+TargetSyncPeriod = Annotated[Duration, shortest(SYNC_PERIOD_SECONDS_MIN),
+                             longest(SYNC_PERIOD_SECONDS_MAX)]
+SyncPeriodSeconds = Annotated[int, between(SYNC_PERIOD_SECONDS_MIN, SYNC_PERIOD_SECONDS_MAX)]
 UpToAnHour = Annotated[Duration, longest(HOUR)]
 PositiveUpToAnHour = Annotated[PositiveDuration, longest(HOUR)]
 Window = Annotated[Duration, shortest(1), longest(DAY)]
@@ -320,7 +331,10 @@ class TargetModel(Model):
     metrics: list[MetricModel] | None = None
     behavior: BehaviorModel | None = None
     prometheus: ServerName | None = None
-    sync_period: SyncPeriod | None = None
+    sync_period_seconds: SyncPeriodSeconds | None = None
+    """Upstream's name (KEP-6003's ``spec.syncPeriodSeconds``), whole seconds."""
+    sync_period: TargetSyncPeriod | None = None
+    """The same period as a duration: a documented alias, never both in one table."""
     utilization_requests: UtilizationRequests | None = None
     """This target's own choice; ``[daemon].utilizationRequests`` when left out."""
     paused: bool | None = None

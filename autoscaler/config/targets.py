@@ -120,7 +120,7 @@ def convert_target(
         scale_target_ref=ScaleTargetRef(api_version=ref.api_version, kind=ref.kind,
                                         name=ref.name),
         spec=spec, metric_queries=tuple(q for _, q in pairs if q) or (MetricQuery(query=None),),
-        prometheus=server, sync_period=model.sync_period or sync_period,
+        prometheus=server, sync_period=_sync_period(model) or sync_period,
         **given(paused=model.paused, paused_replicas=model.paused_replicas),
         fallback=None if f is None else Fallback(**given(
             failure_threshold=f.failure_threshold, replicas=f.replicas,
@@ -130,6 +130,24 @@ def convert_target(
         **given(shadow=model.shadow),
         predictions=predictions if any(predictions) else (),
     )
+
+
+SYNC_PERIOD_NAMES = ("syncPeriodSeconds", "syncPeriod")
+"""A target's sync period by upstream's name (KEP-6003) and by its alias, the duration."""
+
+
+def _sync_period(model: TargetModel) -> float | None:
+    """The target's own period in seconds, by whichever name it was given."""
+    if model.sync_period_seconds is not None:
+        return float(model.sync_period_seconds)
+    return model.sync_period
+
+
+def check_sync_period_names(table: dict[str, object], *, loc: Loc, problems: Problems) -> None:
+    """One table ([defaults] or a target) gives its sync period once, by one name."""
+    if all(name in table for name in SYNC_PERIOD_NAMES):
+        problems.add((*loc, SYNC_PERIOD_NAMES[0]),
+                     f"set either {' or '.join(SYNC_PERIOD_NAMES)}, not both")
 
 
 def _scale_to_zero(model: TargetModel) -> ScaleToZero:

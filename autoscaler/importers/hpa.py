@@ -44,7 +44,12 @@ _SOURCE_KEYS = {
     "Object": "object", "External": "external",
 }
 _SPEC_KEYS = frozenset({"scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior",
-                        "targetCPUUtilizationPercentage"})
+                        "targetCPUUtilizationPercentage", "syncPeriodSeconds"})
+_BEHAVIOR_KEYS = frozenset({"scaleUp", "scaleDown"})
+SYNC_PERIOD_COMMENT = (
+    "syncPeriodSeconds (KEP-6003): upstream waits this long after a reconcile ends; the",
+    "daemon starts a pass this often (a fixed rate, +-10% jitter, passes never overlap).",
+)
 
 
 Resolver = Callable[[str, Mapping[str, Any]], Resolved | str]
@@ -105,21 +110,14 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
               for k in sorted(set(spec) - _SPEC_KEYS)]
     table: dict[str, Any] = {"namespace": namespace, "scaleTargetRef": read.reference(
         spec.get("scaleTargetRef"), ("spec", "scaleTargetRef"))}
-    for key in ("minReplicas", "maxReplicas"):  # int32 in the API, as each field below
-        if (count := read.whole(spec.get(key), ("spec", key))) is not None:
+    for key in ("minReplicas", "maxReplicas", "syncPeriodSeconds"):  # int32 in the API, as
+        if (count := read.whole(spec.get(key), ("spec", key))) is not None:  # each below
             table[key] = count
-    if api_version == "autoscaling/v1":
-        percent = read.whole(spec.get("targetCPUUtilizationPercentage"),
-                             ("spec", "targetCPUUtilizationPercentage"))
-        metrics = [_v1_cpu(80 if percent is None else percent)]
-    else:
-        loc = ("spec", "metrics")
-        listed = read.copy(read.array(spec.get("metrics"), loc), loc)
-        metrics = [dict(read.mapping(m, ("spec", "metrics", i))) for i, m in enumerate(listed)]
-    for index, metric in enumerate(metrics):
-        _check_metric_names(metric, ("spec", "metrics", index))
-    todos: list[Todo] = []
     comments: dict[str, tuple[str, ...]] = {}
+    if "syncPeriodSeconds" in table:
+        comments["syncPeriodSeconds"] = SYNC_PERIOD_COMMENT
+    metrics = _metrics(api_version, spec)
+    todos: list[Todo] = []
     for index, metric in enumerate(metrics):
         found = _resolve(metric, resolve)
         if isinstance(found, Resolved):
@@ -131,10 +129,46 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
             todos.append(todo)
     if behavior := read.behavior(spec.get("behavior"), ("spec", "behavior")):
         table["behavior"] = behavior
+    notes += [f"{namespace}/{name}: {format_loc(loc)} is not imported" + _hint(loc)
+              for loc in _unread_behavior(spec.get("behavior"))]
     table["metrics"] = metrics
     return Imported(name=f"{namespace}/{name}", source=f"HorizontalPodAutoscaler "
                     f"{namespace}/{name} ({api_version})", table=table, todos=tuple(todos),
                     notes=tuple(notes), comments=comments)
+
+
+def _metrics(api_version: str, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``spec.metrics`` (v2), or v1's cpu target as a Resource metric; names checked."""
+    if api_version == "autoscaling/v1":
+        percent = read.whole(spec.get("targetCPUUtilizationPercentage"),
+                             ("spec", "targetCPUUtilizationPercentage"))
+        metrics = [_v1_cpu(80 if percent is None else percent)]
+    else:
+        loc = ("spec", "metrics")
+        listed = read.copy(read.array(spec.get("metrics"), loc), loc)
+        metrics = [dict(read.mapping(m, ("spec", "metrics", i))) for i, m in enumerate(listed)]
+    for index, metric in enumerate(metrics):
+        _check_metric_names(metric, ("spec", "metrics", index))
+    return metrics
+
+
+def _unread_behavior(value: Any) -> list[Loc]:
+    """The keys of ``spec.behavior`` the config has no place for (``read.behavior`` keeps
+    the others), so none is dropped without a word."""
+    behavior = read.mapping(value, ("spec", "behavior"))
+    unread: list[Loc] = [("spec", "behavior", key) for key in behavior
+                         if key not in _BEHAVIOR_KEYS]
+    for direction in _BEHAVIOR_KEYS & behavior.keys():
+        rules = read.mapping(behavior[direction], ("spec", "behavior", direction))
+        unread += [("spec", "behavior", direction, key) for key in rules
+                   if key not in read.RULE_KEYS]
+    return sorted(unread, key=format_loc)
+
+
+def _hint(loc: Loc) -> str:
+    if loc == ("spec", "behavior", "syncPeriodSeconds"):
+        return " (KEP-6003's first draft put it there; the field is spec.syncPeriodSeconds)"
+    return ""
 
 
 def _v1_cpu(percent: Any) -> dict[str, Any]:

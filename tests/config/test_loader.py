@@ -273,3 +273,22 @@ def test_a_history_query_lands_on_the_metrics_query(prediction: str,
                              f"prediction = {prediction}\n").targets
     assert target.metric_queries[0].history_query == history_query
     assert target.predictions[0] is not None
+
+
+@pytest.mark.parametrize(("defaults", "own", "period"), [
+    ("", "syncPeriodSeconds = 5", 5.0),
+    ("", 'syncPeriod = "5s"', 5.0),
+    ("", "syncPeriodSeconds = 3600", 3600.0),
+    ("", "syncPeriodSeconds = 1", 1.0),
+    ("syncPeriodSeconds = 20", "", 20.0),
+    ('syncPeriod = "20s"', "syncPeriodSeconds = 5", 5.0),
+    ("syncPeriodSeconds = 20", 'syncPeriod = "5s"', 5.0),
+    ("", "", 15.0),
+], ids=["seconds", "duration-alias", "an-hour", "one-second", "from-defaults",
+        "own-seconds-over-default-duration", "own-duration-over-default-seconds", "daemon"])
+def test_sync_period_by_either_name(defaults: str, own: str, period: float) -> None:
+    """syncPeriodSeconds (KEP-6003's name) and syncPeriod (its duration alias) set the same
+    period; a target's own, by either name, replaces the default's by either name."""
+    text = f"[defaults]\n{defaults}\n\n{TARGET}{own}\n"
+    (target,) = parse_config(text).targets
+    assert target.sync_period == period

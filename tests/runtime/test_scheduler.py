@@ -137,3 +137,40 @@ def test_set_targets_reports_removed_keys() -> None:
     scheduler = Scheduler(Recorder())
     scheduler.set_targets([Target("a", 15), Target("b", 15)])
     assert scheduler.set_targets([Target("b", 15), Target("c", 30)]) == ["a"]
+
+
+SYNC_PERIODS = """\
+[daemon]
+syncPeriod = 4
+
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "fast" }
+maxReplicas = 3
+%s
+
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "plain" }
+maxReplicas = 3
+"""
+
+
+async def test_sync_period_seconds_from_the_config_sets_a_target_s_period() -> None:
+    """KEP-6003's syncPeriodSeconds gives one target its own period, the others keep the
+    daemon's, and a reload without it hands the target back to the daemon's (as the POC's
+    TestPerItemIntervalRateLimiter_DefaultInterval, _PerItemOverride and _RemoveItem)."""
+    from autoscaler.config import parse_config
+
+    recorder = Recorder()
+    scheduler = scheduler_for(recorder, jitter=0)
+    scheduler.set_targets(parse_config(SYNC_PERIODS % "syncPeriodSeconds = 1").targets)
+    await run_for(scheduler, 4.5)
+    fast, plain = "shop/Deployment/fast", "shop/Deployment/plain"
+    assert recorder.passes.count([fast]) == 5  # at 0, 1, 2, 3 and 4 s
+    assert recorder.passes.count([plain]) == 2  # at 0 and 4 s
+    recorder.passes.clear()
+    scheduler.set_targets(parse_config(SYNC_PERIODS % "").targets)
+    await run_for(scheduler, 4.5)
+    # One group again, in the surviving 4 s group's phase: its next pass was due at 8 s.
+    assert recorder.passes == [[fast, plain]]
