@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autoscaler.config.fields import (
+    ApiGroup,
     ApiVersion,
     ByteSize,
     DnsLabel,
@@ -162,10 +163,19 @@ class MetricTargetModel(Model):
     value: PositiveQuantity | None = None
 
 
+class MetricSourceReferenceModel(Model):
+    """KEP-6382's ``MetricSourceReference``: which metrics API group serves the metric."""
+
+    api_group: ApiGroup
+
+
 class MetricIdentifierModel(Model):
     name: NonEmpty
     selector: dict[str, Any] | None = None
     """A LabelSelector, accepted so manifests transliterate; the PromQL does the selecting."""
+    source: MetricSourceReferenceModel | None = None
+    """The provider the HPA would ask (KEP-6382), accepted so manifests transliterate; the
+    PromQL is what fetches the metric here."""
 
 
 class ObjectReferenceModel(Model):

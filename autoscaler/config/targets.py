@@ -74,6 +74,11 @@ _ALLOWED_TARGETS: dict[str, tuple[str, ...]] = {
 _TARGET_FIELDS = {
     "Utilization": "averageUtilization", "Value": "value", "AverageValue": "averageValue",
 }
+DEFAULT_METRIC_GROUPS = {
+    "Pods": "custom.metrics.k8s.io", "Object": "custom.metrics.k8s.io",
+    "External": "external.metrics.k8s.io",
+}
+"""The API group each metric type is read from when ``metric.source`` names none (KEP-6382)."""
 
 
 def convert_target(
@@ -206,6 +211,8 @@ def _metric(
         problems.add((*loc, key), f"required for type {show(model.type)}")
         return None, None
     before = len(problems.items)
+    _check_source_group(model.type, source, (*loc, key, "metric", "source", "apiGroup"),
+                        problems)
     target = _target(model.type, source.target, (*loc, key, "target"), problems)
     name = _source_name(source)
     if source.query is None and (
@@ -228,6 +235,18 @@ def _metric(
         window=source.window, requests_source=requests, when_empty=when_empty,
         history_query=history))
     return spec, query
+
+
+def _check_source_group(metric_type: str, source: SourceModel, loc: Loc,
+                        problems: Problems) -> None:
+    """KEP-6382's rule: ``metric.source.apiGroup`` names another provider than the default
+    one for the metric's type (the default is what leaving ``source`` out means)."""
+    if isinstance(source, ResourceSourceModel) or source.metric.source is None:
+        return
+    group = source.metric.source.api_group
+    if group == DEFAULT_METRIC_GROUPS[metric_type]:
+        problems.add(loc, f"{show(group)} is the default API group for {metric_type} metrics; "
+                     "leave source out")
 
 
 def _source_name(source: SourceModel) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.query import TODO_MARKER
+from autoscaler.config.targets import DEFAULT_METRIC_GROUPS
 from autoscaler.importers import manifest_fields as read
 from autoscaler.importers.adapter_rules import Resolved
 from autoscaler.importers.manifest_fields import ManifestError
@@ -119,13 +120,16 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
     metrics = _metrics(api_version, spec)
     todos: list[Todo] = []
     for index, metric in enumerate(metrics):
-        found = _resolve(metric, resolve)
+        group, note = _routed_group(metric, ("spec", "metrics", index))
+        if note:
+            notes.append(f"{namespace}/{name}: metrics[{index}]: {note}")
+        found = _resolve(metric, resolve) if group is None else _routed(group, resolve)
         if isinstance(found, Resolved):
             comments[f"metrics[{index}].query"] = found.comment
             continue
         if found is not None:
             notes.append(f"{namespace}/{name}: metrics[{index}]: {found}; left a TODO")
-        if (todo := _add_todo(index, metric)) is not None:
+        if (todo := _add_todo(index, metric, group)) is not None:
             todos.append(todo)
     if behavior := read.behavior(spec.get("behavior"), ("spec", "behavior")):
         table["behavior"] = behavior
@@ -196,6 +200,39 @@ def _check_metric_names(metric: dict[str, Any], loc: Loc) -> None:
         read.reference(source.get("describedObject"), (*loc, key, "describedObject"))
 
 
+def _routed_group(metric: dict[str, Any], loc: Loc) -> tuple[str | None, str | None]:
+    """KEP-6382's ``metric.source.apiGroup`` of a Pods, Object or External metric: the
+    provider's group when it names one other than the type's default, and a note when the
+    default was named (then ``source`` is left out, as ``check`` wants)."""
+    metric_type = metric.get("type")
+    if not isinstance(metric_type, str) or metric_type not in DEFAULT_METRIC_GROUPS:
+        return None, None  # `check` reports the type
+    key = _SOURCE_KEYS[metric_type]
+    source = dict(read.mapping(metric.get(key), (*loc, key)))
+    identifier = dict(read.mapping(source.get("metric"), (*loc, key, "metric")))
+    if identifier.get("source") is None:
+        return None, None
+    where = (*loc, key, "metric", "source")
+    group = read.name(read.mapping(identifier["source"], where).get("apiGroup"),
+                      (*where, "apiGroup"), dns_subdomain_problem)
+    if group is None:
+        raise ManifestError((*where, "apiGroup"), "required")
+    if group != DEFAULT_METRIC_GROUPS[metric_type]:
+        return group, None
+    del identifier["source"]
+    metric[key] = {**source, "metric": identifier}
+    return None, (f"metric.source.apiGroup {shown(group)} is the default for "
+                  f"{metric_type} metrics; left out")
+
+
+def _routed(group: str, resolve: Resolver | None) -> str | None:
+    """Why the adapter's rules do not write a query for a metric another provider serves."""
+    if resolve is None:
+        return None
+    return (f"served by API group {shown(group)} (KEP-6382), whose queries "
+            "prometheus-adapter's rules cannot know")
+
+
 def _resolve(metric: dict[str, Any], resolve: Resolver | None) -> Resolved | str | None:
     """Give a Pods, Object or External metric the query ``resolve`` writes, or say why not."""
     metric_type = metric.get("type")
@@ -209,7 +246,7 @@ def _resolve(metric: dict[str, Any], resolve: Resolver | None) -> Resolved | str
     return found
 
 
-def _add_todo(index: int, metric: dict[str, Any]) -> Todo | None:
+def _add_todo(index: int, metric: dict[str, Any], group: str | None) -> Todo | None:
     """Give a Pods, Object or External metric a TODO query; say what to write there."""
     metric_type = metric.get("type")
     if metric_type not in ("Pods", "Object", "External"):
@@ -218,7 +255,11 @@ def _add_todo(index: int, metric: dict[str, Any]) -> Todo | None:
     source = metric[key] = dict(read.mapping(metric.get(key), ()))
     name = read.mapping(source.get("metric"), ()).get("name") or "?"
     source["query"] = f"{TODO_MARKER}: PromQL for {metric_type} metric {plain(name)}"
-    return Todo(metric_index=index, comment=_todo_comment(metric_type, source, name))
+    comment = _todo_comment(metric_type, source, name)
+    if group is not None:
+        comment += (f"  The HPA asks API group {shown(group)} for it (KEP-6382): write what "
+                    "that provider computes.",)
+    return Todo(metric_index=index, comment=comment)
 
 
 def _todo_comment(metric_type: str, source: Mapping[str, Any], name: str) -> tuple[str, ...]:

@@ -296,6 +296,26 @@ CASES = [
      "set either syncPeriodSeconds or syncPeriod, not both"),
     ("target-sync-period-above-an-hour", TARGET + 'syncPeriod = "61m"\n', 5,
      "autoscaler[0].syncPeriod", "must be at most 1h, got 1h1m"),
+    # KEP-6382's metric.source.apiGroup: a DNS subdomain, not the type's default group
+    *[(f"metric-source-{name}", TARGET + "[[autoscaler.metrics]]\ntype = \"" + kind + "\"\n"
+       + table + f".metric = {{ name = \"q\", source = {{ apiGroup = {group} }} }}\n"
+       + table + ".target = { type = \"Value\", value = 1 }\n" + table + ".query = 'sum(q)'\n"
+       + extra, 7, f"autoscaler[0].metrics[0].{table}.metric.source.apiGroup", message)
+      for name, kind, table, group, extra, message in [
+        ("not-a-subdomain", "External", "external", '"Models_Example"', "",
+         'must be an API group, a DNS subdomain such as "metrics.example.com", got '
+         '"Models_Example"'),
+        ("default-external", "External", "external", '"external.metrics.k8s.io"', "",
+         '"external.metrics.k8s.io" is the default API group for External metrics; leave '
+         "source out"),
+        ("default-object", "Object", "object", '"custom.metrics.k8s.io"',
+         "object.describedObject = { kind = \"Ingress\", name = \"main\" }\n",
+         '"custom.metrics.k8s.io" is the default API group for Object metrics; leave source '
+         "out"),
+    ]],
+    ("metric-source-unknown-key", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\n"
+     "external.metric = { name = \"q\", source = { group = \"a.b\" } }\n", 7,
+     "autoscaler[0].metrics[0].external.metric.source.group", 'did you mean "apiGroup"?'),
     ("utilization-requests", TARGET + 'utilizationRequests = "status"\n', 5,
      "autoscaler[0].utilizationRequests", 'must be one of "applied", "spec", got "status"'),
     ("daemon-utilization-requests", '[daemon]\nutilizationRequests = "Spec"\n', 2,

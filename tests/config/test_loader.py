@@ -292,3 +292,13 @@ def test_sync_period_by_either_name(defaults: str, own: str, period: float) -> N
     text = f"[defaults]\n{defaults}\n\n{TARGET}{own}\n"
     (target,) = parse_config(text).targets
     assert target.sync_period == period
+
+
+def test_metric_source_is_accepted_as_a_manifest_has_it() -> None:
+    """KEP-6382's metric.source.apiGroup naming another provider loads (the query fetches)."""
+    text = TARGET + ('metrics = [{ type = "Pods", pods = { metric = { name = "queued", source = '
+                     '{ apiGroup = "modelserver.example.com" } }, target = { type = '
+                     '"AverageValue", averageValue = 5 }, query = \'queued{${pod_selector}}\' '
+                     "} }]\n")
+    (metric,) = parse_config(text).targets[0].spec.metrics
+    assert (metric.type, metric.name) == (MetricSourceType.PODS, "queued")
