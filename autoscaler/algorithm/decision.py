@@ -9,7 +9,7 @@ succeeded, calls ``record_scale_event``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from autoscaler.algorithm.behavior import (
@@ -359,10 +359,11 @@ def decide_staged(given: DecisionInput) -> Decision | StagedDecision:
         )
 
     tolerances = tolerances_for(spec.behavior, settings)
+    metric_settings = _metric_settings(spec, settings)
     outcomes = tuple([  # a list first: cheaper than a generator for two or three metrics
         evaluate_metric(
             metric_spec, values, scale=scale, pods=pods, tolerances=tolerances,
-            now=now, settings=settings,
+            now=now, settings=metric_settings,
         )
         for metric_spec, values in zip(spec.metrics, metrics, strict=True)
     ])
@@ -401,6 +402,14 @@ def decide_staged(given: DecisionInput) -> Decision | StagedDecision:
     normalized = _normalize(resolved, bounds, history, current, proposal, now, settings)
     return StagedDecision(active, current, bounds, now, settings, resolved,
                           outcomes, proposal, description, error, rescale_reason, normalized)
+
+
+def _metric_settings(spec: AutoscalerSpec, settings: AlgorithmSettings) -> AlgorithmSettings:
+    """The settings the metrics read: the target's own ``utilization_requests`` if it has one."""
+    own = spec.utilization_requests
+    if own is None or own is settings.utilization_requests:
+        return settings
+    return replace(settings, utilization_requests=own)
 
 
 def _hold(

@@ -66,6 +66,24 @@ class PodPhase(StrEnum):
     UNKNOWN = "Unknown"
 
 
+class RequestsBasis(StrEnum):
+    """Which requests a Utilization target divides usage by, while a pod is resized in place
+    (InPlacePodVerticalScaling: the spec changes at once, the kubelet applies it later)."""
+
+    APPLIED = "applied"
+    """What the kubelet reports it has applied (``status.containerStatuses[*].resources``,
+    else ``allocatedResources``; ``status.resources`` at pod level), the spec's where the
+    status has none: what the containers run with, which usage is measured against."""
+    SPEC = "spec"
+    """The spec's, as upstream's ReplicaCalculator reads them to this day
+    (kubernetes#142155; the fix, kubernetes#142157, is not merged)."""
+
+
+DEFAULT_REQUESTS_BASIS = RequestsBasis.APPLIED
+"""Ours: upstream divides by the spec's requests, so a resize in flight makes it scale in
+early (a vertical scale-up) or out for nothing (a vertical scale-down)."""
+
+
 # --- the spec (autoscaling/v2 HorizontalPodAutoscalerSpec, minus scaleTargetRef) -------------
 
 
@@ -126,6 +144,8 @@ class AutoscalerSpec:
     max_replicas: int
     metrics: tuple[MetricSpec, ...]
     behavior: Behavior | None = None
+    utilization_requests: RequestsBasis | None = None
+    """Ours: which requests Utilization divides by for this target (``None``: the settings')."""
 
 
 DEFAULT_SYNC_PERIOD: Seconds = 15.0
@@ -135,12 +155,14 @@ DEFAULT_SYNC_PERIOD: Seconds = 15.0
 
 @record
 class AlgorithmSettings:
-    """Controller-wide settings (kube-controller-manager flags), upstream defaults."""
+    """Controller-wide settings (kube-controller-manager flags), upstream defaults; one of
+    ours, ``utilization_requests``, whose upstream behaviour is ``RequestsBasis.SPEC``."""
 
     tolerance: float = 0.1
     cpu_initialization_period: Seconds = 300.0
     initial_readiness_delay: Seconds = 30.0
     downscale_stabilization: Seconds = 300.0
+    utilization_requests: RequestsBasis = DEFAULT_REQUESTS_BASIS
 
 
 # --- observed state -------------------------------------------------------------------------
@@ -150,11 +172,19 @@ class AlgorithmSettings:
 class Container:
     name: Final[str]
     requests: Final[Mapping[str, int]]
-    """Resource name -> request in milli-units."""
+    """Resource name -> request in milli-units, as the spec asks."""
+    applied: Final[Mapping[str, int] | None]
+    """The requests the kubelet reports it has applied (its status' ``resources.requests``,
+    else ``allocatedResources``); ``None`` when the status reports neither. They differ
+    from ``requests`` while the container is resized in place."""
 
-    def __init__(self, *, name: str, requests: Mapping[str, int] = EMPTY_MAPPING) -> None:
+    def __init__(
+        self, *, name: str, requests: Mapping[str, int] = EMPTY_MAPPING,
+        applied: Mapping[str, int] | None = None,
+    ) -> None:
         self.name = name
         self.requests = requests
+        self.applied = applied
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)
@@ -175,7 +205,12 @@ class Pod:
     pod_requests: Final[Mapping[str, int] | None]
     """Pod-level requests (``spec.resources.requests``, PodLevelResources), if set."""
     overhead: Final[Mapping[str, int]]
-    """``spec.overhead`` (RuntimeClass), milli-units; upstream adds it to pod-level requests."""
+    """``spec.overhead`` (RuntimeClass), milli-units. No request counts it: upstream has left it
+    out of pod-level requests since kubernetes#142154, as usage never includes it."""
+    pod_applied: Final[Mapping[str, int] | None]
+    """Pod-level requests the kubelet reports it has applied (``status.resources.requests``,
+    else ``status.allocatedResources``), overhead included as the kubelet reports them;
+    ``None`` when the status has neither."""
 
     def __init__(
         self,
@@ -190,6 +225,7 @@ class Pod:
         sidecars: tuple[Container, ...] = (),
         pod_requests: Mapping[str, int] | None = None,
         overhead: Mapping[str, int] = EMPTY_MAPPING,
+        pod_applied: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self.phase = phase
@@ -201,6 +237,7 @@ class Pod:
         self.sidecars = sidecars
         self.pod_requests = pod_requests
         self.overhead = overhead
+        self.pod_applied = pod_applied
 
 
 @dataclass(init=False, slots=True, unsafe_hash=True)

@@ -19,12 +19,14 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from autoscaler.algorithm.model import (
+    DEFAULT_REQUESTS_BASIS,
     AlgorithmSettings,
     ConditionStatus,
     Container,
     Pod,
     PodPhase,
     PodSample,
+    RequestsBasis,
     Seconds,
 )
 from autoscaler.record import seal_values
@@ -131,17 +133,18 @@ class PodView(tuple[Pod, ...]):
     ``group_pods`` return."""
 
     def __init__(self, pods: Iterable[Pod] = ()) -> None:
-        self._requests: dict[tuple[str, str | None], dict[str, int]] = {}
+        self._requests: dict[tuple[str, str | None, RequestsBasis], dict[str, int]] = {}
         self._groups: dict[bool, tuple[_GroupsKey, PodGroups]] = {}
         self._settled: tuple[AlgorithmSettings, float] | None = None
 
-    def requests(self, *, resource: str, container: str | None) -> Mapping[str, int]:
+    def requests(self, *, resource: str, container: str | None,
+                 basis: RequestsBasis = DEFAULT_REQUESTS_BASIS) -> Mapping[str, int]:
         """``pod_requests`` of these pods (a failure is not remembered: it raises again)."""
-        key = (resource, container)
+        key = (resource, container, basis)
         found = self._requests.get(key)
         if found is None:
             found = self._requests[key] = pod_requests(self, resource=resource,
-                                                       container=container)
+                                                       container=container, basis=basis)
         return found
 
     def groups(self, samples: Mapping[str, PodSample], *, resource: str | None, now: Seconds,
@@ -185,25 +188,44 @@ def count_running_ready(pods: Sequence[Pod]) -> int:
     )
 
 
-def pod_requests(pods: Sequence[Pod], *, resource: str, container: str | None) -> dict[str, int]:
-    """Upstream's ``calculateRequests``: each listed pod's request for ``resource`` (milli)."""
-    return {pod.name: _pod_request(pod, resource, container) for pod in pods}
+def pod_requests(
+    pods: Sequence[Pod], *, resource: str, container: str | None,
+    basis: RequestsBasis = DEFAULT_REQUESTS_BASIS,
+) -> dict[str, int]:
+    """Upstream's ``calculateRequests``: each listed pod's request for ``resource`` (milli).
+
+    ``basis`` says whose: ``SPEC`` reads the pod specs, as upstream does today; ``APPLIED``
+    reads what the kubelet reports it has applied, resource by resource, and the spec's
+    where the status has none (a pod not started yet, a kubelet that does not report them).
+    The two differ only while a pod is resized in place (kubernetes#142155).
+    """
+    applied = basis is RequestsBasis.APPLIED
+    return {pod.name: _pod_request(pod, resource, container, applied) for pod in pods}
 
 
-def _pod_request(pod: Pod, resource: str, container: str | None) -> int:
+def _container_request(entry: Container, resource: str, applied: bool) -> int | None:
+    """The container's request for ``resource``: the applied one if asked and reported (as
+    upstream's ``containerActuatedRequests``, component-helpers), else the spec's."""
+    if applied and entry.applied is not None and resource in entry.applied:
+        return entry.applied[resource]
+    return entry.requests.get(resource)
+
+
+def _pod_request(pod: Pod, resource: str, container: str | None, applied: bool) -> int:
     # A named container takes precedence over pod-level requests (KEP-2837).
     if container is None and pod.pod_requests and _pod_level_requests_set(pod):
-        return _pod_level_request(pod, resource)
+        return _pod_level_request(pod, resource, applied)
     counted: tuple[Container, ...] = pod.containers + pod.sidecars if pod.sidecars \
         else pod.containers
     total = 0
     for entry in counted:
         if container is None or entry.name == container:
-            if resource not in entry.requests:
+            request = _container_request(entry, resource, applied)
+            if request is None:
                 raise MetricError(
                     f"missing request for {resource} in container {entry.name} of Pod {pod.name}"
                 )
-            total += entry.requests[resource]
+            total += request
             if entry.name == container:
                 return total
     if container is not None:
@@ -223,25 +245,29 @@ def _pod_level_requests_set(pod: Pod) -> bool:
     )
 
 
-def _pod_level_request(pod: Pod, resource: str) -> int:
+def _pod_level_request(pod: Pod, resource: str, applied: bool) -> int:
     """``calculatePodLevelRequests`` over ``PodRequests``: the pod-level value of a supported
-    resource, else the aggregate of the containers' requests (missing ones add nothing), plus
-    the pod's overhead.
+    resource, else the aggregate of the containers' requests (missing ones add nothing).
 
+    The RuntimeClass overhead is left out (``ExcludeOverhead: true``, kubernetes#142154):
+    usage is measured in the containers' cgroups, which the overhead is not part of. The
+    kubelet's pod-level status includes it, so it is taken off the applied value, as
+    component-helpers' ``PodRequests`` does with status resources (floored at 0).
     Plain init containers are not in the model, so the aggregate is the sum over containers
     and sidecars (what ``AggregateContainerRequests`` gives without them).
     """
     pod_level = pod.pod_requests or {}
     counted = pod.containers + pod.sidecars
     if resource in pod_level and _supported_at_pod_level(resource):
-        base: list[int] = [pod_level[resource]]
-    else:
-        base = [c.requests[resource] for c in counted if resource in c.requests]
-    if resource in pod.overhead:
-        base.append(pod.overhead[resource])
-    if not base:
+        status = pod.pod_applied
+        if applied and status is not None and resource in status:
+            return max(0, status[resource] - pod.overhead.get(resource, 0))
+        return pod_level[resource]
+    found = [request for c in counted
+             if (request := _container_request(c, resource, applied)) is not None]
+    if not found:
         raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
-    return sum(base)
+    return sum(found)
 
 
 seal_values(globals())

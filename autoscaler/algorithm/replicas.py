@@ -269,8 +269,10 @@ def utilization_proposal(
         samples, pods, resource=resource, now=now, settings=settings,
         empty_message="no metrics returned from resource metrics API",
     )
-    requests = pods.requests(resource=resource, container=container) \
-        if isinstance(pods, PodView) else pod_requests(pods, resource=resource, container=container)
+    basis = settings.utilization_requests
+    requests = pods.requests(resource=resource, container=container, basis=basis) \
+        if isinstance(pods, PodView) \
+        else pod_requests(pods, resource=resource, container=container, basis=basis)
 
     ratio, percent, raw_average = _utilization(values, requests, target_utilization)
     fallback_percent = max(100, target_utilization)

@@ -216,6 +216,10 @@ ObjectName = Annotated[
     str, _pattern(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS-1123 subdomain name")
 ]
 Kind = Annotated[str, _pattern(r"[A-Z][A-Za-z0-9]*", "a kind such as \"Deployment\"")]
+ApiGroup = Annotated[str, _pattern(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+    "an API group, a DNS subdomain such as \"metrics.example.com\"")]
+"""A ``MetricSourceReference.apiGroup`` (KEP-6382): a DNS subdomain, as upstream validates."""
 ApiVersion = Annotated[
     str, _pattern(r"([a-z0-9.-]+/)?v[0-9]+[a-z0-9]*", "an apiVersion such as \"apps/v1\"")
 ]

@@ -39,7 +39,12 @@ from autoscaler.config.issues import did_you_mean as _hint
 from autoscaler.config.locate import LineFinder
 from autoscaler.config.schema import DaemonModel, KubernetesModel, PrometheusModel, TargetModel
 from autoscaler.config.settings import daemon_settings, kubernetes_settings, prometheus_servers
-from autoscaler.config.targets import check_metrics, convert_target
+from autoscaler.config.targets import (
+    SYNC_PERIOD_NAMES,
+    check_metrics,
+    check_sync_period_names,
+    convert_target,
+)
 from autoscaler.config.translate import problems_from
 from autoscaler.config.validated import DEFAULT_SERVER, Config, TargetConfig
 
@@ -183,6 +188,7 @@ def _targets(
     if "scaleTargetRef" in defaults:
         problems.add(("defaults", "scaleTargetRef"), "set scaleTargetRef in each target")
     _validate(TargetModel, defaults, ("defaults",), problems)
+    check_sync_period_names(defaults, loc=("defaults",), problems=problems)
     raw_targets = document.get("autoscaler", [])
     if not isinstance(raw_targets, list):
         problems.add(("autoscaler",), f"must be an array of tables ([[autoscaler]]), "
@@ -213,6 +219,10 @@ def _target(
     servers: Collection[str], sync_period: float,
 ) -> TargetConfig | None:
     before = len(problems.items)
+    check_sync_period_names(raw, loc=loc, problems=problems)
+    if any(name in raw for name in SYNC_PERIOD_NAMES):
+        # The target's own period, by either name, replaces the default's by either name.
+        defaults = {k: v for k, v in defaults.items() if k not in SYNC_PERIOD_NAMES}
     model, dropped = _merged_target(raw, defaults, loc, problems)
     target = None if model is None else convert_target(
         model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,

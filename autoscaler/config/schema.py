@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autoscaler.config.fields import (
+    ApiGroup,
     ApiVersion,
     ByteSize,
     DnsLabel,
@@ -53,6 +54,17 @@ HOUR, DAY = 3600.0, 86400.0
 # hour (upstream's longest window, stabilizationWindowSeconds, is 3600). The upper bounds
 # also keep every duration inside what timers and datetimes can hold.
 SyncPeriod = Annotated[Duration, shortest(1), longest(HOUR)]
+
+SYNC_PERIOD_SECONDS_MIN = 1
+"""The shortest sync period a target may set, by either name (``syncPeriodSeconds``, or
+its alias the duration ``syncPeriod``). Ours, as ``[daemon].syncPeriod``'s floor: a second.
+KEP-6003's latest draft (not merged) bounds upstream's ``spec.syncPeriodSeconds`` to
+[3, 3600]; this one constant follows it when it merges (docs/upstream.md)."""
+SYNC_PERIOD_SECONDS_MAX = 3600
+"""KEP-6003's upper bound, an hour: every draft has it."""
+TargetSyncPeriod = Annotated[Duration, shortest(SYNC_PERIOD_SECONDS_MIN),
+                             longest(SYNC_PERIOD_SECONDS_MAX)]
+SyncPeriodSeconds = Annotated[int, between(SYNC_PERIOD_SECONDS_MIN, SYNC_PERIOD_SECONDS_MAX)]
 UpToAnHour = Annotated[Duration, longest(HOUR)]
 PositiveUpToAnHour = Annotated[PositiveDuration, longest(HOUR)]
 Window = Annotated[Duration, shortest(1), longest(DAY)]
@@ -85,9 +97,14 @@ class LeaderElectionModel(Model):
     retry_period: PositiveUpToAnHour | None = None
 
 
+UtilizationRequests = Literal["applied", "spec"]
+"""Which requests Utilization divides by while a pod is resized in place (``RequestsBasis``)."""
+
+
 class DaemonModel(Model):
     sync_period: SyncPeriod | None = None
     tolerance: Tolerance | None = None
+    utilization_requests: UtilizationRequests | None = None
     cpu_initialization_period: UpToAnHour | None = None
     initial_readiness_delay: UpToAnHour | None = None
     downscale_stabilization: UpToAnHour | None = None
@@ -146,10 +163,19 @@ class MetricTargetModel(Model):
     value: PositiveQuantity | None = None
 
 
+class MetricSourceReferenceModel(Model):
+    """KEP-6382's ``MetricSourceReference``: which metrics API group serves the metric."""
+
+    api_group: ApiGroup
+
+
 class MetricIdentifierModel(Model):
     name: NonEmpty
     selector: dict[str, Any] | None = None
     """A LabelSelector, accepted so manifests transliterate; the PromQL does the selecting."""
+    source: MetricSourceReferenceModel | None = None
+    """The provider the HPA would ask (KEP-6382), accepted so manifests transliterate; the
+    PromQL is what fetches the metric here."""
 
 
 class ObjectReferenceModel(Model):
@@ -315,7 +341,12 @@ class TargetModel(Model):
     metrics: list[MetricModel] | None = None
     behavior: BehaviorModel | None = None
     prometheus: ServerName | None = None
-    sync_period: SyncPeriod | None = None
+    sync_period_seconds: SyncPeriodSeconds | None = None
+    """Upstream's name (KEP-6003's ``spec.syncPeriodSeconds``), whole seconds."""
+    sync_period: TargetSyncPeriod | None = None
+    """The same period as a duration: a documented alias, never both in one table."""
+    utilization_requests: UtilizationRequests | None = None
+    """This target's own choice; ``[daemon].utilizationRequests`` when left out."""
     paused: bool | None = None
     paused_replicas: Replicas | None = None
     fallback: FallbackModel | None = None

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from autoscaler.algorithm import AlgorithmSettings
+from autoscaler.algorithm import AlgorithmSettings, RequestsBasis
 from autoscaler.config.issues import Problems
 from autoscaler.config.schema import (
     DaemonModel,
@@ -47,6 +47,8 @@ def daemon_settings(model: DaemonModel | None, problems: Problems) -> DaemonSett
         tolerance=m.tolerance, cpu_initialization_period=m.cpu_initialization_period,
         initial_readiness_delay=m.initial_readiness_delay,
         downscale_stabilization=m.downscale_stabilization,
+        utilization_requests=None if m.utilization_requests is None
+        else RequestsBasis(m.utilization_requests),
     ))
     return DaemonSettings(**given(
         sync_period=m.sync_period, algorithm=algorithm, concurrency=m.concurrency,

@@ -20,6 +20,7 @@ from autoscaler.algorithm import (
     MetricTarget,
     MetricTargetType,
     PolicyType,
+    RequestsBasis,
     ScalingPolicy,
     ScalingRules,
     SelectPolicy,
@@ -73,6 +74,11 @@ _ALLOWED_TARGETS: dict[str, tuple[str, ...]] = {
 _TARGET_FIELDS = {
     "Utilization": "averageUtilization", "Value": "value", "AverageValue": "averageValue",
 }
+DEFAULT_METRIC_GROUPS = {
+    "Pods": "custom.metrics.k8s.io", "Object": "custom.metrics.k8s.io",
+    "External": "external.metrics.k8s.io",
+}
+"""The API group each metric type is read from when ``metric.source`` names none (KEP-6382)."""
 
 
 def convert_target(
@@ -110,6 +116,8 @@ def convert_target(
         **given(min_replicas=model.min_replicas), max_replicas=model.max_replicas,
         metrics=tuple(s for s, _ in pairs if s) or (DEFAULT_METRIC,),
         behavior=_behavior(model.behavior),
+        utilization_requests=None if model.utilization_requests is None
+        else RequestsBasis(model.utilization_requests),
     )
     f = model.fallback
     return TargetConfig(
@@ -117,7 +125,7 @@ def convert_target(
         scale_target_ref=ScaleTargetRef(api_version=ref.api_version, kind=ref.kind,
                                         name=ref.name),
         spec=spec, metric_queries=tuple(q for _, q in pairs if q) or (MetricQuery(query=None),),
-        prometheus=server, sync_period=model.sync_period or sync_period,
+        prometheus=server, sync_period=_sync_period(model) or sync_period,
         **given(paused=model.paused, paused_replicas=model.paused_replicas),
         fallback=None if f is None else Fallback(**given(
             failure_threshold=f.failure_threshold, replicas=f.replicas,
@@ -127,6 +135,24 @@ def convert_target(
         **given(shadow=model.shadow),
         predictions=predictions if any(predictions) else (),
     )
+
+
+SYNC_PERIOD_NAMES = ("syncPeriodSeconds", "syncPeriod")
+"""A target's sync period by upstream's name (KEP-6003) and by its alias, the duration."""
+
+
+def _sync_period(model: TargetModel) -> float | None:
+    """The target's own period in seconds, by whichever name it was given."""
+    if model.sync_period_seconds is not None:
+        return float(model.sync_period_seconds)
+    return model.sync_period
+
+
+def check_sync_period_names(table: dict[str, object], *, loc: Loc, problems: Problems) -> None:
+    """One table ([defaults] or a target) gives its sync period once, by one name."""
+    if all(name in table for name in SYNC_PERIOD_NAMES):
+        problems.add((*loc, SYNC_PERIOD_NAMES[0]),
+                     f"set either {' or '.join(SYNC_PERIOD_NAMES)}, not both")
 
 
 def _scale_to_zero(model: TargetModel) -> ScaleToZero:
@@ -185,6 +211,8 @@ def _metric(
         problems.add((*loc, key), f"required for type {show(model.type)}")
         return None, None
     before = len(problems.items)
+    _check_source_group(model.type, source, (*loc, key, "metric", "source", "apiGroup"),
+                        problems)
     target = _target(model.type, source.target, (*loc, key, "target"), problems)
     name = _source_name(source)
     if source.query is None and (
@@ -207,6 +235,18 @@ def _metric(
         window=source.window, requests_source=requests, when_empty=when_empty,
         history_query=history))
     return spec, query
+
+
+def _check_source_group(metric_type: str, source: SourceModel, loc: Loc,
+                        problems: Problems) -> None:
+    """KEP-6382's rule: ``metric.source.apiGroup`` names another provider than the default
+    one for the metric's type (the default is what leaving ``source`` out means)."""
+    if isinstance(source, ResourceSourceModel) or source.metric.source is None:
+        return
+    group = source.metric.source.api_group
+    if group == DEFAULT_METRIC_GROUPS[metric_type]:
+        problems.add(loc, f"{show(group)} is the default API group for {metric_type} metrics; "
+                     "leave source out")
 
 
 def _source_name(source: SourceModel) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from autoscaler.config.issues import Loc, format_loc
 from autoscaler.config.query import TODO_MARKER
+from autoscaler.config.targets import DEFAULT_METRIC_GROUPS
 from autoscaler.importers import manifest_fields as read
 from autoscaler.importers.adapter_rules import Resolved
 from autoscaler.importers.manifest_fields import ManifestError
@@ -44,7 +45,12 @@ _SOURCE_KEYS = {
     "Object": "object", "External": "external",
 }
 _SPEC_KEYS = frozenset({"scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior",
-                        "targetCPUUtilizationPercentage"})
+                        "targetCPUUtilizationPercentage", "syncPeriodSeconds"})
+_BEHAVIOR_KEYS = frozenset({"scaleUp", "scaleDown"})
+SYNC_PERIOD_COMMENT = (
+    "syncPeriodSeconds (KEP-6003): upstream waits this long after a reconcile ends; the",
+    "daemon starts a pass this often (a fixed rate, +-10% jitter, passes never overlap).",
+)
 
 
 Resolver = Callable[[str, Mapping[str, Any]], Resolved | str]
@@ -105,9 +111,38 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
               for k in sorted(set(spec) - _SPEC_KEYS)]
     table: dict[str, Any] = {"namespace": namespace, "scaleTargetRef": read.reference(
         spec.get("scaleTargetRef"), ("spec", "scaleTargetRef"))}
-    for key in ("minReplicas", "maxReplicas"):  # int32 in the API, as each field below
-        if (count := read.whole(spec.get(key), ("spec", key))) is not None:
+    for key in ("minReplicas", "maxReplicas", "syncPeriodSeconds"):  # int32 in the API, as
+        if (count := read.whole(spec.get(key), ("spec", key))) is not None:  # each below
             table[key] = count
+    comments: dict[str, tuple[str, ...]] = {}
+    if "syncPeriodSeconds" in table:
+        comments["syncPeriodSeconds"] = SYNC_PERIOD_COMMENT
+    metrics = _metrics(api_version, spec)
+    todos: list[Todo] = []
+    for index, metric in enumerate(metrics):
+        group, note = _routed_group(metric, ("spec", "metrics", index))
+        if note:
+            notes.append(f"{namespace}/{name}: metrics[{index}]: {note}")
+        found = _resolve(metric, resolve) if group is None else _routed(group, resolve)
+        if isinstance(found, Resolved):
+            comments[f"metrics[{index}].query"] = found.comment
+            continue
+        if found is not None:
+            notes.append(f"{namespace}/{name}: metrics[{index}]: {found}; left a TODO")
+        if (todo := _add_todo(index, metric, group)) is not None:
+            todos.append(todo)
+    if behavior := read.behavior(spec.get("behavior"), ("spec", "behavior")):
+        table["behavior"] = behavior
+    notes += [f"{namespace}/{name}: {format_loc(loc)} is not imported" + _hint(loc)
+              for loc in _unread_behavior(spec.get("behavior"))]
+    table["metrics"] = metrics
+    return Imported(name=f"{namespace}/{name}", source=f"HorizontalPodAutoscaler "
+                    f"{namespace}/{name} ({api_version})", table=table, todos=tuple(todos),
+                    notes=tuple(notes), comments=comments)
+
+
+def _metrics(api_version: str, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``spec.metrics`` (v2), or v1's cpu target as a Resource metric; names checked."""
     if api_version == "autoscaling/v1":
         percent = read.whole(spec.get("targetCPUUtilizationPercentage"),
                              ("spec", "targetCPUUtilizationPercentage"))
@@ -118,23 +153,26 @@ def import_hpa(hpa: Mapping[str, Any], *, default_namespace: str = "default",
         metrics = [dict(read.mapping(m, ("spec", "metrics", i))) for i, m in enumerate(listed)]
     for index, metric in enumerate(metrics):
         _check_metric_names(metric, ("spec", "metrics", index))
-    todos: list[Todo] = []
-    comments: dict[str, tuple[str, ...]] = {}
-    for index, metric in enumerate(metrics):
-        found = _resolve(metric, resolve)
-        if isinstance(found, Resolved):
-            comments[f"metrics[{index}].query"] = found.comment
-            continue
-        if found is not None:
-            notes.append(f"{namespace}/{name}: metrics[{index}]: {found}; left a TODO")
-        if (todo := _add_todo(index, metric)) is not None:
-            todos.append(todo)
-    if behavior := read.behavior(spec.get("behavior"), ("spec", "behavior")):
-        table["behavior"] = behavior
-    table["metrics"] = metrics
-    return Imported(name=f"{namespace}/{name}", source=f"HorizontalPodAutoscaler "
-                    f"{namespace}/{name} ({api_version})", table=table, todos=tuple(todos),
-                    notes=tuple(notes), comments=comments)
+    return metrics
+
+
+def _unread_behavior(value: Any) -> list[Loc]:
+    """The keys of ``spec.behavior`` the config has no place for (``read.behavior`` keeps
+    the others), so none is dropped without a word."""
+    behavior = read.mapping(value, ("spec", "behavior"))
+    unread: list[Loc] = [("spec", "behavior", key) for key in behavior
+                         if key not in _BEHAVIOR_KEYS]
+    for direction in _BEHAVIOR_KEYS & behavior.keys():
+        rules = read.mapping(behavior[direction], ("spec", "behavior", direction))
+        unread += [("spec", "behavior", direction, key) for key in rules
+                   if key not in read.RULE_KEYS]
+    return sorted(unread, key=format_loc)
+
+
+def _hint(loc: Loc) -> str:
+    if loc == ("spec", "behavior", "syncPeriodSeconds"):
+        return " (KEP-6003's first draft put it there; the field is spec.syncPeriodSeconds)"
+    return ""
 
 
 def _v1_cpu(percent: Any) -> dict[str, Any]:
@@ -162,6 +200,39 @@ def _check_metric_names(metric: dict[str, Any], loc: Loc) -> None:
         read.reference(source.get("describedObject"), (*loc, key, "describedObject"))
 
 
+def _routed_group(metric: dict[str, Any], loc: Loc) -> tuple[str | None, str | None]:
+    """KEP-6382's ``metric.source.apiGroup`` of a Pods, Object or External metric: the
+    provider's group when it names one other than the type's default, and a note when the
+    default was named (then ``source`` is left out, as ``check`` wants)."""
+    metric_type = metric.get("type")
+    if not isinstance(metric_type, str) or metric_type not in DEFAULT_METRIC_GROUPS:
+        return None, None  # `check` reports the type
+    key = _SOURCE_KEYS[metric_type]
+    source = dict(read.mapping(metric.get(key), (*loc, key)))
+    identifier = dict(read.mapping(source.get("metric"), (*loc, key, "metric")))
+    if identifier.get("source") is None:
+        return None, None
+    where = (*loc, key, "metric", "source")
+    group = read.name(read.mapping(identifier["source"], where).get("apiGroup"),
+                      (*where, "apiGroup"), dns_subdomain_problem)
+    if group is None:
+        raise ManifestError((*where, "apiGroup"), "required")
+    if group != DEFAULT_METRIC_GROUPS[metric_type]:
+        return group, None
+    del identifier["source"]
+    metric[key] = {**source, "metric": identifier}
+    return None, (f"metric.source.apiGroup {shown(group)} is the default for "
+                  f"{metric_type} metrics; left out")
+
+
+def _routed(group: str, resolve: Resolver | None) -> str | None:
+    """Why the adapter's rules do not write a query for a metric another provider serves."""
+    if resolve is None:
+        return None
+    return (f"served by API group {shown(group)} (KEP-6382), whose queries "
+            "prometheus-adapter's rules cannot know")
+
+
 def _resolve(metric: dict[str, Any], resolve: Resolver | None) -> Resolved | str | None:
     """Give a Pods, Object or External metric the query ``resolve`` writes, or say why not."""
     metric_type = metric.get("type")
@@ -175,7 +246,7 @@ def _resolve(metric: dict[str, Any], resolve: Resolver | None) -> Resolved | str
     return found
 
 
-def _add_todo(index: int, metric: dict[str, Any]) -> Todo | None:
+def _add_todo(index: int, metric: dict[str, Any], group: str | None) -> Todo | None:
     """Give a Pods, Object or External metric a TODO query; say what to write there."""
     metric_type = metric.get("type")
     if metric_type not in ("Pods", "Object", "External"):
@@ -184,7 +255,11 @@ def _add_todo(index: int, metric: dict[str, Any]) -> Todo | None:
     source = metric[key] = dict(read.mapping(metric.get(key), ()))
     name = read.mapping(source.get("metric"), ()).get("name") or "?"
     source["query"] = f"{TODO_MARKER}: PromQL for {metric_type} metric {plain(name)}"
-    return Todo(metric_index=index, comment=_todo_comment(metric_type, source, name))
+    comment = _todo_comment(metric_type, source, name)
+    if group is not None:
+        comment += (f"  The HPA asks API group {shown(group)} for it (KEP-6382): write what "
+                    "that provider computes.",)
+    return Todo(metric_index=index, comment=comment)
 
 
 def _todo_comment(metric_type: str, source: Mapping[str, Any], name: str) -> tuple[str, ...]:

@@ -22,9 +22,9 @@ from autoscaler.config.files import replacing
 from autoscaler.importers.toml_out import assignment, comment, inline, key, literal
 
 TOP_LEVEL_ORDER = (
-    "namespace", "scaleTargetRef", "minReplicas", "maxReplicas", "prometheus", "syncPeriod",
-    "paused", "pausedReplicas", "cooldownPeriod", "initialCooldownPeriod", "fallback",
-    "schedules",
+    "namespace", "scaleTargetRef", "minReplicas", "maxReplicas", "prometheus",
+    "syncPeriodSeconds", "syncPeriod", "utilizationRequests", "paused", "pausedReplicas",
+    "cooldownPeriod", "initialCooldownPeriod", "fallback", "schedules",
 )
 """Target keys in the order a reader wants them; ``behavior`` and ``metrics`` come last."""
 

@@ -139,16 +139,18 @@ def pod(
     sidecars: Sequence[Container] = (),
     pod_requests: dict[str, int] | None = None,
     overhead: dict[str, int] | None = None,
+    pod_applied: dict[str, int] | None = None,
 ) -> Pod:
     return Pod(
         name=name, phase=phase, ready=ready, start_time=start, ready_transition_time=transition,
         deleting=deleting, containers=tuple(containers), sidecars=tuple(sidecars),
-        pod_requests=pod_requests, overhead=overhead or {},
+        pod_requests=pod_requests, overhead=overhead or {}, pod_applied=pod_applied,
     )
 
 
-def container(name: str, **requests: int) -> Container:
-    return Container(name=name, requests=requests)
+def container(name: str, *, applied: dict[str, int] | None = None, **requests: int) -> Container:
+    """A container requesting ``requests`` in its spec; ``applied``: what its status reports."""
+    return Container(name=name, requests=requests, applied=applied)
 
 
 def cpu_spec(target: int) -> MetricSpec:

@@ -279,6 +279,47 @@ CASES = [
      "autoscaler[0].metrics[0].pods.activationThreshold", "unknown key"),
     ("cooldown-too-long", TARGET + 'cooldownPeriod = "2d"\n', 5, "autoscaler[0].cooldownPeriod",
      "must be at most"),
+    # KEP-6003's spec.syncPeriodSeconds: whole seconds, 1 (our floor) to 3600 (upstream's)
+    *[(f"sync-period-seconds-{name}", TARGET + f"syncPeriodSeconds = {value}\n", 5,
+       "autoscaler[0].syncPeriodSeconds", message) for name, value, message in [
+        ("zero", "0", "must be between 1 and 3600, got 0"),
+        ("above-an-hour", "3601", "must be between 1 and 3600, got 3601"),
+        ("negative", "-15", "must be between 1 and 3600, got -15"),
+        ("string", '"15"', 'must be an integer, got "15"'),
+        ("fraction", "1.5", "must be an integer, got 1.5"),
+        ("duration", '"15s"', 'must be an integer, got "15s"'),
+    ]],
+    ("sync-period-both-names", TARGET + 'syncPeriod = "30s"\nsyncPeriodSeconds = 30\n', 6,
+     "autoscaler[0].syncPeriodSeconds", "set either syncPeriodSeconds or syncPeriod, not both"),
+    ("sync-period-both-names-in-defaults", '[defaults]\nsyncPeriodSeconds = 5\nsyncPeriod = 5\n\n'
+     + TARGET, 2, "defaults.syncPeriodSeconds",
+     "set either syncPeriodSeconds or syncPeriod, not both"),
+    ("target-sync-period-above-an-hour", TARGET + 'syncPeriod = "61m"\n', 5,
+     "autoscaler[0].syncPeriod", "must be at most 1h, got 1h1m"),
+    # KEP-6382's metric.source.apiGroup: a DNS subdomain, not the type's default group
+    *[(f"metric-source-{name}", TARGET + "[[autoscaler.metrics]]\ntype = \"" + kind + "\"\n"
+       + table + f".metric = {{ name = \"q\", source = {{ apiGroup = {group} }} }}\n"
+       + table + ".target = { type = \"Value\", value = 1 }\n" + table + ".query = 'sum(q)'\n"
+       + extra, 7, f"autoscaler[0].metrics[0].{table}.metric.source.apiGroup", message)
+      for name, kind, table, group, extra, message in [
+        ("not-a-subdomain", "External", "external", '"Models_Example"', "",
+         'must be an API group, a DNS subdomain such as "metrics.example.com", got '
+         '"Models_Example"'),
+        ("default-external", "External", "external", '"external.metrics.k8s.io"', "",
+         '"external.metrics.k8s.io" is the default API group for External metrics; leave '
+         "source out"),
+        ("default-object", "Object", "object", '"custom.metrics.k8s.io"',
+         "object.describedObject = { kind = \"Ingress\", name = \"main\" }\n",
+         '"custom.metrics.k8s.io" is the default API group for Object metrics; leave source '
+         "out"),
+    ]],
+    ("metric-source-unknown-key", TARGET + "[[autoscaler.metrics]]\ntype = \"External\"\n"
+     "external.metric = { name = \"q\", source = { group = \"a.b\" } }\n", 7,
+     "autoscaler[0].metrics[0].external.metric.source.group", 'did you mean "apiGroup"?'),
+    ("utilization-requests", TARGET + 'utilizationRequests = "status"\n', 5,
+     "autoscaler[0].utilizationRequests", 'must be one of "applied", "spec", got "status"'),
+    ("daemon-utilization-requests", '[daemon]\nutilizationRequests = "Spec"\n', 2,
+     "daemon.utilizationRequests", 'did you mean "spec"?'),
 ]
 
 

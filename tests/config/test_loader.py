@@ -11,6 +11,7 @@ from autoscaler.algorithm import (
     MetricSourceType,
     MetricTargetType,
     PolicyType,
+    RequestsBasis,
     SelectPolicy,
 )
 from autoscaler.config import (
@@ -35,6 +36,7 @@ tolerance = "50m"
 cpuInitializationPeriod = "2m"
 initialReadinessDelay = 10
 downscaleStabilization = "1m"
+utilizationRequests = "spec"
 concurrency = 4
 listenAddress = "[::1]:9000"
 dryRun = true
@@ -71,6 +73,7 @@ scaleTargetRef = { apiVersion = "apps/v1", kind = "StatefulSet", name = "db" }
 maxReplicas = 9
 prometheus = "mimir"
 syncPeriod = "1m"
+utilizationRequests = "applied"
 pausedReplicas = 3
 fallback = { failureThreshold = 2, replicas = 5, allowScaleDown = true }
 behavior.scaleDown.policies = [{ type = "Pods", value = 1, periodSeconds = 30 }]
@@ -106,7 +109,8 @@ def test_daemon_settings(config: Config) -> None:
         sync_period=30.0, concurrency=4, listen_address="[::1]:9000", dry_run=True,
         log_format="console", log_level="debug", state_file=Path("/var/lib/a/state.json"),
         algorithm=AlgorithmSettings(tolerance=0.05, cpu_initialization_period=120.0,
-                                    initial_readiness_delay=10.0, downscale_stabilization=60.0),
+                                    initial_readiness_delay=10.0, downscale_stabilization=60.0,
+                                    utilization_requests=RequestsBasis.SPEC),
         leader_election=config.daemon.leader_election,
     )
     election = config.daemon.leader_election
@@ -147,6 +151,8 @@ def test_target_fields(config: Config) -> None:
                                                                                False, 3)
     assert db.fallback == Fallback(failure_threshold=2, replicas=5, allow_scale_down=True)
     assert config.server_for(db).name == "mimir"
+    assert db.spec.utilization_requests is RequestsBasis.APPLIED
+    assert config.targets[1].spec.utilization_requests is None  # [daemon]'s applies
 
 
 def test_metrics_and_queries(config: Config) -> None:
@@ -192,6 +198,8 @@ def test_bare_target_gets_upstream_defaults() -> None:
     assert target.metric_queries == (MetricQuery(query=None, requests_source="pods",
                                                  window=60.0),)
     assert (target.prometheus, target.paused, target.fallback) == ("default", False, None)
+    assert target.spec.utilization_requests is None
+    assert DaemonSettings().algorithm.utilization_requests is RequestsBasis.APPLIED
 
 
 def test_empty_file_is_a_config_without_targets() -> None:
@@ -265,3 +273,32 @@ def test_a_history_query_lands_on_the_metrics_query(prediction: str,
                              f"prediction = {prediction}\n").targets
     assert target.metric_queries[0].history_query == history_query
     assert target.predictions[0] is not None
+
+
+@pytest.mark.parametrize(("defaults", "own", "period"), [
+    ("", "syncPeriodSeconds = 5", 5.0),
+    ("", 'syncPeriod = "5s"', 5.0),
+    ("", "syncPeriodSeconds = 3600", 3600.0),
+    ("", "syncPeriodSeconds = 1", 1.0),
+    ("syncPeriodSeconds = 20", "", 20.0),
+    ('syncPeriod = "20s"', "syncPeriodSeconds = 5", 5.0),
+    ("syncPeriodSeconds = 20", 'syncPeriod = "5s"', 5.0),
+    ("", "", 15.0),
+], ids=["seconds", "duration-alias", "an-hour", "one-second", "from-defaults",
+        "own-seconds-over-default-duration", "own-duration-over-default-seconds", "daemon"])
+def test_sync_period_by_either_name(defaults: str, own: str, period: float) -> None:
+    """syncPeriodSeconds (KEP-6003's name) and syncPeriod (its duration alias) set the same
+    period; a target's own, by either name, replaces the default's by either name."""
+    text = f"[defaults]\n{defaults}\n\n{TARGET}{own}\n"
+    (target,) = parse_config(text).targets
+    assert target.sync_period == period
+
+
+def test_metric_source_is_accepted_as_a_manifest_has_it() -> None:
+    """KEP-6382's metric.source.apiGroup naming another provider loads (the query fetches)."""
+    text = TARGET + ('metrics = [{ type = "Pods", pods = { metric = { name = "queued", source = '
+                     '{ apiGroup = "modelserver.example.com" } }, target = { type = '
+                     '"AverageValue", averageValue = 5 }, query = \'queued{${pod_selector}}\' '
+                     "} }]\n")
+    (metric,) = parse_config(text).targets[0].spec.metrics
+    assert (metric.type, metric.name) == (MetricSourceType.PODS, "queued")

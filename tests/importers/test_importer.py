@@ -451,3 +451,58 @@ def test_output_is_replaced_only_by_a_whole_import(tmp_path: Path) -> None:
     assert len(load_config(out).targets) == 2
     assert out.stat().st_mode & 0o777 == 0o640
     assert {p.name for p in tmp_path.iterdir()} == {"out.toml", "bad.yaml"}  # no temp file left
+
+
+SYNC_PERIOD_HPAS = """\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxReplicas: 10
+  syncPeriodSeconds: 5
+---
+apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata: {name: old, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: old}
+  maxReplicas: 4
+  syncPeriodSeconds: 3600
+"""
+
+
+def test_sync_period_seconds_is_carried_over(tmp_path: Path) -> None:
+    """KEP-6003's spec.syncPeriodSeconds (v2 and v1 alike, as its latest draft has it)
+    becomes the target's syncPeriodSeconds, with a comment on how our scheduler differs."""
+    path = tmp_path / "hpa.yaml"
+    path.write_text(SYNC_PERIOD_HPAS)
+    text, notes = convert_files([str(path)], default_namespace="default")
+    assert [t.sync_period for t in parse_config(text).targets] == [5.0, 3600.0]
+    assert text.count("syncPeriodSeconds (KEP-6003): upstream waits this long after a "
+                      "reconcile ends") == 2
+    assert not [note for note in notes if "syncPeriodSeconds" in note]
+
+
+def test_out_of_range_sync_period_is_check_s_to_refuse(tmp_path: Path) -> None:
+    """A value no API server would hold is copied, and check names the field."""
+    path = tmp_path / "hpa.yaml"
+    path.write_text(SYNC_PERIOD_HPAS.replace("syncPeriodSeconds: 5", "syncPeriodSeconds: 0"))
+    text, _ = convert_files([str(path)], default_namespace="default")
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert [(i.path, i.message) for i in caught.value.issues] == [
+        ("autoscaler[0].syncPeriodSeconds", "must be between 1 and 3600, got 0")]
+
+
+def test_behavior_keys_the_config_lacks_are_noted(tmp_path: Path) -> None:
+    """No key of spec.behavior is dropped without a note: KEP-6003's first-draft place of
+    syncPeriodSeconds, and a rule key the config does not know."""
+    path = tmp_path / "hpa.yaml"
+    path.write_text(SYNC_PERIOD_HPAS.replace("  syncPeriodSeconds: 5\n", (
+        "  behavior:\n    syncPeriodSeconds: 7\n    scaleUp: {selectPolicy: Max, newRule: 1}\n")))
+    text, notes = convert_files([str(path)], default_namespace="default")
+    assert "shop/web: spec.behavior.scaleUp.newRule is not imported" in notes
+    assert ("shop/web: spec.behavior.syncPeriodSeconds is not imported (KEP-6003's first draft "
+            "put it there; the field is spec.syncPeriodSeconds)") in notes
+    assert parse_config(text).targets[0].sync_period == 15.0

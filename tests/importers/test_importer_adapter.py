@@ -255,3 +255,117 @@ def test_default_naming_serves_the_series_of_the_same_name(tmp_path: Path) -> No
     text, _ = convert_files([str(tmp_path / "hpa.yaml")], default_namespace="default",
                             rules=read_adapter_rules(str(tmp_path / "rules.yaml")))
     assert queries(text) == ["sum(http_inflight{${pod_selector}}) by (pod)"]
+
+
+def routed_hpas(tmp_path: Path) -> str:
+    """adapter-hpas.yaml with KEP-6382 sources: the Pods metric from another provider, the
+    Object metric from its type's default group, the External ones as they were."""
+    text = (MANIFESTS / "adapter-hpas.yaml").read_text()
+    text = text.replace(
+        "metric: {name: http_requests_per_second, selector: {matchLabels: {verb: GET}}}",
+        "metric: {name: http_requests_per_second, selector: {matchLabels: {verb: GET}}, "
+        "source: {apiGroup: modelserver.example.com}}")
+    text = text.replace("metric: {name: nginx_hits}",
+                        "metric: {name: nginx_hits, source: {apiGroup: custom.metrics.k8s.io}}")
+    path = tmp_path / "routed.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_metric_another_provider_serves_keeps_a_todo_naming_its_group(tmp_path: Path) -> None:
+    """KEP-6382: a metric whose metric.source.apiGroup names another provider is not
+    prometheus-adapter's, so the rules do not write its query: it keeps a TODO whose comment
+    names the group, and the source stays in the table (check accepts it). A source naming
+    the type's default group is the default: the rules serve it, the source is left out."""
+    text, notes = convert_files([routed_hpas(tmp_path)], default_namespace="default",
+                                rules=read_adapter_rules(CONFIG_MAP))
+    found = queries(text)
+    assert found[0] == "TODO: PromQL for Pods metric http_requests_per_second"
+    assert found[1].startswith("sum(rate(nginx_hits_total{")
+    assert ('shop/frontend: metrics[0]: served by API group "modelserver.example.com" '
+            "(KEP-6382), whose queries prometheus-adapter's rules cannot know; left a TODO"
+            ) in notes
+    assert ('shop/frontend: metrics[1]: metric.source.apiGroup "custom.metrics.k8s.io" is '
+            "the default for Object metrics; left out") in notes
+    assert ('#   The HPA asks API group "modelserver.example.com" for it (KEP-6382): write what '
+            "that provider computes.") in text
+    (target,) = tomllib.loads(text)["autoscaler"]
+    assert target["metrics"][0]["pods"]["metric"]["source"] == {
+        "apiGroup": "modelserver.example.com"}
+    assert "source" not in target["metrics"][1]["object"]["metric"]
+    config = parse_config(fill_todos(text))
+    assert len(config.targets[0].spec.metrics) == 5
+
+
+def test_the_kep_example_imports_with_its_groups_named(tmp_path: Path) -> None:
+    """KEP-6382's user-facing example (store 68352816158): the two routed metrics name their
+    groups; once the TODOs are written the file loads, sources and all."""
+    path = tmp_path / "kep.yaml"
+    path.write_text(KEP_6382_EXAMPLE)
+    text, _ = convert_files([str(path)], default_namespace="default")
+    assert text.count("The HPA asks API group") == 2
+    assert 'API group "modelserver.example.com"' in text
+    assert 'API group "monitoring.example.com"' in text
+    assert len(parse_config(fill_todos(text)).targets[0].spec.metrics) == 3
+
+
+KEP_6382_EXAMPLE = """\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: inference-server
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: inference-server
+  minReplicas: 2
+  maxReplicas: 50
+  metrics:
+  - type: Pods
+    pods:
+      metric:
+        name: gen_ai_server_request_queued
+        source:
+          apiGroup: modelserver.example.com
+      target:
+        type: AverageValue
+        averageValue: "5"
+  - type: External
+    external:
+      metric:
+        name: datadog_request_rate
+      target:
+        type: Value
+        value: "100"
+  - type: Object
+    object:
+      metric:
+        name: active_connections
+        source:
+          apiGroup: monitoring.example.com
+      describedObject:
+        apiVersion: networking.k8s.io/v1
+        kind: Ingress
+        name: main-ingress
+      target:
+        type: Value
+        value: "1000"
+"""
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("{apiGroup: Not_A_Group}", "must be a lowercase RFC 1123 subdomain"),
+    ("{}", "required"),
+    ("{apiGroup: 7}", "must be a string, got 7"),
+    ("groups", "must be a mapping"),
+])
+def test_an_unusable_source_names_its_field(tmp_path: Path, source: str, message: str) -> None:
+    """metric.source.apiGroup must be a DNS subdomain, as upstream validates it."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(POD_CPU.replace("metric: {name: cpu_usage}",
+                                    f"metric: {{name: cpu_usage, source: {source}}}"))
+    with pytest.raises(InputError) as caught:
+        convert_files([str(path)], default_namespace="default")
+    assert "spec.metrics[0].pods.metric.source" in str(caught.value)
+    assert message in str(caught.value)

@@ -137,3 +137,63 @@ def test_set_targets_reports_removed_keys() -> None:
     scheduler = Scheduler(Recorder())
     scheduler.set_targets([Target("a", 15), Target("b", 15)])
     assert scheduler.set_targets([Target("b", 15), Target("c", 30)]) == ["a"]
+
+
+def targets_with(periods: dict[str, str], daemon: str = "") -> list[Any]:
+    """Targets parsed from a config: ``name -> its sync-period line`` (empty: none)."""
+    from autoscaler.config import parse_config
+
+    text = f"[daemon]\n{daemon}\n" + "".join(
+        f'[[autoscaler]]\nnamespace = "shop"\nscaleTargetRef = {{ apiVersion = "apps/v1", '
+        f'kind = "Deployment", name = "{name}" }}\nmaxReplicas = 3\n{line}\n'
+        for name, line in periods.items())
+    return list(parse_config(text).targets)
+
+
+def starts_of(recorder: Recorder, name: str) -> list[float]:
+    """When the passes that included ``shop/Deployment/<name>`` started."""
+    key = f"shop/Deployment/{name}"
+    return [at for at, keys in zip(recorder.started, recorder.passes, strict=True) if key in keys]
+
+
+# KEP-6003's prototype limiter (kubernetes#138222, closed) is tested by
+# rate_limiters_test.go (store 54864466320); its numbers, through our config and scheduler.
+# Upstream waits its interval after each reconcile ends; ours starts a pass every period.
+
+
+async def test_per_item_override_and_default_interval() -> None:
+    """TestPerItemIntervalRateLimiter_PerItemOverride and _DefaultInterval: default 10 s,
+    fast-item 2 s, slow-item 30 s, default-item the default."""
+    recorder = Recorder()
+    scheduler = scheduler_for(recorder, jitter=0)
+    scheduler.set_targets(targets_with({
+        "fast-item": "syncPeriodSeconds = 2", "slow-item": "syncPeriodSeconds = 30",
+        "default-item": ""}, daemon="syncPeriod = 10"))
+    await run_for(scheduler, 30.5)
+    assert starts_of(recorder, "fast-item") == pytest.approx(
+        [2.0 * n for n in range(16)], abs=0.011)
+    assert starts_of(recorder, "slow-item") == pytest.approx([0.0, 30.0], abs=0.011)
+    assert starts_of(recorder, "default-item") == pytest.approx(
+        [0.0, 10.0, 20.0, 30.0], abs=0.011)
+
+
+async def test_removed_override_falls_back_to_the_default() -> None:
+    """TestPerItemIntervalRateLimiter_RemoveItem: 3 s, then the default 10 s once a reload
+    drops the target's own period (from the surviving 10 s group's phase)."""
+    recorder = Recorder()
+    scheduler = scheduler_for(recorder, jitter=0)
+    scheduler.set_targets(targets_with({"item": "syncPeriodSeconds = 3", "other": ""},
+                                       daemon="syncPeriod = 10"))
+    await run_for(scheduler, 9.5)
+    assert starts_of(recorder, "item") == pytest.approx([0.0, 3.0, 6.0, 9.0], abs=0.011)
+    scheduler.set_targets(targets_with({"item": "", "other": ""}, daemon="syncPeriod = 10"))
+    await run_for(scheduler, 21.0)  # to 30.5 s of loop time
+    later = [at for at in starts_of(recorder, "item") if at > 9.5]
+    assert later == pytest.approx([10.0, 20.0, 30.0], abs=0.011)
+
+
+def test_default_is_upstream_s_fifteen_seconds() -> None:
+    """TestNewDefaultHPARateLimiter: without a period of its own or the daemon's, 15 s
+    (--horizontal-pod-autoscaler-sync-period's default)."""
+    (target,) = targets_with({"any": ""})
+    assert target.sync_period == 15.0

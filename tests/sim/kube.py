@@ -19,6 +19,9 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.set_replicas("Deployment", ns, "web", 5)     # drift: someone else (kubectl) scaled it
     api.pods("default", "app=web"); api.set_pod_ready(ns, pod_name, False)
     api.set_pod_phase(ns, pod_name, "Failed")        # the controller adds a replacement
+    api.resize_pod(ns, pod_name, {"app": {"cpu": "4"}})   # in place, through /resize: the
+    api.finish_resize(ns, pod_name)   # kubelet holds it half done (hold="InProgress",
+                                      # "Deferred", "Infeasible"; None applies it at once)
     api.advance(10)   # ManualClock only (fixture `apiserver_manual`): move time, run what is due
     api.settle()      # run the simulated controllers until quiet
 
@@ -45,7 +48,10 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish
-``termination_delay`` after deletion. Time is the wall clock unless ``clock=ManualClock()``
+``termination_delay`` after deletion. A running container reports its resources as applied
+(``containerStatuses[*].resources``, ``allocatedResources``), and a pod's ``/resize``
+subresource changes its containers' resources in place (apiserver/kubelet.py says how a held
+resize is reported). Time is the wall clock unless ``clock=ManualClock()``
 (then only ``api.advance`` moves it). The CA and server certificate are made once per test
 process with openssl; startup takes a few milliseconds after that.
 

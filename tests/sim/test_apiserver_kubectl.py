@@ -61,6 +61,32 @@ async def test_scale_with_a_stale_resource_version_is_refused(apiserver: SimApiS
     assert apiserver.get("apps/v1", "Deployment", "default", "web")["spec"]["replicas"] == 2
 
 
+async def test_resize_a_pod_in_place(apiserver: SimApiServer) -> None:
+    """kubectl patch --subresource resize changes the pod's requests through /resize; the
+    kubelet applies them (a held resize leaves the old ones applied until released)."""
+    apiserver.create_deployment("default", "web", replicas=1, requests={"cpu": "1"})
+    await wait_until(lambda: apiserver.pods("default", "app=web")[0]["status"].get("phase")
+                     == "Running")
+    name = apiserver.pods("default", "app=web")[0]["metadata"]["name"]
+    apiserver.workloads.kubelet.hold_resize("default", name, "InProgress")
+    patch = '{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"4"}}}]}}'
+    (await kubectl(apiserver, "patch", "pod", name, "--subresource", "resize",
+                   "--patch", patch)).check()
+    assert apiserver.count(verb="patch", resource="pods/resize") == 1
+
+    def applied() -> str:
+        status = apiserver.pods("default", "app=web")[0]["status"]["containerStatuses"][0]
+        return str(status["resources"]["requests"]["cpu"])
+
+    pod = apiserver.pods("default", "app=web")[0]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "4"}
+    await wait_until(lambda: any(c["type"] == "PodResizeInProgress" for c in apiserver.pods(
+        "default", "app=web")[0]["status"]["conditions"]))
+    assert applied() == "1"
+    apiserver.finish_resize("default", name)
+    await wait_until(lambda: applied() == "4")
+
+
 async def test_get_raw_scale(apiserver: SimApiServer) -> None:
     """kubectl get --raw of /scale returns an autoscaling/v1 Scale with a selector string."""
     apiserver.create_deployment("default", "web", replicas=3, labels={"app": "web", "tier": "fe"})

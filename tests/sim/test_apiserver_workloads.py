@@ -229,3 +229,57 @@ def test_argo_rollout_scale_reads_hpa_replicas(apiserver_manual: SimApiServer) -
     scale = api.rest.get(api.resource("argoproj.io/v1alpha1", "Rollout"), "default", "r", "scale")
     assert rollout["status"]["HPAReplicas"] == 3
     assert scale["status"] == {"replicas": 3, "selector": "app=r"}
+
+
+def _resources(pod: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The first container's spec requests, applied requests and allocated resources."""
+    status = pod["status"]["containerStatuses"][0]
+    return (pod["spec"]["containers"][0]["resources"]["requests"],
+            status["resources"]["requests"], status["allocatedResources"])
+
+
+def test_a_started_container_reports_its_resources(apiserver_manual: SimApiServer) -> None:
+    """As a 1.35 kubelet: once running, status resources and allocatedResources are the spec's."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1, requests={"cpu": "500m"})
+    (pod,) = api.pods("default", "app=web")
+    assert _resources(pod) == ({"cpu": "500m"},) * 3
+
+
+def test_a_held_resize_keeps_the_old_requests_applied(apiserver_manual: SimApiServer) -> None:
+    """/resize changes the spec at once; held InProgress, the new requests are allocated but
+    the old ones applied (PodResizeInProgress) until the resize finishes."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1, requests={"cpu": "1"})
+    name = api.pods("default", "app=web")[0]["metadata"]["name"]
+    api.resize_pod("default", name, {"app": {"cpu": "4"}})
+    (pod,) = api.pods("default", "app=web")
+    assert _resources(pod) == ({"cpu": "4"}, {"cpu": "1"}, {"cpu": "4"})
+    assert _condition(pod, "PodResizeInProgress")["status"] == "True"
+    api.advance(30)
+    assert _resources(api.pods("default", "app=web")[0])[1] == {"cpu": "1"}
+    api.finish_resize("default", name)
+    (pod,) = api.pods("default", "app=web")
+    assert _resources(pod) == ({"cpu": "4"},) * 3
+    assert not [c for c in pod["status"]["conditions"] if c["type"].startswith("PodResize")]
+
+
+@pytest.mark.parametrize("hold", ["Deferred", "Infeasible"])
+def test_a_pending_resize_allocates_nothing(apiserver_manual: SimApiServer, hold: str) -> None:
+    """Deferred or Infeasible: neither allocated nor applied, PodResizePending says why."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1, requests={"cpu": "1"})
+    name = api.pods("default", "app=web")[0]["metadata"]["name"]
+    api.resize_pod("default", name, {"app": {"cpu": "4"}}, hold=hold)
+    (pod,) = api.pods("default", "app=web")
+    assert _resources(pod) == ({"cpu": "4"}, {"cpu": "1"}, {"cpu": "1"})
+    assert _condition(pod, "PodResizePending")["reason"] == hold
+
+
+def test_an_unheld_resize_is_applied_at_once(apiserver_manual: SimApiServer) -> None:
+    """Without a hold the kubelet applies a resize in its next pass."""
+    api = apiserver_manual
+    api.create_deployment("default", "web", replicas=1, requests={"cpu": "1"})
+    name = api.pods("default", "app=web")[0]["metadata"]["name"]
+    api.resize_pod("default", name, {"app": {"cpu": "250m"}}, hold=None)
+    assert _resources(api.pods("default", "app=web")[0]) == ({"cpu": "250m"},) * 3

@@ -23,6 +23,9 @@ log = structlog.get_logger("autoscaler.kube.pods")
 _PHASES = {phase.value: phase for phase in PodPhase}
 _STATUSES = {status.value: status for status in ConditionStatus}
 
+_Items = tuple[tuple[str, int], ...]
+"""A ``ResourceList`` as sorted (name, milli-units) pairs: hashable, so pods can share it."""
+
 
 def parse_time(text: Any) -> float | None:
     """RFC 3339 (``2026-01-02T03:04:05Z``, fractions allowed) to Unix seconds."""
@@ -40,10 +43,17 @@ def requests_of(resources: Any) -> Mapping[str, int]:
     return _shared_requests(_requests_items(resources))
 
 
-def _requests_items(resources: Any) -> tuple[tuple[str, int], ...]:
-    requests = (resources or {}).get("requests") or {}
+def _requests_items(resources: Any) -> _Items:
+    """``resources.requests`` as sorted milli-unit pairs."""
+    return _quantity_items((resources or {}).get("requests"))
+
+
+def _quantity_items(resource_list: Any) -> _Items:
+    """A ``ResourceList`` (name -> quantity) as sorted milli-unit pairs."""
     parsed: list[tuple[str, int]] = []
-    for name, quantity in requests.items():
+    if not isinstance(resource_list, Mapping):
+        return ()
+    for name, quantity in resource_list.items():
         try:
             parsed.append((str(name), parse_milli(quantity)))
         except QuantityError:
@@ -52,13 +62,16 @@ def _requests_items(resources: Any) -> tuple[tuple[str, int], ...]:
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _shared_requests(items: tuple[tuple[str, int], ...]) -> Mapping[str, int]:
+def _shared_requests(items: _Items) -> Mapping[str, int]:
     return MappingProxyType(dict(items))
 
 
-def _containers(entries: Any, *, sidecars_only: bool = False) -> tuple[Container, ...]:
+def _containers(
+    entries: Any, applied: Mapping[str, _Items | None], *, sidecars_only: bool = False,
+) -> tuple[Container, ...]:
     return _shared_containers(tuple(
-        (str(entry.get("name", "")), _requests_items(entry.get("resources")))
+        (name := str(entry.get("name", "")), _requests_items(entry.get("resources")),
+         applied.get(name))
         for entry in entries or ()
         # A restartable init container (restartPolicy Always) is a sidecar: its requests count.
         if not sidecars_only or entry.get("restartPolicy") == "Always"
@@ -67,11 +80,35 @@ def _containers(entries: Any, *, sidecars_only: bool = False) -> tuple[Container
 
 @functools.lru_cache(maxsize=1 << 14)
 def _shared_containers(
-    key: tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+    key: tuple[tuple[str, _Items, _Items | None], ...],
 ) -> tuple[Container, ...]:
     """The pods of one template have equal containers: one immutable tuple serves them all
     (at 50,000 pods, ~20 MB of identical Container objects and request maps)."""
-    return tuple(Container(name=name, requests=_shared_requests(items)) for name, items in key)
+    return tuple(
+        Container(name=name, requests=_shared_requests(items),
+                  applied=None if applied is None else _shared_requests(applied))
+        for name, items, applied in key)
+
+
+def _applied_items(status: Mapping[str, Any]) -> _Items | None:
+    """What the kubelet reports it has applied: ``resources.requests``, else
+    ``allocatedResources`` (component-helpers' ``containerActuatedRequests`` order)."""
+    resources = status.get("resources")
+    requests = resources.get("requests") if isinstance(resources, Mapping) else None
+    if requests is None:
+        requests = status.get("allocatedResources")
+    return None if requests is None else _quantity_items(requests)
+
+
+def _applied_by_name(status: Mapping[str, Any]) -> dict[str, _Items | None]:
+    """Each container's applied requests, by name, from ``containerStatuses`` and
+    ``initContainerStatuses`` (as ``findContainerStatus`` looks in both)."""
+    found: dict[str, _Items | None] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for entry in status.get(key) or ():
+            if isinstance(entry, Mapping) and (applied := _applied_items(entry)) is not None:
+                found.setdefault(str(entry.get("name", "")), applied)
+    return found
 
 
 def _ready(status: Mapping[str, Any]) -> tuple[ConditionStatus | None, float | None]:
@@ -86,6 +123,8 @@ def pod_from_json(raw: Mapping[str, Any]) -> Pod:
     """The core's view of one pod."""
     metadata, spec, status = (raw.get(k) or {} for k in ("metadata", "spec", "status"))
     ready, transition = _ready(status)
+    applied = _applied_by_name(status)
+    pod_applied = _applied_items(status)
     return Pod(
         name=str(metadata.get("name", "")),
         # A pod the kubelet has not reported on yet has no phase: it is pending.
@@ -94,9 +133,11 @@ def pod_from_json(raw: Mapping[str, Any]) -> Pod:
         ready_transition_time=transition,
         start_time=parse_time(status.get("startTime")),
         deleting=metadata.get("deletionTimestamp") is not None,
-        containers=_containers(spec.get("containers")),
-        sidecars=_containers(spec.get("initContainers"), sidecars_only=True),
+        containers=_containers(spec.get("containers"), applied),
+        sidecars=_containers(spec.get("initContainers"), applied, sidecars_only=True),
         pod_requests=requests_of(spec.get("resources")) or None,
+        overhead=_shared_requests(_quantity_items(spec.get("overhead"))),
+        pod_applied=None if pod_applied is None else _shared_requests(pod_applied),
     )
 
 

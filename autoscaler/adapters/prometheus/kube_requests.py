@@ -5,6 +5,10 @@
 container's request for that resource is replaced by the series' value; containers without a
 series keep what the pod spec says, containers only kube-state-metrics knows are added. If the
 requests query fails, the utilization metric that needed it is unavailable this pass.
+
+kube-state-metrics exports the spec's requests only (kube-state-metrics#2980; the status
+series of #3016 are not merged), so a request it gives replaces the applied one too: on this
+path a pod resized in place counts by its spec whatever ``utilizationRequests`` says.
 """
 
 from __future__ import annotations
@@ -72,12 +76,20 @@ def _with_requests(pod: Pod, by_container: Mapping[str, Mapping[str, int]]) -> P
     if not by_container:
         return pod
     known = {c.name for c in pod.containers}
-    containers = [
-        replace(c, requests={**c.requests, **by_container.get(c.name, {})})
-        for c in pod.containers
-    ]
+    containers = [_folded(c, by_container.get(c.name, {})) for c in pod.containers]
     containers += [
         Container(name=name, requests=dict(requests))
         for name, requests in sorted(by_container.items()) if name not in known
     ]
     return replace(pod, containers=tuple(containers))
+
+
+def _folded(container: Container, requests: Mapping[str, int]) -> Container:
+    """``container`` with kube-state-metrics' ``requests``, which replace both the spec's and
+    the applied ones for those resources."""
+    if not requests:
+        return container
+    applied = container.applied
+    if applied is not None:
+        applied = {name: value for name, value in applied.items() if name not in requests}
+    return replace(container, requests={**container.requests, **requests}, applied=applied)

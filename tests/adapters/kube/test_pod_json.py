@@ -7,6 +7,7 @@ import pytest
 
 from autoscaler.adapters.kube.pod_json import pod_from_json
 from autoscaler.algorithm import ConditionStatus, PodPhase
+from autoscaler.algorithm.pods import pod_requests
 
 
 def unix(text: str) -> float:
@@ -85,3 +86,70 @@ def test_garbage_quantity_is_left_out() -> None:
     raw = pod(phase="Running")
     raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     assert dict(pod_from_json(raw).containers[0].requests) == {"memory": 1024**3 * 1000}
+
+
+def test_overhead_is_read_and_left_out_of_pod_level_requests() -> None:
+    """spec.overhead is read, and the requests the daemon divides by exclude it, as
+    upstream's since kubernetes#142154: pod-level cpu 800m with 250m overhead is 800m."""
+    raw = pod(phase="Running")
+    raw["spec"]["resources"] = {"requests": {"cpu": "800m"}}
+    raw["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    converted = pod_from_json(raw)
+    assert converted.overhead == {"cpu": 250, "memory": 120 * 1024**2 * 1000}
+    assert pod_requests([converted], resource="cpu", container=None) == {"web-1": 800}
+
+
+def resized(**status: Any) -> dict[str, Any]:
+    """A Running pod whose spec asks 1 cpu for app and 200m for its sidecar."""
+    raw = pod(phase="Running", **status)
+    raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    raw["spec"]["initContainers"][1]["resources"]["requests"]["cpu"] = "200m"
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("status", "app", "proxy"),
+    [
+        ({}, None, None),
+        ({"containerStatuses": [{"name": "app", "resources": {
+            "requests": {"cpu": "250m", "memory": "1Gi"}}}]},
+         {"cpu": 250, "memory": 1024**3 * 1000}, None),
+        ({"containerStatuses": [{"name": "app", "allocatedResources": {"cpu": "500m"}}]},
+         {"cpu": 500}, None),
+        ({"containerStatuses": [{"name": "app", "resources": {"requests": {"cpu": "250m"}},
+                                 "allocatedResources": {"cpu": "1"}}]}, {"cpu": 250}, None),
+        ({"containerStatuses": [{"name": "app", "resources": {"limits": {"cpu": "2"}}}]},
+         None, None),
+        ({"initContainerStatuses": [{"name": "proxy", "resources": {
+            "requests": {"cpu": "100m"}}}]}, None, {"cpu": 100}),
+        ({"containerStatuses": [{"name": "app", "resources": "garbage"}]}, None, None),
+    ],
+    ids=["no-statuses", "status-resources", "only-allocated", "resources-before-allocated",
+         "limits-only", "sidecar-in-initContainerStatuses", "garbage-resources"],
+)
+def test_applied_requests_from_the_container_statuses(
+    status: dict[str, Any], app: dict[str, int] | None, proxy: dict[str, int] | None
+) -> None:
+    """Each container's applied requests come from its status by name (resources.requests,
+    else allocatedResources); the spec's requests stay as they are."""
+    converted = pod_from_json(resized(**status))
+    assert dict(converted.containers[0].requests)["cpu"] == 1000
+    assert (None if converted.containers[0].applied is None
+            else dict(converted.containers[0].applied)) == app
+    assert (None if converted.sidecars[0].applied is None
+            else dict(converted.sidecars[0].applied)) == proxy
+
+
+def test_pod_level_applied_requests() -> None:
+    """status.resources.requests (else status.allocatedResources) is the pod-level applied
+    value, overhead included as the kubelet reports it; the core takes the overhead off."""
+    raw = pod(phase="Running", resources={"requests": {"cpu": "1050m"}},
+              allocatedResources={"cpu": "2"})
+    raw["spec"]["resources"] = {"requests": {"cpu": "4"}}
+    raw["spec"]["overhead"] = {"cpu": "250m"}
+    converted = pod_from_json(raw)
+    assert converted.pod_applied == {"cpu": 1050}
+    assert pod_requests([converted], resource="cpu", container=None) == {"web-1": 800}
+    assert pod_from_json(pod(phase="Running", allocatedResources={"cpu": "2"})).pod_applied \
+        == {"cpu": 2000}
+    assert pod_from_json(pod(phase="Running")).pod_applied is None

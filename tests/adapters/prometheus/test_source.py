@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -9,13 +10,17 @@ import pytest
 
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.algorithm import (
+    Container,
     ExternalMetricValues,
     MetricSourceType,
     MetricTargetType,
     MetricUnavailable,
     ObjectMetricValue,
+    Pod,
     PodMetricValues,
+    RequestsBasis,
 )
+from autoscaler.algorithm.pods import pod_requests
 from tests.adapters.prometheus.conftest import (
     CPU,
     CPU_REQUESTS,
@@ -137,6 +142,26 @@ async def test_requests_from_kube_state_metrics(source: PrometheusSource) -> Non
                 for p in result.pods["shop/web"] for c in p.containers}
     expected = {(pod, c): round(v * 1000) for (_, pod, c), v in CPU_REQUESTS.items()}
     assert requests == expected
+
+
+async def test_kube_state_metrics_requests_replace_the_applied_ones(
+    source: PrometheusSource,
+) -> None:
+    """kube-state-metrics exports the spec's requests only (kube-state-metrics#2980): on that
+    path a request it gives is the one Utilization divides by, whatever the pod's status
+    says was applied; a resource it does not give keeps the applied value."""
+    query = metric_query(window=CPU_WINDOW, requests_source="kube-state-metrics")
+    request = target("shop/web", namespace="shop", pod_names=["web-0"],
+                     metrics=[(spec(R, "cpu", target=MetricTargetType.UTILIZATION), query)])
+    resized = Pod(name="web-0", containers=(Container(
+        name="app", requests={"cpu": 2000}, applied={"cpu": 300, "memory": 7}),))
+    request = dataclasses.replace(request, pods=(resized,))
+    result = await source.fetch([request], deadline=deadline())
+    (pod,) = result.pods["shop/web"]
+    assert pod_requests([pod], resource="cpu", container=None, basis=RequestsBasis.APPLIED) \
+        == {"web-0": 600}  # app 500m and sidecar 100m, from kube-state-metrics
+    assert pod_requests([pod], resource="memory", container="app",
+                        basis=RequestsBasis.APPLIED) == {"web-0": 7}
 
 
 async def test_pods_metric(source: PrometheusSource) -> None:

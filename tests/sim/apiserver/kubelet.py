@@ -7,6 +7,13 @@ write with its lastTransitionTime, as a real node reports them. A pod with a
 deletionTimestamp is removed ``termination_delay`` seconds after the kubelet first saw it.
 Tests may pin a pod's readiness (``force_ready``). Time comes from the injected clock.
 
+Resources are reported as a 1.35 kubelet does (InPlacePodVerticalScaling, GA): a started
+container's ``resources`` and ``allocatedResources`` are its spec's. A resize (the pod's
+``/resize`` subresource) is applied at the next pass, unless a test holds it
+(``hold_resize``): ``InProgress`` allocates the new requests but keeps the old ones
+applied (condition ``PodResizeInProgress``), ``Deferred`` and ``Infeasible`` keep both
+(condition ``PodResizePending`` with that reason). ``release_resize`` lets it finish.
+
 A pass syncs only the pods that changed since the last one (``mark``, fed by the store's
 change listener) and those whose next step is due (a heap of due times), never all pods.
 """
@@ -72,11 +79,22 @@ def _next_step(sim: PodSim) -> datetime | None:
     return None
 
 
+RESIZE_HOLDS = ("InProgress", "Deferred", "Infeasible")
+_RESIZE_CONDITIONS = ("PodResizeInProgress", "PodResizePending")
+
+
+def _applied(container: Obj) -> Obj:
+    """What a container's status reports once its spec's resources are applied."""
+    resources = container.get("resources") or {}
+    return {key: json_copy(resources[key]) for key in ("requests", "limits") if resources.get(key)}
+
+
 class Kubelet:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store, self.clock = store, clock
         self.defaults = PodTiming()
         self.pods: dict[tuple[str, str], PodSim] = {}
+        self.resize_holds: dict[tuple[str, str], str] = {}
         self._ip = 0
         self._dirty: dict[tuple[str, str], None] = {}  # an ordered set: changed pods
         self._due: list[tuple[datetime, tuple[str, str]]] = []  # heap, entries may be stale
@@ -162,7 +180,57 @@ class Kubelet:
             return self._write_status(pod, self._running(pod, now), )
         if sim.started_at is None and status.get("phase") == "Running":
             sim.started_at = now
-        return self._readiness(pod, sim, now)
+        # A resize's write marks the pod again: readiness is looked at in the next pass.
+        return self._resize(pod, now) or self._readiness(pod, sim, now)
+
+    def _resize(self, pod: Obj, now: datetime) -> bool:
+        """Apply the spec's resources to a running pod's status, or report the held resize."""
+        status = pod.get("status") or {}
+        if status.get("phase") != "Running":
+            return False
+        hold = self.resize_holds.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        spec = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+        new = json_copy(status)
+        outstanding = False
+        for entry in new.get("containerStatuses") or []:
+            if entry["name"] not in spec:
+                continue
+            wanted = _applied(spec[entry["name"]])
+            if hold is None or "allocatedResources" not in entry:
+                entry["resources"] = wanted
+                entry["allocatedResources"] = json_copy(wanted.get("requests") or {})
+            elif entry.get("resources") != wanted:
+                outstanding = True
+                if hold == "InProgress":  # allocated at once, applied later
+                    entry["allocatedResources"] = json_copy(wanted.get("requests") or {})
+        kept = {c.get("type"): c for c in new.get("conditions") or []}
+        conditions = [c for c in new.get("conditions") or []
+                      if c.get("type") not in _RESIZE_CONDITIONS]
+        if outstanding:
+            kind = "PodResizeInProgress" if hold == "InProgress" else "PodResizePending"
+            reason = None if hold == "InProgress" else hold
+            condition = kept.get(kind)
+            if condition is None or condition.get("reason") != reason:
+                condition = _condition(kind, True, rfc3339(now), reason)
+                if hold == "Infeasible":
+                    condition["message"] = "Node didn't have enough capacity"
+            conditions.append(condition)
+        new["conditions"] = conditions
+        if new == status:
+            return False
+        return self._write_status(pod, new)
+
+    def hold_resize(self, namespace: str, name: str, state: str) -> None:
+        """Hold this pod's resizes in ``state`` (one of ``RESIZE_HOLDS``) until released."""
+        if state not in RESIZE_HOLDS:
+            raise ValueError(f"a resize is held as one of {RESIZE_HOLDS}, not {state!r}")
+        self.resize_holds[(namespace, name)] = state
+        self.mark(namespace, name)
+
+    def release_resize(self, namespace: str, name: str) -> None:
+        """Let this pod's resize finish: the spec's resources become the applied ones."""
+        self.resize_holds.pop((namespace, name), None)
+        self.mark(namespace, name)
 
     def _readiness(self, pod: Obj, sim: PodSim, now: datetime) -> bool:
         if (pod.get("status") or {}).get("phase") != "Running" or sim.started_at is None:
@@ -220,9 +288,13 @@ class Kubelet:
         for cond in status["conditions"]:
             if cond["type"] == "PodReadyToStartContainers":
                 cond.update(status="True", lastTransitionTime=when)
+        spec = {c["name"]: c for c in pod["spec"].get("containers") or []}
         for container in status["containerStatuses"]:
             container.update(started=True, containerID=f"containerd://{random_suffix(12)}",
                              state={"running": {"startedAt": when}})
+            applied = _applied(spec.get(container["name"]) or {})
+            container.update(resources=applied,
+                             allocatedResources=json_copy(applied.get("requests") or {}))
         return status
 
     def _write_status(self, pod: Obj, status: Obj) -> bool:

@@ -113,7 +113,7 @@ def builtin_types() -> list[ResourceType]:
     """The built-in types, core first, in the order discovery lists them."""
     return [
         _builtin(group="", version="v1", kind="Pod", plural="pods", singular="pod",
-                 short_names=("po",), categories=("all",), subresources=("status",),
+                 short_names=("po",), categories=("all",), subresources=("resize", "status"),
                  field_labels=dict(_POD_FIELDS)),
         _builtin(group="", version="v1", kind="Event", plural="events", singular="event",
                  short_names=("ev",), field_labels=dict(_EVENT_FIELDS)),

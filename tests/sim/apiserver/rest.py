@@ -181,6 +181,8 @@ class Rest:
         if subresource == "status":
             new = json_copy(old)
             new["status"] = obj.get("status")
+        elif subresource == "resize":
+            new = _resized(old, obj)
         else:
             new = obj
             if rt.has_status:
@@ -276,3 +278,20 @@ class Rest:
             self.clock.now() + timedelta(seconds=int(grace)))
         new["metadata"]["deletionGracePeriodSeconds"] = int(grace)
         return self.store.replace(rt.storage_key, new, adopt=True)
+
+
+def _resized(old: Obj, obj: Obj) -> Obj:
+    """A pod's ``/resize`` subresource (InPlacePodVerticalScaling): only the resources of its
+    containers (and pod-level ``spec.resources``) change; the rest of the body is ignored,
+    as the status subresource ignores all but the status. The kubelet applies them later."""
+    new = json_copy(old)
+    spec, wanted = new.setdefault("spec", {}), obj.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        given = {c.get("name"): c for c in wanted.get(key) or [] if isinstance(c, dict)}
+        for container in spec.get(key) or []:
+            resources = (given.get(container.get("name")) or {}).get("resources")
+            if resources is not None:
+                container["resources"] = json_copy(resources)
+    if wanted.get("resources") is not None:
+        spec["resources"] = json_copy(wanted["resources"])
+    return new

@@ -26,6 +26,7 @@ from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
 from .kubeconfig import write_kubeconfig
 from .kubelet import PodTiming
+from .patch import STRATEGIC
 from .resources import Registry, ResourceType, builtin_types, rollout_type, scaledobject_type
 from .rest import Rest
 from .routes import Router
@@ -276,6 +277,30 @@ class SimApiServer:
         """Force a pod's phase (Failed, Succeeded, Unknown); the controller replaces
         Failed/Succeeded pods, as a ReplicaSet does."""
         self.workloads.kubelet.set_phase(namespace, name, phase)
+        self.workloads.settle()
+
+    def resize_pod(self, namespace: str, name: str, requests: dict[str, dict[str, str]], *,
+                   hold: str | None = "InProgress") -> dict[str, Any]:
+        """Resize a pod in place, as ``kubectl patch pod --subresource resize`` does: the
+        named containers' requests change in the spec at once. ``hold`` keeps the kubelet
+        from applying them (``InProgress``, ``Deferred``, ``Infeasible``) until
+        ``finish_resize``; ``None`` applies them at once."""
+        if hold is not None:
+            self.workloads.kubelet.hold_resize(namespace, name, hold)
+        rt = self.resource("v1", "Pod")
+        pod = self.rest.get(rt, namespace, name)
+        body = {"spec": {"containers": [
+            {"name": c["name"], "resources": {**(c.get("resources") or {}), "requests": {
+                **((c.get("resources") or {}).get("requests") or {}), **requests[c["name"]]}}}
+            for c in pod["spec"]["containers"] if c["name"] in requests]}}
+        resized = self.rest.patch(rt, namespace, name, content_type=STRATEGIC, body=body,
+                                  subresource="resize")
+        self.workloads.settle()
+        return resized
+
+    def finish_resize(self, namespace: str, name: str) -> None:
+        """Let the kubelet apply a held resize: the pod's status reports the spec's requests."""
+        self.workloads.kubelet.release_resize(namespace, name)
         self.workloads.settle()
 
     def pods(self, namespace: str = "default", selector: str = "") -> list[dict[str, Any]]:
