@@ -18,6 +18,7 @@ import pytest
 
 from autoscaler.algorithm import (
     AlgorithmSettings,
+    DecisionInput,
     History,
     Pod,
     PodMetricValues,
@@ -156,12 +157,12 @@ def test_the_target_setting_wins_over_the_daemon_default(
     """A vertical scale-down in flight (4 cores applied, 1 in spec): by the spec the HPA
     scales out for nothing (3 -> 5), by the applied requests it holds (2 is stabilized)."""
     target_spec = replace(spec(cpu_spec(60), max_replicas=10), utilization_requests=target)
-    decision = decide(
+    decision = decide(DecisionInput(
         spec=target_spec, scale=ScaleState(spec_replicas=3, status_replicas=3),
         metrics=[PodMetricValues(samples=USAGE)],
         pods=three_pods(spec_cpu=1000, applied_cpu=4000), history=History(), now=NOW,
         settings=AlgorithmSettings(utilization_requests=daemon),
-    )
+    ))
     assert decision.desired_replicas == desired
 
 
