@@ -127,6 +127,8 @@ class Daemon:
         self.server_answered = asyncio.Event()
         self.timeline.server.observed = self.server_answered.set
         self.elector: LeaderElector | None = None
+        self._term = 0
+        """The leadership term whose history was (or is being) read: writes are fenced on it."""
         self.synced = False
         self.heartbeat = time.monotonic()
         self.supervisor = Supervisor()
@@ -231,11 +233,13 @@ class Daemon:
     # --- leadership and state -----------------------------------------------------------
 
     def _may_write(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.elector is None or self.elector.leads(self._term)
 
     def _holds_lease(self) -> bool:
-        """With leader election: the fence of every history write (no elector yet: no)."""
-        return self.elector is not None and self.elector.is_leader
+        """With leader election: the fence of every history write (no elector yet: no).
+        Only in the term whose history this instance read: a term that lapsed or ended
+        never resumes, and a new one writes nothing until its history is read again."""
+        return self.elector is not None and self.elector.leads(self._term)
 
     def _may_run(self) -> bool:
         return self._may_fill() and self.history_read.is_set()
@@ -280,21 +284,35 @@ class Daemon:
         self.telemetry.set_leader(lease, False)
         self.supervisor.start("lease", self.elector.run())
         restoring: asyncio.Task[Any] | None = None
+        wanted = 0
         while True:
             await self.elector.changed.wait()
             self.elector.changed.clear()
-            leading = self.elector.is_leader
+            leading, term = self.elector.is_leader, self.elector.term
             self.telemetry.set_leader(lease, leading)
-            if leading:
-                # Take over the previous leader's windows before acting.
-                if restoring is None or restoring.done():
-                    restoring = self.supervisor.start("history restore", self._restore(),
-                                                      finishes=True)
-            else:
-                if restoring is not None:
-                    restoring.cancel()
-                self.keeper.invalidate()
+            if leading and term == wanted:
+                continue  # the term whose history is read, or being read
+            # Lost, or a new term (one that lapsed never resumes): what this instance holds
+            # is not the store's any more; a new term reads it again, as a fresh leader.
+            if restoring is not None:
+                restoring.cancel()
+            self.keeper.invalidate()
+            self.history_read.clear()
+            if not leading:
+                wanted = 0
                 self.telemetry.forget_targets()  # the new leader's view is the one to read
+                continue
+            wanted = term
+            restoring = self.supervisor.start("history restore", self._take_over(term),
+                                              finishes=True)
+
+    async def _take_over(self, term: int) -> None:
+        """Lead in ``term``: passes of an earlier term still running end first (they write
+        nothing meanwhile: the fences name the term), then the history is read."""
+        if not await self.scheduler.drain(DRAIN_GRACE):
+            await self.scheduler.cancel(timeout=CANCEL_GRACE)
+        self._term = term
+        await self._restore()
 
     async def _restore(self) -> None:
         """Read the history (retrying as long as it takes), then let passes run. The API
