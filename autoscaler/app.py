@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +27,15 @@ from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
+from autoscaler.adapters.kube.configmap_store import (
+    ConfigMapStateStore,
+    host_owner,
+    lease_owner,
+)
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
 from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, wants_in_cluster
-from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore, ReadOnceStore
+from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.config.watch import Change, FileWatch, suspect_changes
@@ -121,6 +127,11 @@ class Daemon:
         self.stop = asyncio.Event()
         self.reload_requested = asyncio.Event()
         self.identity = default_identity()
+        daemon = self.config.daemon
+        self.state_lock = (StoreLock.take(daemon.state_file)
+                           if daemon.state_file is not None and not daemon.dry_run else None)
+        """One process at a time on a state file (a dry run only reads it): taken first,
+        so a second daemon is refused before it starts anything."""
         self.wall = wall_clock()
         self.timeline = Timeline(self.wall)
         """The clock windows, periods and the history run on (``runtime/timeline.py``)."""
@@ -152,6 +163,8 @@ class Daemon:
         try:
             return await self._serve(components)
         finally:
+            if self.state_lock is not None:
+                self.state_lock.close()
             try:
                 await asyncio.wait_for(connections.aclose(), CLOSE_GRACE)
             except TimeoutError:
@@ -169,7 +182,8 @@ class Daemon:
             self._state_store(components), self.reconciler.states, clock=self.timeline.now,
             skew=self.timeline.skew,
             corrected=self.telemetry.clock_steps.labels(source="history").inc,
-            leader=self._holds_lease if self.config.daemon.leader_election.enabled else None)
+            leader=self._holds_lease if self._elected() else None)
+        await self._check_store()
         self.backfill = HistoryBackfill(components.history, self.reconciler.state,
                                         may_run=self._may_fill)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
@@ -188,7 +202,7 @@ class Daemon:
             start("forecast history", self.backfill.run())
             start("cache sync", self._sync_pods(), finishes=True)
             start("leadership", self._leadership(),
-                  finishes=not self.config.daemon.leader_election.enabled)
+                  finishes=not self._elected())
             self.notifier.ready(f"{len(self.scheduler_targets)} targets")
             await self.stop.wait()
             await self._shut_down()
@@ -210,7 +224,7 @@ class Daemon:
             await self.scheduler.cancel(timeout=CANCEL_GRACE)
         if self.keeper.restored.is_set() and self._may_write():
             try:
-                await asyncio.wait_for(self.keeper.persist(clean=True), SAVE_GRACE)
+                await asyncio.wait_for(self._save_at_stop(), SAVE_GRACE)
             except Exception as error:  # the last intents written stay; the next start bridges
                 log.error("could not save the history at stop", store=self.keeper.store.description,
                           error=str(error) or type(error).__name__)
@@ -220,6 +234,20 @@ class Daemon:
                 await asyncio.wait_for(self.elector.release(), RELEASE_GRACE)
             except TimeoutError:
                 log.warning("releasing the lease took too long; it will expire instead")
+
+    async def _check_store(self) -> None:
+        """Refuse, before anything starts, a state ConfigMap another daemon owns (the
+        restore checks again; a read that fails now is left to it)."""
+        store = self.keeper.store
+        if isinstance(store, ConfigMapStateStore):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(store.check(), self.config.kubernetes.request_timeout)
+
+    async def _save_at_stop(self) -> None:
+        await self.keeper.persist(clean=True)
+        store = self.keeper.store
+        if isinstance(store, ConfigMapStateStore) and not self._elected():
+            await store.release()  # the next daemon may be another pod
 
     def _options(self, config: Config) -> ReconcileOptions:
         return ReconcileOptions(
@@ -249,6 +277,11 @@ class Daemon:
         it) and this instance leads."""
         return self._may_write() and self.keeper.restored.is_set()
 
+    def _elected(self) -> bool:
+        """Whether this instance campaigns for a Lease: not in a dry run, which writes
+        nothing and so must not take the lease (or the store) from the live daemon."""
+        return self.config.daemon.leader_election.enabled and not self.config.daemon.dry_run
+
     def _lease_names(self) -> tuple[str, str]:
         election = self.config.daemon.leader_election
         name = election.lease_name
@@ -257,23 +290,34 @@ class Daemon:
         return name, election.lease_namespace or pod_namespace()
 
     def _state_store(self, components: Components) -> StateStore:
+        """The store this daemon owns; a dry run's is the live one read once at start, then
+        kept in memory: it takes neither the state file's lock nor the Lease and writes
+        nothing, so it can run beside the daemon it shadows."""
         daemon = self.config.daemon
+        store: StateStore
         if daemon.state_file is not None:
-            return FileStateStore(daemon.state_file)
-        in_cluster = wants_in_cluster(self.config.kubernetes, os.environ, InClusterFiles())
-        if daemon.leader_election.enabled or in_cluster:
+            store = FileStateStore(daemon.state_file, read_only=daemon.dry_run,
+                                   lock=self.state_lock)
+        elif daemon.leader_election.enabled or wants_in_cluster(
+                self.config.kubernetes, os.environ, InClusterFiles()):
             name, namespace = self._lease_names()
-            return ConfigMapStateStore(components.api_client, namespace=namespace,
-                                       name=f"{name}-state")
-        log.warning("no state file and no cluster state: history is lost on restart "
-                    "(set daemon.stateFile)")
-        return MemoryStateStore()
+            owner = (lease_owner(namespace, name) if daemon.leader_election.enabled
+                     else host_owner(socket.gethostname()))
+            store = ConfigMapStateStore(components.api_client, namespace=namespace,
+                                        name=f"{name}-state", owner=owner,
+                                        read_only=daemon.dry_run)
+        else:
+            log.warning("no state file and no cluster state: history is lost on restart "
+                        "(set daemon.stateFile)")
+            return MemoryStateStore()
+        return ReadOnceStore(store) if daemon.dry_run else store
 
     async def _leadership(self) -> None:
         election = self.config.daemon.leader_election
         lease = self._lease_names()[0]
-        if not election.enabled:
-            self.telemetry.set_leader(lease, True)
+        if not self._elected():
+            # A dry run acts for no lease (it writes nothing): not counted as a leader.
+            self.telemetry.set_leader(lease, not self.config.daemon.dry_run)
             await self._restore()
             return
         name, namespace = self._lease_names()
