@@ -53,7 +53,11 @@ class StoreLock:
         another process has it; ``StateNotOursError`` if the lock file's path holds
         something not ours; ``StateUnavailableError`` if the file system cannot lock."""
         path = lock_path(state_file)
-        descriptor = _open(path)
+        try:
+            descriptor = _open(path)
+        except OSError as error:  # a directory we may not write: no lock, no start
+            raise StateUnavailableError(
+                f"cannot create the state file's lock file {path}: {error.strerror}") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -117,3 +117,11 @@ async def test_a_store_whose_lock_file_was_replaced_does_not_write(tmp_path: Pat
     finally:
         other.close()
         lock.close()
+
+
+def test_a_lock_file_that_cannot_be_made_is_one_clear_error(tmp_path: Path) -> None:
+    """A state path whose directory cannot hold the lock file (here: it is a file): one
+    line naming the lock file, not a traceback."""
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StateUnavailableError, match=r"cannot create the state file's lock"):
+        StoreLock.take(tmp_path / "file" / "state")
