@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +27,15 @@ from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
+from autoscaler.adapters.kube.configmap_store import (
+    ConfigMapStateStore,
+    host_owner,
+    lease_owner,
+)
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig, default_identity
 from autoscaler.adapters.kube.session import InClusterFiles, pod_namespace, wants_in_cluster
-from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore, ReadOnceStore
+from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.algorithm import EventReason
 from autoscaler.config import Config, ConfigError, TargetConfig, load_config
 from autoscaler.config.watch import Change, FileWatch, suspect_changes
@@ -121,12 +127,19 @@ class Daemon:
         self.stop = asyncio.Event()
         self.reload_requested = asyncio.Event()
         self.identity = default_identity()
+        daemon = self.config.daemon
+        self.state_lock = (StoreLock.take(daemon.state_file)
+                           if daemon.state_file is not None and not daemon.dry_run else None)
+        """One process at a time on a state file (a dry run only reads it): taken first,
+        so a second daemon is refused before it starts anything."""
         self.wall = wall_clock()
         self.timeline = Timeline(self.wall)
         """The clock windows, periods and the history run on (``runtime/timeline.py``)."""
         self.server_answered = asyncio.Event()
         self.timeline.server.observed = self.server_answered.set
         self.elector: LeaderElector | None = None
+        self._term = 0
+        """The leadership term whose history was (or is being) read: writes are fenced on it."""
         self.synced = False
         self.heartbeat = time.monotonic()
         self.supervisor = Supervisor()
@@ -150,6 +163,8 @@ class Daemon:
         try:
             return await self._serve(components)
         finally:
+            if self.state_lock is not None:
+                self.state_lock.close()
             try:
                 await asyncio.wait_for(connections.aclose(), CLOSE_GRACE)
             except TimeoutError:
@@ -167,7 +182,8 @@ class Daemon:
             self._state_store(components), self.reconciler.states, clock=self.timeline.now,
             skew=self.timeline.skew,
             corrected=self.telemetry.clock_steps.labels(source="history").inc,
-            leader=self._holds_lease if self.config.daemon.leader_election.enabled else None)
+            leader=self._holds_lease if self._elected() else None)
+        await self._check_store()
         self.backfill = HistoryBackfill(components.history, self.reconciler.state,
                                         may_run=self._may_fill)
         self.scheduler = Scheduler(self._run_pass, may_run=self._may_run)
@@ -186,7 +202,7 @@ class Daemon:
             start("forecast history", self.backfill.run())
             start("cache sync", self._sync_pods(), finishes=True)
             start("leadership", self._leadership(),
-                  finishes=not self.config.daemon.leader_election.enabled)
+                  finishes=not self._elected())
             self.notifier.ready(f"{len(self.scheduler_targets)} targets")
             await self.stop.wait()
             await self._shut_down()
@@ -208,7 +224,7 @@ class Daemon:
             await self.scheduler.cancel(timeout=CANCEL_GRACE)
         if self.keeper.restored.is_set() and self._may_write():
             try:
-                await asyncio.wait_for(self.keeper.persist(clean=True), SAVE_GRACE)
+                await asyncio.wait_for(self._save_at_stop(), SAVE_GRACE)
             except Exception as error:  # the last intents written stay; the next start bridges
                 log.error("could not save the history at stop", store=self.keeper.store.description,
                           error=str(error) or type(error).__name__)
@@ -218,6 +234,20 @@ class Daemon:
                 await asyncio.wait_for(self.elector.release(), RELEASE_GRACE)
             except TimeoutError:
                 log.warning("releasing the lease took too long; it will expire instead")
+
+    async def _check_store(self) -> None:
+        """Refuse, before anything starts, a state ConfigMap another daemon owns (the
+        restore checks again; a read that fails now is left to it)."""
+        store = self.keeper.store
+        if isinstance(store, ConfigMapStateStore):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(store.check(), self.config.kubernetes.request_timeout)
+
+    async def _save_at_stop(self) -> None:
+        await self.keeper.persist(clean=True)
+        store = self.keeper.store
+        if isinstance(store, ConfigMapStateStore) and not self._elected():
+            await store.release()  # the next daemon may be another pod
 
     def _options(self, config: Config) -> ReconcileOptions:
         return ReconcileOptions(
@@ -231,11 +261,13 @@ class Daemon:
     # --- leadership and state -----------------------------------------------------------
 
     def _may_write(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.elector is None or self.elector.leads(self._term)
 
     def _holds_lease(self) -> bool:
-        """With leader election: the fence of every history write (no elector yet: no)."""
-        return self.elector is not None and self.elector.is_leader
+        """With leader election: the fence of every history write (no elector yet: no).
+        Only in the term whose history this instance read: a term that lapsed or ended
+        never resumes, and a new one writes nothing until its history is read again."""
+        return self.elector is not None and self.elector.leads(self._term)
 
     def _may_run(self) -> bool:
         return self._may_fill() and self.history_read.is_set()
@@ -245,6 +277,11 @@ class Daemon:
         it) and this instance leads."""
         return self._may_write() and self.keeper.restored.is_set()
 
+    def _elected(self) -> bool:
+        """Whether this instance campaigns for a Lease: not in a dry run, which writes
+        nothing and so must not take the lease (or the store) from the live daemon."""
+        return self.config.daemon.leader_election.enabled and not self.config.daemon.dry_run
+
     def _lease_names(self) -> tuple[str, str]:
         election = self.config.daemon.leader_election
         name = election.lease_name
@@ -253,23 +290,34 @@ class Daemon:
         return name, election.lease_namespace or pod_namespace()
 
     def _state_store(self, components: Components) -> StateStore:
+        """The store this daemon owns; a dry run's is the live one read once at start, then
+        kept in memory: it takes neither the state file's lock nor the Lease and writes
+        nothing, so it can run beside the daemon it shadows."""
         daemon = self.config.daemon
+        store: StateStore
         if daemon.state_file is not None:
-            return FileStateStore(daemon.state_file)
-        in_cluster = wants_in_cluster(self.config.kubernetes, os.environ, InClusterFiles())
-        if daemon.leader_election.enabled or in_cluster:
+            store = FileStateStore(daemon.state_file, read_only=daemon.dry_run,
+                                   lock=self.state_lock)
+        elif daemon.leader_election.enabled or wants_in_cluster(
+                self.config.kubernetes, os.environ, InClusterFiles()):
             name, namespace = self._lease_names()
-            return ConfigMapStateStore(components.api_client, namespace=namespace,
-                                       name=f"{name}-state")
-        log.warning("no state file and no cluster state: history is lost on restart "
-                    "(set daemon.stateFile)")
-        return MemoryStateStore()
+            owner = (lease_owner(namespace, name) if daemon.leader_election.enabled
+                     else host_owner(socket.gethostname()))
+            store = ConfigMapStateStore(components.api_client, namespace=namespace,
+                                        name=f"{name}-state", owner=owner,
+                                        read_only=daemon.dry_run)
+        else:
+            log.warning("no state file and no cluster state: history is lost on restart "
+                        "(set daemon.stateFile)")
+            return MemoryStateStore()
+        return ReadOnceStore(store) if daemon.dry_run else store
 
     async def _leadership(self) -> None:
         election = self.config.daemon.leader_election
         lease = self._lease_names()[0]
-        if not election.enabled:
-            self.telemetry.set_leader(lease, True)
+        if not self._elected():
+            # A dry run acts for no lease (it writes nothing): not counted as a leader.
+            self.telemetry.set_leader(lease, not self.config.daemon.dry_run)
             await self._restore()
             return
         name, namespace = self._lease_names()
@@ -280,21 +328,35 @@ class Daemon:
         self.telemetry.set_leader(lease, False)
         self.supervisor.start("lease", self.elector.run())
         restoring: asyncio.Task[Any] | None = None
+        wanted = 0
         while True:
             await self.elector.changed.wait()
             self.elector.changed.clear()
-            leading = self.elector.is_leader
+            leading, term = self.elector.is_leader, self.elector.term
             self.telemetry.set_leader(lease, leading)
-            if leading:
-                # Take over the previous leader's windows before acting.
-                if restoring is None or restoring.done():
-                    restoring = self.supervisor.start("history restore", self._restore(),
-                                                      finishes=True)
-            else:
-                if restoring is not None:
-                    restoring.cancel()
-                self.keeper.invalidate()
+            if leading and term == wanted:
+                continue  # the term whose history is read, or being read
+            # Lost, or a new term (one that lapsed never resumes): what this instance holds
+            # is not the store's any more; a new term reads it again, as a fresh leader.
+            if restoring is not None:
+                restoring.cancel()
+            self.keeper.invalidate()
+            self.history_read.clear()
+            if not leading:
+                wanted = 0
                 self.telemetry.forget_targets()  # the new leader's view is the one to read
+                continue
+            wanted = term
+            restoring = self.supervisor.start("history restore", self._take_over(term),
+                                              finishes=True)
+
+    async def _take_over(self, term: int) -> None:
+        """Lead in ``term``: passes of an earlier term still running end first (they write
+        nothing meanwhile: the fences name the term), then the history is read."""
+        if not await self.scheduler.drain(DRAIN_GRACE):
+            await self.scheduler.cancel(timeout=CANCEL_GRACE)
+        self._term = term
+        await self._restore()
 
     async def _restore(self) -> None:
         """Read the history (retrying as long as it takes), then let passes run. The API

@@ -88,6 +88,11 @@ class StateNotOursError(AutoscalerError):
         self.path, self.why = path, why
 
 
+class StateInUseError(AutoscalerError):
+    """The history store belongs to another running daemon (its lock is held, or its owner
+    field names another): refused, never shared; the message names the other."""
+
+
 E = TypeVar("E", bound=BaseException)
 
 

@@ -1,5 +1,6 @@
 """The history kept by this process's own means: a state file (under systemd), or memory
-(``stateFile`` unset outside a cluster, as upstream keeps it).
+(``stateFile`` unset outside a cluster, as upstream keeps it); and a dry run's view of the
+live daemon's store (``ReadOnceStore``).
 
 Both implement the runtime's ``StateStore``. ``load`` tells the outcomes apart: a snapshot,
 ``None`` (proven absent: no file), or an exception: ``StateUnavailableError`` (transient,
@@ -7,11 +8,13 @@ retry; nothing may be written meanwhile), ``StateSetAsideError`` (a store of our
 cannot be decoded; the file was moved aside, never overwritten, and the caller starts fresh
 and says so loudly) or ``StateNotOursError`` (not a store of ours: left as it is).
 
-The file store touches only its own files (``autoscaler.snapshot.read_store`` says which
-they are): it never follows a link, never sets aside or replaces a file that is not ours,
-and checks again right before each replace that the file there is the one it read or wrote
-last (else that it is ours). Its directory is created mode 0700, its file 0600; the file is
-replaced atomically and durably. ``check`` applies the rule before the daemon starts.
+The file store is one process's at a time: the daemon locks it (``adapters/store_lock.py``)
+and every save checks the lock is still its own. It touches only its own files
+(``autoscaler.snapshot.read_store`` says which they are): it never follows a link, never
+sets aside or replaces a file that is not ours, and checks again right before each replace
+that the file there is the one it read or wrote last (else that it is ours). Its directory
+is created mode 0700, its file 0600; the file is replaced atomically and durably. ``check``
+applies the rule before the daemon starts.
 """
 
 from __future__ import annotations
@@ -23,10 +26,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from autoscaler.errors import StateSetAsideError, StateUnavailableError
 from autoscaler.snapshot import Snapshot, StateFormatError, decode, read_store, set_aside_name
+
+if TYPE_CHECKING:
+    from autoscaler.adapters.store_lock import StoreLock
+    from autoscaler.runtime.ports import StateStore
 
 
 class FileStateStore:
@@ -35,11 +42,13 @@ class FileStateStore:
     power loss)."""
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, lock: StoreLock | None = None) -> None:
         self.path = path
         self._clock = clock
         self._read_only = read_only
         """Never move the file (``plan`` reads the daemon's file): undecodable is an error."""
+        self._lock = lock
+        """The daemon's lock on this file (``adapters/store_lock.py``): no save without it."""
         self._own: tuple[int, int] | None = None
         """The file this store last read or wrote (device, inode): replacing it needs no
         second look."""
@@ -91,8 +100,14 @@ class FileStateStore:
                                  kept_as=str(kept))
 
     def _write(self, data: bytes) -> None:
+        if self._read_only:
+            raise StateUnavailableError(f"{self.description} is only read here")
+        if self._lock is not None and not self._lock.held:
+            raise StateUnavailableError(
+                f"{self.description}: the lock file {self._lock.path} was removed or replaced "
+                "since this process locked it, so another may be using the file: not writing")
         directory = self.path.parent
-        _make_directory(directory)
+        make_directory(directory)
         self._may_replace()
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")  # mode 0600
         try:
@@ -123,7 +138,7 @@ class FileStateStore:
             read_store(self.path, whole=False)
 
 
-def _make_directory(directory: Path) -> None:
+def make_directory(directory: Path) -> None:
     """Create ``directory`` and any missing parent, each mode 0700 (the history is ours
     alone); an existing one is left as it is."""
     missing = []
@@ -150,3 +165,26 @@ class MemoryStateStore:
 
     async def save(self, data: bytes) -> None:
         self._data = data
+
+
+class ReadOnceStore:
+    """A dry run's store: the live daemon's store read once (never set aside, never
+    written), then the dry run's own history in memory only."""
+
+    def __init__(self, live: StateStore) -> None:
+        self._live: StateStore | None = live
+        self._memory = MemoryStateStore()
+        self.description = f"{live.description}, read once (a dry run keeps its history in memory)"
+
+    async def load(self) -> Snapshot | None:
+        live, self._live = self._live, None
+        if live is None:
+            return await self._memory.load()
+        try:
+            return await live.load()
+        except BaseException:
+            self._live = live  # not read yet: the next try reads it again
+            raise
+
+    async def save(self, data: bytes) -> None:
+        await self._memory.save(data)

@@ -1,8 +1,8 @@
 """``autoscaler run``: start the daemon (``autoscaler.app``) and end it cleanly.
 
 Failures a user can cause (a config that does not load, no usable kubeconfig, a listen
-address in use, a state file that is not the daemon's) are one line and exit 1 before
-anything starts. A backend that cannot be
+address in use, a state file that is not the daemon's, a store another daemon runs on) are
+one line and exit 1 before anything starts. A backend that cannot be
 reached at start is said once, clearly, and the daemon starts anyway: it retries in the
 background, as it does whenever a backend goes away.
 """
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--shard must be between 0 and --total-shards - 1")
     from autoscaler.app import THREAD_GRACE, Daemon, Overrides
     from autoscaler.config import ConfigError, load_config
+    from autoscaler.errors import StateInUseError, StateNotOursError, StateUnavailableError
     from autoscaler.observability.logs import configure_logging
 
     try:
@@ -86,11 +87,13 @@ def run(args: argparse.Namespace) -> int:
     _check_state_file(config.daemon.state_file)
     configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)
     asyncio.run(_say_unreachable(config))
-    daemon = Daemon(config, config_path=args.config, overrides=overrides)
-    code = 0
     try:
+        daemon = Daemon(config, config_path=args.config, overrides=overrides)
+        code = 0
         with contextlib.suppress(KeyboardInterrupt):
             code = _run_loop(daemon.run())
+    except (StateInUseError, StateNotOursError, StateUnavailableError) as error:
+        raise CommandError(f"not starting: {error}") from None
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             raise CommandError(_in_use(config.daemon.listen_address)) from None

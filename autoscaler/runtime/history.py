@@ -51,6 +51,7 @@ from autoscaler.algorithm import History, ScaleEvent
 from autoscaler.errors import (
     ConflictError,
     NotLeaderError,
+    StateInUseError,
     StateSetAsideError,
     StateUnavailableError,
 )
@@ -216,7 +217,8 @@ class HistoryKeeper:
         # never be taken for a failed read and retried.
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(Exception)
-            & retry_if_not_exception_type((StateSetAsideError, ConflictError)), wait=self._wait,
+            & retry_if_not_exception_type((StateSetAsideError, ConflictError, StateInUseError)),
+            wait=self._wait,
             before_sleep=functools.partial(self._report_retry, doing=doing), reraise=True)
         return await retrying(call)
 

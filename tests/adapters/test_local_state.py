@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore, ReadOnceStore
 from autoscaler.errors import StateNotOursError, StateSetAsideError, StateUnavailableError
 from autoscaler.snapshot import HEADER, Snapshot, encode, pack
 from tests.test_snapshot import SNAPSHOT
@@ -329,3 +329,18 @@ async def test_a_state_with_out_of_range_numbers_is_set_aside(
     with pytest.raises(StateSetAsideError):
         await FileStateStore(path).load()
     assert not path.exists()
+
+
+async def test_a_dry_runs_store_reads_the_live_one_once_and_never_writes_it(
+    tmp_path: Path,
+) -> None:
+    """``ReadOnceStore``: the live file is read once; what the dry run saves stays in its
+    memory (read back from there) and the file is left byte for byte."""
+    path = tmp_path / "state"
+    await FileStateStore(path).save(encode(SNAPSHOT))
+    left = path.read_bytes()
+    store = ReadOnceStore(FileStateStore(path, read_only=True))
+    assert await store.load() == SNAPSHOT
+    await store.save(encode(Snapshot(targets={}, clean=True)))
+    assert await store.load() == Snapshot(targets={}, clean=True)
+    assert path.read_bytes() == left

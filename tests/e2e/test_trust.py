@@ -126,7 +126,7 @@ async def scaled_down_once(rig: Rig) -> float:
 async def test_a_failed_state_read_at_failover_neither_wipes_history_nor_frees_a_step(
     rig: Rig, tmp_path: Path,
 ) -> None:
-    """Leader election on, history on a ConfigMap. The next leader's first GET of it fails
+    """Leader election on, history on a ConfigMap. The next leader's read of it fails
     (HTTP 500): it retries, keeps the ConfigMap as it was and waits out the scale-down
     policy (1 pod per 20 s) instead of starting fresh."""
     text = without_state_file(config(rig, tmp_path, behavior=DOWN_ONE_POD_PER_20S,
@@ -135,7 +135,8 @@ async def test_a_failed_state_read_at_failover_neither_wipes_history_nor_frees_a
     with daemon(text, tmp_path, name="first") as first:
         stepped = await scaled_down_once(rig)
         assert await first.stop_async() == 0
-    rig.api.fail_next(1, verb="get", resource="configmaps")
+    # The first GET is the start's look at who owns the store, the second the history's read.
+    rig.api.fail_next(2, verb="get", resource="configmaps")
     with daemon(text, tmp_path, name="second") as second:
         await eventually(lambda: second.target().get("lastOutcome") == "ok", timeout=30,
                          what="a pass after the failover")

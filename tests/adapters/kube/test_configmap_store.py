@@ -9,13 +9,19 @@ import gzip
 import pytest
 
 from autoscaler.adapters.kube.configmap_store import (
+    OWNER_ANNOTATION,
     SET_ASIDE_ANNOTATION,
     STATE_KEY,
     ConfigMapStateStore,
 )
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.errors import ConflictError, StateSetAsideError, StateUnavailableError
+from autoscaler.errors import (
+    ConflictError,
+    StateInUseError,
+    StateSetAsideError,
+    StateUnavailableError,
+)
 from autoscaler.snapshot import SavedTarget, Snapshot, decode, encode
 from tests.adapters.kube.conftest import apiserver, kube
 from tests.sim.kube import SimApiServer
@@ -173,3 +179,79 @@ async def test_an_undecodable_state_that_cannot_be_copied_stays_unread(
     with pytest.raises(StateUnavailableError, match="cannot be copied aside"):
         await store(kube).load()
     assert stored(apiserver) == b"garbage"
+
+
+def owned_store(kube: KubeSession, owner: str, **kwargs: bool) -> ConfigMapStateStore:
+    return ConfigMapStateStore(kube.api_client, namespace=NAMESPACE, name="autoscaler-state",
+                               request_timeout=2.0, owner=owner, **kwargs)
+
+
+def owner_of(apiserver: SimApiServer) -> str | None:
+    configmap = apiserver.get("v1", "ConfigMap", NAMESPACE, "autoscaler-state")
+    assert configmap is not None
+    return (configmap["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION)
+
+
+async def test_each_write_names_the_owner_and_a_store_without_one_is_taken(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """A ConfigMap written before owners (no annotation) is read and, at the next write,
+    named ours; the same owner reads it back."""
+    apiserver.create_namespace(NAMESPACE)
+    await store(kube).save(encode(snapshot()))
+    ours = owned_store(kube, "Lease autoscaler/autoscaler")
+    assert await ours.load() == snapshot()
+    await ours.save(encode(snapshot(clean=True)))
+    assert owner_of(apiserver) == "Lease autoscaler/autoscaler"
+    assert await owned_store(kube, "Lease autoscaler/autoscaler").load() == snapshot(clean=True)
+
+
+async def test_another_owners_store_is_refused_naming_the_lease_holder(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Owned by another Lease: ``check`` and ``load`` refuse, naming the Lease and its
+    holder, and nothing is written."""
+    apiserver.create_namespace(NAMESPACE)
+    apiserver.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": "other", "namespace": NAMESPACE},
+                      "spec": {"holderIdentity": "pod-7_ab12"}})
+    await owned_store(kube, "Lease autoscaler/other").save(encode(snapshot()))
+    mine = owned_store(kube, "Lease autoscaler/autoscaler")
+    for call in (mine.check, mine.load):
+        with pytest.raises(StateInUseError, match="Lease autoscaler/other, held by pod-7_ab12"):
+            await call()
+    assert owner_of(apiserver) == "Lease autoscaler/other"
+
+
+async def test_a_release_gives_the_store_up_for_another_pod(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Without leader election the owner is the pod; at a graceful stop it gives the store
+    up, and another pod's daemon may take it."""
+    apiserver.create_namespace(NAMESPACE)
+    first = owned_store(kube, "host pod-a")
+    assert await first.load() is None
+    await first.save(encode(snapshot()))
+    with pytest.raises(StateInUseError, match="host pod-a"):
+        await owned_store(kube, "host pod-b").load()
+    await first.release()
+    assert owner_of(apiserver) is None
+    assert await owned_store(kube, "host pod-b").load() == snapshot()
+
+
+async def test_a_read_only_store_neither_writes_nor_sets_aside(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """A dry run's view of the live store: an undecodable one is an error (left in place,
+    not copied), a save is refused, and no owner is checked."""
+    apiserver.create_namespace(NAMESPACE)
+    apiserver.create({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "autoscaler-state", "namespace": NAMESPACE,
+                                   "annotations": {OWNER_ANNOTATION: "host pod-a"}},
+                      "binaryData": {STATE_KEY: base64.b64encode(b"garbage").decode()}})
+    reader = owned_store(kube, "host pod-b", read_only=True)
+    with pytest.raises(StateUnavailableError, match="cannot be decoded"):
+        await reader.load()
+    with pytest.raises(StateUnavailableError, match="only read"):
+        await reader.save(encode(snapshot()))
+    assert apiserver.count(verb="create", resource="configmaps") == 0

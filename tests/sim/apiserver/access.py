@@ -83,6 +83,8 @@ class AfterRule:
 
     remaining: int
     action: Callable[[], object]
+    answer_after: float = 0.0
+    """Seconds the answer then waits before it is sent: applied at once, answered late."""
     path_prefix: str | None = None
     verb: str | None = None
     resource: str | None = None

@@ -171,8 +171,8 @@ class Router:
                 return await server.watches.serve(request, target, lambda: log(200))
             response = await self._dispatch(request, target, principal)
             log(response.status)
-            if response.status < 400:
-                self._after(request.path, info)
+            if response.status < 400 and (late := self._after(request.path, info)):
+                await asyncio.sleep(late)
             return response
         except ApiError as error:
             log(error.code)
@@ -197,13 +197,17 @@ class Router:
                     raise injected(rule.status, retry_after=rule.retry_after)
                 return
 
-    def _after(self, path: str, info: RequestInfo | None) -> None:
+    def _after(self, path: str, info: RequestInfo | None) -> float:
+        """Run the actions due after this request; how long its answer is then held."""
         verb = info.verb if info else "get"
         resource = info.resource if info else None
+        late = 0.0
         for rule in self.server.after_rules:
             if rule.matches(path, verb, resource):
                 rule.remaining -= 1
                 rule.action()
+                late = max(late, rule.answer_after)
+        return late
 
     async def _dispatch(self, request: web.Request, target: Target | None,
                         principal: Principal) -> web.StreamResponse:

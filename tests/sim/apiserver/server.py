@@ -199,17 +199,19 @@ class SimApiServer:
         self.faults.append(rule)
         return rule
 
-    def after_next(self, n: int = 1, *, action: Callable[[], object],
+    def after_next(self, n: int = 1, *, action: Callable[[], object] = lambda: None,
                    path_prefix: str | None = None, verb: str | None = None,
-                   resource: str | None = None) -> AfterRule:
+                   resource: str | None = None, answer_after: float = 0.0) -> AfterRule:
         """Run ``action`` right after the next ``n`` matching requests succeed: a race.
+        ``answer_after``: then hold each answer that long (applied at once, answered late:
+        a slow network on the way back).
 
         ``api.after_next(verb="get", resource="deployments/scale",
         action=lambda: api.touch("apps/v1", "Deployment", "default", "web"))`` makes the
         client's next PUT of that Scale a genuine 409, whatever code path it runs.
         """
         rule = AfterRule(remaining=n, action=action, path_prefix=path_prefix, verb=verb,
-                         resource=resource)
+                         resource=resource, answer_after=answer_after)
         self.after_rules.append(rule)
         return rule
 
