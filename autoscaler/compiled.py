@@ -30,6 +30,7 @@ COMPILED = (
     "autoscaler/algorithm",
     "autoscaler/simulate/engine.py",
     "autoscaler/simulate/load.py",
+    "autoscaler/simulate/rows.py",
     "autoscaler/simulate/trace.py",
     "autoscaler/simulate/workload.py",
 )

@@ -14,8 +14,11 @@ Two kinds, one behaviour:
 
 - ``@record``: a slotted, hashable, keyword-only dataclass, immutable as above. For value
   types in modules that are never compiled, and types built once.
-- **Native value types**, in the modules mypyc may compile (``autoscaler.compiled``). mypyc
-  makes native only the classes it sees decorated with ``dataclasses.dataclass`` itself, and
+- **Native value types**, for the values the core and the simulator make every pass, in
+  modules of values alone (``algorithm.model``, ``decision_values``, ``stage_values``,
+  ``zero_values``, ``simulate.rows``), all of which mypyc may compile
+  (``autoscaler.compiled``). mypyc makes native only the classes it sees decorated with
+  ``dataclasses.dataclass`` itself, and
   compiles their ``__init__`` only if it is written out. So each is ``@dataclass(init=False,
   slots=True, unsafe_hash=True)``, declares its fields ``Final[...]`` and sets them in a
   keyword-only ``__init__`` of its own; a field that needs ``field(compare=False)`` cannot be

@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.algorithm.activation import ZeroMemory
 from autoscaler.algorithm.behavior import essential_recommendations
 from autoscaler.algorithm.forecast import Series
+from autoscaler.algorithm.zero_values import ZeroMemory
 from autoscaler.errors import StateNotOursError, StateUnavailableError
 
 FORMAT_VERSION = 3

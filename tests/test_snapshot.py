@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.algorithm.activation import ZeroMemory
+from autoscaler.algorithm.zero_values import ZeroMemory
 from autoscaler.snapshot import (
     MAX_INFLATED_BYTES,
     Intent,

@@ -1,5 +1,11 @@
 """The Kubernetes HPA algorithm as a pure library: no I/O, no clock reads, no logging.
 
+Its values have one idiom per kind: what is made once (a spec, a setting, a rule) is a
+``@record``, and what is made every pass is a native value type in a module of values alone
+(``model`` for what a decision observes, ``decision_values``, ``stage_values`` and
+``zero_values`` for what it makes), so the rule modules open on their rules
+(``autoscaler/record.py`` says how both are written and kept immutable).
+
 Build an ``AutoscalerSpec``, gather the target's ``ScaleState``, its ``Pod`` list and one
 ``MetricValues`` per metric spec, and call ``decide`` with them, the target's ``History``
 and ``now`` in one ``DecisionInput``.
@@ -7,16 +13,8 @@ After a successful scale write, fold the change into the history with ``record_s
 """
 
 from autoscaler.algorithm.behavior import record_scale_event, resolve_behavior
-from autoscaler.algorithm.decision import (
-    Bounds,
-    Condition,
-    Decide,
-    Decision,
-    DecisionInput,
-    bridge_gap,
-    decide,
-)
-from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.algorithm.decision import Decide, bridge_gap, decide
+from autoscaler.algorithm.decision_values import Bounds, Condition, Decision, DecisionInput
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
     AutoscalerSpec,
@@ -54,7 +52,12 @@ from autoscaler.algorithm.reasons import (
     Step,
     rescale_message,
 )
-from autoscaler.algorithm.replicas import MetricCurrent, MetricProposal, Tolerances
+from autoscaler.algorithm.stage_values import (
+    MetricCurrent,
+    MetricOutcome,
+    MetricProposal,
+    Tolerances,
+)
 
 __all__ = [
     "AlgorithmSettings", "AutoscalerSpec", "Behavior", "Bounds", "Condition", "ConditionStatus",

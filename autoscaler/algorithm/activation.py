@@ -32,18 +32,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from enum import StrEnum
 
-from autoscaler.algorithm.decision import (
-    GOT_SCALE,
-    Bounds,
-    Condition,
-    Decide,
-    Decision,
-    DecisionInput,
-    decide,
-    seed_history,
-)
+from autoscaler.algorithm.decision import GOT_SCALE, Decide, decide, seed_history
+from autoscaler.algorithm.decision_values import Bounds, Condition, Decision, DecisionInput
 from autoscaler.algorithm.model import (
     AutoscalerSpec,
     ExternalMetricValues,
@@ -53,8 +44,8 @@ from autoscaler.algorithm.model import (
     ObjectMetricValue,
     Seconds,
 )
-from autoscaler.algorithm.quantity import format_milli
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.algorithm.zero_values import Activity, ActivityState, ZeroDecision, ZeroMemory
 from autoscaler.record import record
 
 DEFAULT_COOLDOWN = 300.0
@@ -70,52 +61,6 @@ class ScaleToZero:
     or External)."""
     cooldown: Seconds = DEFAULT_COOLDOWN
     initial_cooldown: Seconds = 0.0
-
-
-@record
-class ZeroMemory:
-    """What the rules remember of a target between passes (persisted with its history)."""
-
-    scaled_to_zero: bool = False
-    """This daemon took the target to 0 (upstream's ScaledToZero=True)."""
-    last_active: Seconds | None = None
-    """The last pass any activation metric was active or could not be read (or when the
-    target was first seen): the cooldown counts only time every one was seen inactive."""
-    adopted_from: str | None = None
-    """A zero another autoscaler made that this daemon holds as its own (KEDA's, seen in
-    shadow mode): the field manager that set it, while it stays set by that manager."""
-
-
-class ActivityState(StrEnum):
-    ACTIVE = "Active"
-    INACTIVE = "Inactive"
-    UNKNOWN = "Unknown"
-
-
-@record
-class Activity:
-    state: ActivityState
-    metric: str = ""
-    """The metric that is active (the first), or the first that is invalid when unknown."""
-    value: Milli | None = None
-    threshold: Milli | None = None
-
-    def describe(self) -> str:
-        if self.state is ActivityState.ACTIVE and self.value is not None:
-            return (f"{self.metric} is {format_milli(self.value)}, above its activation "
-                    f"threshold {format_milli(self.threshold or 0)}")
-        if self.state is ActivityState.UNKNOWN:
-            return f"{self.metric} is not available, so activity is unknown"
-        return "every activation metric is at or below its threshold"
-
-
-@record
-class ZeroDecision:
-    decision: Decision
-    memory: ZeroMemory
-    activity: Activity | None = None
-    idle_until: Seconds | None = None
-    """When the target may go to zero if it stays inactive (``None``: not counting down)."""
 
 
 PAUSED_AT_ZERO = ("scaling is disabled since the replica count of the target is zero and the "
@@ -172,10 +117,10 @@ def decide_with_zero(
         # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
         return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
     if rules is None or bounds.min_replicas > 0:
-        plain = core(given if given.bounds is bounds else dataclasses.replace(given, bounds=bounds))
+        plain = core(given if given.bounds is bounds else given.with_bounds(bounds))
         return ZeroDecision(decision=plain, memory=memory)
     running = bounds if current == 0 else dataclasses.replace(bounds, min_replicas=1)
-    decision = core(dataclasses.replace(given, bounds=running))
+    decision = core(given.with_bounds(running))
     act = activity(spec, metrics, rules.activation_thresholds)
     # Unknown restarts the cooldown as active does: only inactivity seen counts toward it.
     seen_inactive = act.state is ActivityState.INACTIVE

@@ -9,8 +9,6 @@ the recorded scale events. History is passed in and returned, never mutated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Final
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -25,8 +23,8 @@ from autoscaler.algorithm.model import (
     SelectPolicy,
 )
 from autoscaler.algorithm.reasons import Reason
-from autoscaler.algorithm.replicas import MAX_INT32, Tolerances
-from autoscaler.record import seal_values
+from autoscaler.algorithm.replicas import MAX_INT32
+from autoscaler.algorithm.stage_values import Normalized, ResolvedBehavior, Rules, Tolerances
 
 MIN_INT32 = -(2**31)
 SCALE_UP_LIMIT_FACTOR = 2.0
@@ -39,39 +37,6 @@ DEFAULT_SCALE_UP_POLICIES = (
 DEFAULT_SCALE_DOWN_POLICIES = (
     ScalingPolicy(type=PolicyType.PERCENT, value=100, period_seconds=15),
 )
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Rules:
-    """``HPAScalingRules`` with every default filled in."""
-
-    stabilization_window_seconds: Final[int]
-    select_policy: Final[SelectPolicy]
-    policies: Final[tuple[ScalingPolicy, ...]]
-    tolerance: Final[float | None]
-
-    def __init__(
-        self,
-        *,
-        stabilization_window_seconds: int,
-        select_policy: SelectPolicy,
-        policies: tuple[ScalingPolicy, ...],
-        tolerance: float | None,
-    ) -> None:
-        self.stabilization_window_seconds = stabilization_window_seconds
-        self.select_policy = select_policy
-        self.policies = policies
-        self.tolerance = tolerance
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class ResolvedBehavior:
-    scale_up: Final[Rules]
-    scale_down: Final[Rules]
-
-    def __init__(self, *, scale_up: Rules, scale_down: Rules) -> None:
-        self.scale_up = scale_up
-        self.scale_down = scale_down
 
 
 def resolve_behavior(behavior: Behavior, settings: AlgorithmSettings) -> ResolvedBehavior:
@@ -112,36 +77,6 @@ def tolerances_for(behavior: Behavior | None, settings: AlgorithmSettings) -> To
         scale_up=settings.tolerance if up is None else up,
         scale_down=settings.tolerance if down is None else down,
     )
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Normalized:
-    """The outcome of normalization, with the reasons upstream puts on its conditions."""
-
-    stabilized: Final[int]
-    desired: Final[int]
-    stabilization_reason: Final[Reason]
-    limit_reason: Final[Reason]
-    history: Final[History]
-
-    def __init__(
-        self,
-        *,
-        stabilized: int,
-        desired: int,
-        stabilization_reason: Reason,
-        limit_reason: Reason,
-        history: History,
-    ) -> None:
-        self.stabilized = stabilized
-        self.desired = desired
-        self.stabilization_reason = stabilization_reason
-        self.limit_reason = limit_reason
-        self.history = history
-
-    @property
-    def limited(self) -> bool:
-        return self.desired != self.stabilized
 
 
 # --- recommendations (stabilization) ------------------------------------------------------
@@ -436,6 +371,3 @@ def record_scale_event(
         scale_up_events=history.scale_up_events,
         scale_down_events=tuple(marked),
     )
-
-
-seal_values(globals())

@@ -9,210 +9,37 @@ succeeded, calls ``record_scale_event``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass, replace
+from typing import Final
 
 from autoscaler.algorithm.behavior import (
-    Normalized,
-    ResolvedBehavior,
     normalize_with_behavior,
     normalize_without_behavior,
     resolve_behavior,
     tolerances_for,
 )
-from autoscaler.algorithm.explain import (
+from autoscaler.algorithm.decision_values import (
+    Bounds,
+    Condition,
+    Decision,
+    DecisionInput,
+    ForecastReport,
     ScaleDownRules,
     StepLimit,
     WindowHold,
-    earliest_scale_down,
-    hold,
-    rate_limit,
 )
-from autoscaler.algorithm.metric import MetricOutcome, evaluate_metric
+from autoscaler.algorithm.explain import hold, rate_limit
+from autoscaler.algorithm.metric import evaluate_metric
 from autoscaler.algorithm.model import (
-    EMPTY_HISTORY,
     AlgorithmSettings,
     AutoscalerSpec,
     History,
-    MetricValues,
-    Pod,
     Recommendation,
-    ScaleState,
     Seconds,
 )
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
-from autoscaler.record import record, refuse_assignment, seal_values
-
-if TYPE_CHECKING:
-    from autoscaler.algorithm.forecast.forecast_report import ForecastReport
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Condition:
-    type: Final[ConditionType]
-    status: Final[bool]
-    reason: Final[Reason]
-    message: Final[str]
-
-    def __init__(self, *, type: ConditionType, status: bool, reason: Reason, message: str) -> None:
-        self.type = type
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Bounds:
-    """The replica bounds this pass clamps to (the spec's, or a schedule's override)."""
-
-    min_replicas: Final[int]
-    max_replicas: Final[int]
-    gradual: Final[bool]
-    """Move a count outside these bounds into them through stabilization and the rate limits
-    (scheduled bounds), instead of upstream's jump straight to the bound."""
-
-    def __init__(self, *, min_replicas: int, max_replicas: int, gradual: bool = False) -> None:
-        self.min_replicas = min_replicas
-        self.max_replicas = max_replicas
-        self.gradual = gradual
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Decision:
-    current_replicas: Final[int]
-    desired_replicas: Final[int]
-    proposal: Final[int | None]
-    """The metrics' combined proposal before normalization; ``None`` if none was made."""
-    stabilized: Final[int | None]
-    """The proposal after the stabilization windows, before rate limits and bounds."""
-    rescale_reason: Final[str]
-    """Upstream's SuccessfulRescale reason text ("cpu resource utilization ... above target")."""
-    conditions: Final[tuple[Condition, ...]]
-    metrics: Final[tuple[MetricOutcome, ...]]
-    steps: Final[tuple[Step, ...]]
-    history: Final[History]
-    error: Final[str | None]
-    """The pass's error (the first invalid metric), also set when scaling went ahead."""
-    forecast: Final[ForecastReport | None]
-    """Set on targets with a ``prediction`` (``autoscaler.algorithm.forecast``)."""
-    proposed_by: str = field(compare=False)
-    """Which metric's proposal won ("pods metric rps"), or "scheduled minReplicas"."""
-    decided_at: Seconds | None = field(compare=False)
-    """The ``now`` this decision was made at."""
-    bounds: Bounds | None = field(compare=False)
-    """The bounds this pass clamped to (the spec's, or an active schedule's)."""
-    hold: WindowHold | None = field(compare=False)
-    """The stabilization window that held the proposal back, and when it lets go."""
-    limit: StepLimit | None = field(compare=False)
-    """The rate limit or bound that cut the step, and when the next step is allowed."""
-    scale_down: ScaleDownRules | None = field(compare=False)
-    """What a later scale-down must get past (for ``earliest_scale_down``)."""
-
-    def __init__(
-        self,
-        *,
-        current_replicas: int,
-        desired_replicas: int,
-        proposal: int | None = None,
-        stabilized: int | None = None,
-        rescale_reason: str = "",
-        conditions: tuple[Condition, ...] = (),
-        metrics: tuple[MetricOutcome, ...] = (),
-        steps: tuple[Step, ...] = (),
-        history: History = EMPTY_HISTORY,
-        error: str | None = None,
-        forecast: ForecastReport | None = None,
-        proposed_by: str = "",
-        decided_at: Seconds | None = None,
-        bounds: Bounds | None = None,
-        hold: WindowHold | None = None,
-        limit: StepLimit | None = None,
-        scale_down: ScaleDownRules | None = None,
-    ) -> None:
-        self.current_replicas = current_replicas
-        self.desired_replicas = desired_replicas
-        self.proposal = proposal
-        self.stabilized = stabilized
-        self.rescale_reason = rescale_reason
-        self.conditions = conditions
-        self.metrics = metrics
-        self.steps = steps
-        self.history = history
-        self.error = error
-        self.forecast = forecast
-        self.proposed_by = proposed_by
-        self.decided_at = decided_at
-        self.bounds = bounds
-        self.hold = hold
-        self.limit = limit
-        self.scale_down = scale_down
-
-    @property
-    def rescale(self) -> bool:
-        return self.desired_replicas != self.current_replicas
-
-    @property
-    def all_metrics_invalid(self) -> bool:
-        """Every metric was evaluated and none gave a proposal (the fallback counts these
-        passes); false when no metric was evaluated at all (replica bounds, disabled)."""
-        return bool(self.metrics) and all(m.proposal is None for m in self.metrics)
-
-    def earliest_scale_down(self) -> Seconds | None:
-        """The earliest moment a scale-down can happen if the metrics dropped now; ``None``
-        at minReplicas, with scale-down disabled, or when this decision did not get that far
-        (no valid metrics)."""
-        if self.scale_down is None or self.decided_at is None or self.bounds is None:
-            return None
-        return earliest_scale_down(
-            self.history, count=self.desired_replicas, min_replicas=self.bounds.min_replicas,
-            rules=self.scale_down, now=self.decided_at)
-
-    def condition(self, type_: ConditionType) -> Condition | None:
-        return next((c for c in self.conditions if c.type is type_), None)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        refuse_assignment(self, name)  # compiled: some fields are not Final
-
-    def __delattr__(self, name: str) -> None:
-        refuse_assignment(self, name)
-
-
-DEFAULT_SETTINGS = AlgorithmSettings()
-"""Upstream's controller-wide defaults (immutable: one instance serves every default)."""
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class DecisionInput:
-    """What one decision for one target reads: upstream's ``reconcileAutoscaler`` inputs,
-    without its I/O. Every way of deciding (``decide``, ``decide_staged``, prediction's,
-    scale to zero's) takes this one value."""
-
-    spec: Final[AutoscalerSpec]
-    scale: Final[ScaleState]
-    metrics: Final[Sequence[MetricValues]]
-    """One per ``spec.metrics``, in its order."""
-    pods: Final[Sequence[Pod]]
-    """The target's pods; a ``PodView`` (``algorithm.pods``) computes its groupings once."""
-    history: Final[History]
-    now: Final[Seconds]
-    settings: Final[AlgorithmSettings]
-    bounds: Final[Bounds | None]
-    """Replaces the spec's min/max for this pass (schedules); ``None``: the spec's."""
-
-    def __init__(
-        self, *, spec: AutoscalerSpec, scale: ScaleState, metrics: Sequence[MetricValues],
-        pods: Sequence[Pod], history: History, now: Seconds,
-        settings: AlgorithmSettings = DEFAULT_SETTINGS, bounds: Bounds | None = None,
-    ) -> None:
-        self.spec = spec
-        self.scale = scale
-        self.metrics = metrics
-        self.pods = pods
-        self.history = history
-        self.now = now
-        self.settings = settings
-        self.bounds = bounds
-
+from autoscaler.algorithm.stage_values import MetricOutcome, Normalized, ResolvedBehavior
+from autoscaler.record import seal_values
 
 Decide = Callable[[DecisionInput], Decision]
 """A way of deciding: ``decide``, or one that wraps it (predictive scaling)."""
@@ -444,11 +271,18 @@ def _limit(
                       limit=normalized.desired, now=now)
 
 
-@record(kw_only=False)
+@dataclass(init=False, slots=True, unsafe_hash=True)
 class _Failure:
-    reason: Reason
-    message: str
-    error: str
+    """Why no count came of the metrics: the ScalingActive condition's reason and message."""
+
+    reason: Final[Reason]
+    message: Final[str]
+    error: Final[str]
+
+    def __init__(self, *, reason: Reason, message: str, error: str) -> None:
+        self.reason = reason
+        self.message = message
+        self.error = error
 
 
 def _combine(

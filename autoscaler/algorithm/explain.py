@@ -15,10 +15,9 @@ comparison's difference, which is below one pass and not shown.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Final
 
-from autoscaler.algorithm.behavior import Rules, scale_down_limit, scale_up_limit
+from autoscaler.algorithm.behavior import scale_down_limit, scale_up_limit
+from autoscaler.algorithm.decision_values import Decision, ScaleDownRules, StepLimit, WindowHold
 from autoscaler.algorithm.model import (
     History,
     ScaleEvent,
@@ -27,79 +26,7 @@ from autoscaler.algorithm.model import (
     SelectPolicy,
 )
 from autoscaler.algorithm.reasons import Reason
-from autoscaler.record import seal_values
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class WindowHold:
-    """A stabilization window kept the count away from the metrics' proposal."""
-
-    reason: Final[Reason]
-    """``ScaleDownStabilized`` or ``ScaleUpStabilized``."""
-    window_seconds: Final[Seconds]
-    held_at: Final[int]
-    """The count the window allowed (the highest, or lowest, recommendation in it)."""
-    releases_at: Final[Seconds | None]
-    """When the window stops holding ``held_at``: the last recommendation that holds it
-    leaves the window (``window_release``), and the count moves towards the proposal."""
-
-    def __init__(
-        self,
-        *,
-        reason: Reason,
-        window_seconds: Seconds,
-        held_at: int,
-        releases_at: Seconds | None,
-    ) -> None:
-        self.reason = reason
-        self.window_seconds = window_seconds
-        self.held_at = held_at
-        self.releases_at = releases_at
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class StepLimit:
-    """A rate limit or a bound cut the step from the stabilized count to ``limit``."""
-
-    reason: Final[Reason]
-    """``ScaleUpLimit``/``ScaleDownLimit`` (a rate) or ``TooManyReplicas``/``TooFewReplicas``."""
-    limit: Final[int]
-    policy: Final[ScalingPolicy | None]
-    """The ``behavior`` policy whose limit was selected; ``None`` for upstream's default
-    scale-up rate (max(2 x current, 4), no behavior), a disabled direction or a bound."""
-    select_policy: Final[SelectPolicy | None]
-    """How the policies were combined (``None`` without behavior)."""
-    next_step_at: Final[Seconds | None]
-    """When the policies allow going past ``limit`` once this step is made; ``None``: at
-    the next pass (the default rate), or not by waiting (a bound, a disabled direction)."""
-
-    def __init__(
-        self,
-        *,
-        reason: Reason,
-        limit: int,
-        policy: ScalingPolicy | None = None,
-        select_policy: SelectPolicy | None = None,
-        next_step_at: Seconds | None = None,
-    ) -> None:
-        self.reason = reason
-        self.limit = limit
-        self.policy = policy
-        self.select_policy = select_policy
-        self.next_step_at = next_step_at
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class ScaleDownRules:
-    """What a future scale-down must get past: the window, and the policies (``None``:
-    no rate limit on scale-down, as without behavior)."""
-
-    window_seconds: Final[Seconds]
-    rules: Final[Rules | None]
-
-    def __init__(self, *, window_seconds: Seconds, rules: Rules | None) -> None:
-        self.window_seconds = window_seconds
-        self.rules = rules
+from autoscaler.algorithm.stage_values import Rules
 
 
 def hold(
@@ -227,4 +154,14 @@ def earliest_scale_down(
                        candidates=(opens,))
 
 
-seal_values(globals())
+def decision_scale_down(decision: Decision) -> Seconds | None:
+    """The earliest moment a scale-down can happen if the metrics dropped now, from what
+    ``decision`` kept (``earliest_scale_down``); ``None`` at minReplicas, with scale-down
+    disabled, or when the decision did not get that far (no valid metrics)."""
+    if decision.scale_down is None or decision.decided_at is None or decision.bounds is None:
+        return None
+    return earliest_scale_down(
+        decision.history, count=decision.desired_replicas,
+        min_replicas=decision.bounds.min_replicas, rules=decision.scale_down,
+        now=decision.decided_at)
+

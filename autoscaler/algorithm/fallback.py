@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from autoscaler.algorithm.decision import Decision
+from autoscaler.algorithm.decision_values import Decision
 
 
 class FallbackRule(Protocol):

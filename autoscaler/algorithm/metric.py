@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Final
 
 from autoscaler.algorithm.model import (
     AlgorithmSettings,
@@ -27,90 +25,18 @@ from autoscaler.algorithm.model import (
     Seconds,
 )
 from autoscaler.algorithm.pods import MetricError
-from autoscaler.algorithm.reasons import Reason
 from autoscaler.algorithm.replicas import (
-    MetricProposal,
-    Tolerances,
     average_value_proposal,
     per_pod_value_proposal,
     saturating_sum,
     utilization_proposal,
     value_proposal,
 )
-from autoscaler.record import refuse_assignment, seal_values
+from autoscaler.algorithm.stage_values import MetricOutcome, MetricProposal, Tolerances
 
 _PER_POD_SOURCES = frozenset(
     {MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE, MetricSourceType.PODS}
 )
-
-_FAILURE_REASONS = {
-    MetricSourceType.RESOURCE: Reason.FAILED_GET_RESOURCE_METRIC,
-    MetricSourceType.CONTAINER_RESOURCE: Reason.FAILED_GET_CONTAINER_RESOURCE_METRIC,
-    MetricSourceType.PODS: Reason.FAILED_GET_PODS_METRIC,
-    MetricSourceType.OBJECT: Reason.FAILED_GET_OBJECT_METRIC,
-    MetricSourceType.EXTERNAL: Reason.FAILED_GET_EXTERNAL_METRIC,
-}
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class MetricOutcome:
-    """A metric's result this pass: a proposal, or the error that made it invalid."""
-
-    spec: Final[MetricSpec]
-    description: Final[str]
-    """Upstream's name for the metric in messages ("cpu resource utilization (...)")."""
-    proposal: Final[MetricProposal | None]
-    error: Final[str | None]
-    values: MetricValues | None = field(compare=False)
-    """The values the metric was computed from (per-pod samples, the query), for status."""
-
-    def __init__(
-        self,
-        *,
-        spec: MetricSpec,
-        description: str,
-        proposal: MetricProposal | None = None,
-        error: str | None = None,
-        values: MetricValues | None = None,
-    ) -> None:
-        self.spec = spec
-        self.description = description
-        self.proposal = proposal
-        self.error = error
-        self.values = values
-
-    @property
-    def failure_reason(self) -> Reason:
-        return _FAILURE_REASONS.get(self.spec.type, Reason.INVALID_METRIC_SOURCE_TYPE)
-
-    @property
-    def target_value(self) -> float | None:
-        """The spec's target in the units users read: percent for a utilization target,
-        else base units (``"500m"`` is 0.5)."""
-        target = self.spec.target
-        if target.average_utilization is not None:
-            return float(target.average_utilization)
-        milli = target.average_value if target.average_value is not None else target.value
-        return None if milli is None else milli / 1000
-
-    @property
-    def current_value(self) -> float | None:
-        """The current value the proposal was made from, in the target's units (as
-        ``target_value``); ``None`` without a proposal."""
-        if self.proposal is None:
-            return None
-        current = self.proposal.current
-        if self.spec.target.average_utilization is not None \
-                and current.average_utilization is not None:
-            return current.average_utilization  # a whole percent, as upstream's status has it
-        milli = current.average_value if current.average_value is not None else current.value
-        return None if milli is None else milli / 1000
-
-    def __setattr__(self, name: str, value: object) -> None:
-        refuse_assignment(self, name)  # compiled: some fields are not Final
-
-    def __delattr__(self, name: str) -> None:
-        refuse_assignment(self, name)
 
 
 @functools.lru_cache(maxsize=1024)  # called per metric per decision; specs are few
@@ -236,6 +162,3 @@ def _single_value(spec: MetricSpec, values: MetricValues) -> int:
             raise MetricError("no metrics returned from external metrics API")
         return saturating_sum(values.values)
     raise MetricError(f"{spec.type} metric got values of the wrong kind")
-
-
-seal_values(globals())

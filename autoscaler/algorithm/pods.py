@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -29,34 +27,13 @@ from autoscaler.algorithm.model import (
     RequestsBasis,
     Seconds,
 )
-from autoscaler.record import seal_values
+from autoscaler.algorithm.stage_values import PodGroups
 
 CPU = "cpu"
 
 
 class MetricError(Exception):
     """A metric cannot be computed this pass; the message is upstream's wording where it has one."""
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class PodGroups:
-    ready_count: Final[int]
-    unready: Final[frozenset[str]]
-    missing: Final[frozenset[str]]
-    ignored: Final[frozenset[str]]
-
-    def __init__(
-        self,
-        *,
-        ready_count: int,
-        unready: frozenset[str],
-        missing: frozenset[str],
-        ignored: frozenset[str],
-    ) -> None:
-        self.ready_count = ready_count
-        self.unready = unready
-        self.missing = missing
-        self.ignored = ignored
 
 
 def group_pods(
@@ -268,6 +245,3 @@ def _pod_level_request(pod: Pod, resource: str, applied: bool) -> int:
     if not found:
         raise MetricError(f"missing pod-level request for {resource} in Pod {pod.name}")
     return sum(found)
-
-
-seal_values(globals())

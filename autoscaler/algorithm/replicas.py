@@ -10,108 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
 
 from autoscaler.algorithm.model import AlgorithmSettings, Milli, Pod, PodSample, Seconds
 from autoscaler.algorithm.pods import (
     MetricError,
-    PodGroups,
     PodView,
     count_running_ready,
     group_pods,
     pod_requests,
 )
-from autoscaler.record import refuse_assignment, seal_values
+from autoscaler.algorithm.stage_values import MetricCurrent, MetricProposal, PodGroups, Tolerances
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Tolerances:
-    """A ratio r is within tolerance iff 1 - scale_down <= r <= 1 + scale_up (both inclusive)."""
-
-    scale_down: Final[float]
-    scale_up: Final[float]
-
-    def __init__(self, *, scale_down: float = 0.1, scale_up: float = 0.1) -> None:
-        self.scale_down = scale_down
-        self.scale_up = scale_up
-
-    def within(self, ratio: float) -> bool:
-        return (1.0 - self.scale_down) <= ratio <= (1.0 + self.scale_up)
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class MetricCurrent:
-    """``MetricValueStatus``: what ``kubectl describe hpa`` shows as the current value."""
-
-    value: Final[int | None]
-    average_value: Final[int | None]
-    average_utilization: Final[int | None]
-
-    def __init__(
-        self,
-        *,
-        value: int | None = None,
-        average_value: int | None = None,
-        average_utilization: int | None = None,
-    ) -> None:
-        self.value = value
-        self.average_value = average_value
-        self.average_utilization = average_utilization
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class MetricProposal:
-    """A metric's proposal, and how it was reached (for ``plan --explain``)."""
-
-    replicas: Final[int]
-    current: Final[MetricCurrent]
-    ratio: Final[float]
-    rebalanced_ratio: Final[float | None]
-    """The ratio after missing and unready pods were back-filled, if that step ran."""
-    within_tolerance: Final[bool]
-    ready_pods: Final[int | None]
-    unready_pods: Final[int]
-    missing_pods: Final[int]
-    ignored_pods: Final[int]
-    pods: PodGroups | None = field(compare=False)
-    """The pods by group, named (per-pod metrics only): which were unready, missing or
-    ignored, for ``status`` to name them."""
-
-    def __init__(
-        self,
-        *,
-        replicas: int,
-        current: MetricCurrent,
-        ratio: float,
-        rebalanced_ratio: float | None = None,
-        within_tolerance: bool = False,
-        ready_pods: int | None = None,
-        unready_pods: int = 0,
-        missing_pods: int = 0,
-        ignored_pods: int = 0,
-        pods: PodGroups | None = None,
-    ) -> None:
-        self.replicas = replicas
-        self.current = current
-        self.ratio = ratio
-        self.rebalanced_ratio = rebalanced_ratio
-        self.within_tolerance = within_tolerance
-        self.ready_pods = ready_pods
-        self.unready_pods = unready_pods
-        self.missing_pods = missing_pods
-        self.ignored_pods = ignored_pods
-        self.pods = pods
-
-    def __setattr__(self, name: str, value: object) -> None:
-        refuse_assignment(self, name)  # compiled: some fields are not Final
-
-    def __delattr__(self, name: str) -> None:
-        refuse_assignment(self, name)
 
 
 def trunc_div(numerator: int, denominator: int) -> int:
@@ -381,6 +293,3 @@ def per_pod_value_proposal(
         ratio=ratio,
         within_tolerance=within,
     )
-
-
-seal_values(globals())

@@ -11,7 +11,8 @@ ordinary scale-up).
 
 from __future__ import annotations
 
-from autoscaler.algorithm.decision import LIMIT_MESSAGES, STABILIZATION_MESSAGES, Decision
+from autoscaler.algorithm.decision import LIMIT_MESSAGES, STABILIZATION_MESSAGES
+from autoscaler.algorithm.decision_values import Decision
 from autoscaler.algorithm.reasons import Reason
 
 ALL_BELOW = "All metrics below target"

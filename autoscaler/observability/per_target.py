@@ -29,7 +29,7 @@ from autoscaler.algorithm import (
     MetricSpec,
 )
 from autoscaler.algorithm.behavior import tolerances_for
-from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
+from autoscaler.algorithm.decision_values import ForecastReport, MetricForecast
 from autoscaler.record import record
 
 SCALE_DIRECTIONS = ("up", "down")

@@ -44,10 +44,11 @@ from autoscaler.algorithm import (
     bridge_gap,
     decide,
 )
-from autoscaler.algorithm.activation import ZeroMemory, decide_with_zero
+from autoscaler.algorithm.activation import decide_with_zero
 from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.algorithm.fallback import fallback_reason, fallback_replicas
 from autoscaler.algorithm.rescale import step_reason
+from autoscaler.algorithm.zero_values import ZeroMemory
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.record import record

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler.algorithm import AlgorithmSettings, EventReason
-from autoscaler.algorithm.activation import ActivityState
+from autoscaler.algorithm.zero_values import ActivityState
 from autoscaler.observability.logs import debug_traceback
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.conditions import unable_to_scale

@@ -34,11 +34,11 @@ from autoscaler.algorithm import (
     PodMetricValues,
     format_milli,
 )
-from autoscaler.algorithm.activation import Activity, ZeroMemory
-from autoscaler.algorithm.explain import StepLimit
+from autoscaler.algorithm.decision_values import ForecastReport, StepLimit
+from autoscaler.algorithm.explain import decision_scale_down
 from autoscaler.algorithm.forecast import Series, TargetPredictor
-from autoscaler.algorithm.forecast.forecast_report import ForecastReport
-from autoscaler.algorithm.metric import MetricOutcome
+from autoscaler.algorithm.stage_values import MetricOutcome
+from autoscaler.algorithm.zero_values import Activity, ZeroMemory
 from autoscaler.runtime.conditions import StatusCondition
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.snapshot import Intent
@@ -309,7 +309,7 @@ def limit_json(limit: StepLimit) -> dict[str, Any]:
 
 def scale_down_json(decision: Decision) -> dict[str, Any]:
     """The earliest a scale-down can happen if the metrics dropped now, or what forbids it."""
-    earliest = decision.earliest_scale_down()
+    earliest = decision_scale_down(decision)
     if earliest is not None:
         return {"earliest": _iso(earliest)}
     bounds, rules = decision.bounds, decision.scale_down

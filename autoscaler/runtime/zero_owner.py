@@ -40,7 +40,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from autoscaler.algorithm import Condition, ConditionType, Decision, Reason, Step
-from autoscaler.algorithm.activation import Activity, ActivityState, ZeroMemory
+from autoscaler.algorithm.zero_values import Activity, ActivityState, ZeroMemory
 from autoscaler.runtime.ports import FIELD_MANAGER, Scale
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Final
 
 from autoscaler.algorithm import (
     AlgorithmSettings,
@@ -33,10 +32,11 @@ from autoscaler.algorithm.forecast import PredictionSettings, TargetPredictor, d
 from autoscaler.algorithm.model import DEFAULT_SYNC_PERIOD
 from autoscaler.record import seal_values
 from autoscaler.schedules import Schedule, bounds_at
-from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed, MetricLoad
+from autoscaler.simulate.load import DEFAULT_WINDOW, MetricFeed
+from autoscaler.simulate.rows import Counts, MetricLoad, MetricRow, Row
 from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.trace import DEMAND, Interpolation, Trace
-from autoscaler.simulate.workload import Counts, Workload, WorkloadModel
+from autoscaler.simulate.workload import Workload, WorkloadModel
 
 NEVER = 2**31 - 1
 """A collection threshold that is never reached."""
@@ -68,100 +68,6 @@ class Scenario:
     """Unix time of the trace's start when the trace's times are relative."""
     predictions: tuple[PredictionSettings | None, ...] = ()
     """Each metric's ``prediction`` (aligned with ``spec.metrics``; empty: reactive only)."""
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class MetricRow:
-    """One metric in one step, in the order of ``spec.metrics``."""
-
-    load: Final[MetricLoad]
-    seen: Final[float | None]
-    """The current value the core computed (utilization %, average or value), as it reports it."""
-    proposal: Final[int | None]
-    forecast: Final[float | None]
-    """The metric's forecast total, for ``forecast_at`` (``None``: no prediction)."""
-    forecast_at: Final[float | None]
-    forecast_used: Final[bool]
-
-    def __init__(
-        self,
-        *,
-        load: MetricLoad,
-        seen: float | None,
-        proposal: int | None,
-        forecast: float | None = None,
-        forecast_at: float | None = None,
-        forecast_used: bool = False,
-    ) -> None:
-        self.load = load
-        self.seen = seen
-        self.proposal = proposal
-        self.forecast = forecast
-        self.forecast_at = forecast_at
-        self.forecast_used = forecast_used
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Row:
-    """One sync: the state observed at ``time`` and the decision taken on it."""
-
-    time: Final[float]
-    demand: Final[float | None]
-    current: Final[int]
-    desired: Final[int]
-    pending: Final[int]
-    starting: Final[int]
-    ready: Final[int]
-    deleting: Final[int]
-    metrics: Final[tuple[MetricRow, ...]]
-    proposal: Final[int | None]
-    steps: Final[tuple[str, ...]]
-    limited: Final[str]
-    """The ScalingLimited reason when the count was limited, else empty."""
-    error: Final[str | None]
-    reactive: Final[int | None]
-    """With prediction: the desired count from the live metrics alone."""
-    predictive: Final[int | None]
-    """With prediction: the desired count with the forecasts (acted on unless forecastOnly)."""
-
-    def __init__(
-        self,
-        *,
-        time: float,
-        demand: float | None,
-        current: int,
-        desired: int,
-        pending: int,
-        starting: int,
-        ready: int,
-        deleting: int,
-        metrics: tuple[MetricRow, ...],
-        proposal: int | None,
-        steps: tuple[str, ...],
-        limited: str,
-        error: str | None,
-        reactive: int | None = None,
-        predictive: int | None = None,
-    ) -> None:
-        self.time = time
-        self.demand = demand
-        self.current = current
-        self.desired = desired
-        self.pending = pending
-        self.starting = starting
-        self.ready = ready
-        self.deleting = deleting
-        self.metrics = metrics
-        self.proposal = proposal
-        self.steps = steps
-        self.limited = limited
-        self.error = error
-        self.reactive = reactive
-        self.predictive = predictive
-
-    @property
-    def rescale(self) -> bool:
-        return self.desired != self.current
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,8 +22,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
 
 from autoscaler.algorithm import (
     ExternalMetricValues,
@@ -38,6 +36,7 @@ from autoscaler.algorithm import (
     PodSample,
 )
 from autoscaler.record import seal_values
+from autoscaler.simulate.rows import MetricLoad
 from autoscaler.simulate.simulation_error import SimulationError
 from autoscaler.simulate.workload import SimPod, WorkloadModel
 
@@ -45,22 +44,6 @@ DEFAULT_WINDOW = 60.0
 """The daemon's default query window (``MetricQuery.window``)."""
 RESOURCE_SOURCES = frozenset({MetricSourceType.RESOURCE, MetricSourceType.CONTAINER_RESOURCE})
 PER_POD_SOURCES = RESOURCE_SOURCES | {MetricSourceType.PODS}
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class MetricLoad:
-    """One metric at one step, as it really is (not as the core saw it)."""
-
-    total: Final[float | None]
-    per_pod: Final[float | None]
-    """Per Ready pod, before saturation; ``None`` when there is load but no Ready pod."""
-    ratio: Final[float | None]
-    """Per-pod load over the target (utilization over target utilization, ...): 1 is on target."""
-
-    def __init__(self, *, total: float | None, per_pod: float | None, ratio: float | None) -> None:
-        self.total = total
-        self.per_pod = per_pod
-        self.ratio = ratio
 
 
 NO_LOAD = MetricLoad(total=None, per_pod=None, ratio=None)

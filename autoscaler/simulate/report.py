@@ -27,7 +27,8 @@ from typing import Any
 
 from autoscaler.algorithm.behavior import tolerances_for
 from autoscaler.config.files import replacing
-from autoscaler.simulate.engine import Row, Timeline
+from autoscaler.simulate.engine import Timeline
+from autoscaler.simulate.rows import Row
 from autoscaler.terminal import columns
 
 OVER = 1.0 + 1e-9  # float noise at exactly on-target must not count as over

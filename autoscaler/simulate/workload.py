@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final
 
 from autoscaler.algorithm import ConditionStatus, Container, Milli, Pod, PodPhase
 from autoscaler.algorithm.pods import PodView
 from autoscaler.record import seal_values
+from autoscaler.simulate.rows import Counts
 
 CONTAINER = "app"
 LONG_AGO = 86_400.0
@@ -89,25 +89,6 @@ class SimPod:
 _NO_PODS = dict.fromkeys(PodState, 0)
 _REPORTING = frozenset({PodState.STARTING, PodState.READY})
 """Running and not deleting: Pending and deleting pods report no samples."""
-
-
-@dataclass(init=False, slots=True, unsafe_hash=True)
-class Counts:
-    pending: Final[int]
-    starting: Final[int]
-    ready: Final[int]
-    deleting: Final[int]
-
-    def __init__(self, *, pending: int, starting: int, ready: int, deleting: int) -> None:
-        self.pending = pending
-        self.starting = starting
-        self.ready = ready
-        self.deleting = deleting
-
-    @property
-    def active(self) -> int:
-        """Pods not being deleted: what ``status.replicas`` counts."""
-        return self.pending + self.starting + self.ready
 
 
 class Workload:

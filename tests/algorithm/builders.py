@@ -33,7 +33,7 @@ from autoscaler.algorithm import (
     ScalingRules,
     SelectPolicy,
 )
-from autoscaler.algorithm.replicas import Tolerances
+from autoscaler.algorithm.stage_values import Tolerances
 
 NOW = 1_000_000.0
 ZERO = 0.0

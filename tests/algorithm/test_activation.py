@@ -23,15 +23,9 @@ from autoscaler.algorithm import (
     ScaleState,
     ScalingRules,
 )
-from autoscaler.algorithm.activation import (
-    ActivityState,
-    ScaleToZero,
-    ZeroDecision,
-    ZeroMemory,
-    decide_with_zero,
-    scaled_to_zero_condition,
-)
+from autoscaler.algorithm.activation import ScaleToZero, decide_with_zero, scaled_to_zero_condition
 from autoscaler.algorithm.reasons import ConditionType, Reason, Step
+from autoscaler.algorithm.zero_values import ActivityState, ZeroDecision, ZeroMemory
 
 NOW = 10_000.0
 QUEUE = MetricSpec(type=MetricSourceType.EXTERNAL, name="queue",

@@ -26,8 +26,9 @@ from autoscaler.algorithm import (
     SelectPolicy,
     decide,
 )
-from autoscaler.algorithm.behavior import Rules
-from autoscaler.algorithm.explain import ScaleDownRules, earliest_scale_down
+from autoscaler.algorithm.decision_values import ScaleDownRules
+from autoscaler.algorithm.explain import decision_scale_down, earliest_scale_down
+from autoscaler.algorithm.stage_values import Rules
 from tests.algorithm.builders import NOW
 
 OBJECT = MetricSpec(type=MetricSourceType.OBJECT, name="rps",
@@ -156,7 +157,7 @@ def test_earliest_scale_down(
 def test_a_decision_answers_the_earliest_scale_down() -> None:
     """After a first pass at 5, a drop could scale down once the seeded 5 leaves the window."""
     decision = run(current=5, usage=100)
-    assert decision.earliest_scale_down() == NOW + 300
+    assert decision_scale_down(decision) == NOW + 300
 
 
 def test_the_held_count_is_released_when_upstream_would_first_step_down() -> None:
@@ -172,7 +173,7 @@ def test_the_held_count_is_released_when_upstream_would_first_step_down() -> Non
     hold = decision.hold
     assert hold is not None
     assert (hold.held_at, hold.releases_at) == (8, NOW + 280)
-    assert decision.earliest_scale_down() == NOW + 280
+    assert decision_scale_down(decision) == NOW + 280
 
     def at(moment: float) -> int:  # the same pass made later, on the same history
         return decide(DecisionInput(spec=AutoscalerSpec(min_replicas=1, max_replicas=100, metrics=(OBJECT,)),

@@ -36,8 +36,6 @@ from autoscaler.algorithm import (
     resolve_behavior,
 )
 from autoscaler.algorithm.behavior import (
-    ResolvedBehavior,
-    Rules,
     essential_recommendations,
     normalize_with_behavior,
     stabilize_downscale,
@@ -45,6 +43,7 @@ from autoscaler.algorithm.behavior import (
     tolerances_for,
 )
 from autoscaler.algorithm.explain import window_release
+from autoscaler.algorithm.stage_values import ResolvedBehavior, Rules
 from tests.algorithm.builders import (
     COOL,
     HOT,

@@ -6,12 +6,12 @@ import pytest
 
 from autoscaler.algorithm import Milli
 from autoscaler.algorithm.replicas import (
-    Tolerances,
     average_value_proposal,
     per_pod_value_proposal,
     saturating_sum,
     value_proposal,
 )
+from autoscaler.algorithm.stage_values import Tolerances
 from tests.algorithm.builders import (
     COOL,
     DEFAULT_TOLERANCES,

@@ -10,7 +10,8 @@ import math
 import pytest
 
 from autoscaler.algorithm.pods import MetricError
-from autoscaler.algorithm.replicas import Tolerances, utilization_proposal
+from autoscaler.algorithm.replicas import utilization_proposal
+from autoscaler.algorithm.stage_values import Tolerances
 from tests.algorithm.builders import (
     COOL,
     DEFAULT_TOLERANCES,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.algorithm.decision import Decision
-from autoscaler.algorithm.explain import StepLimit, WindowHold
+from autoscaler.algorithm.decision_values import Decision, StepLimit, WindowHold
 from autoscaler.algorithm.reasons import Reason
 from autoscaler.algorithm.rescale import step_reason
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.algorithm import AlgorithmSettings, AutoscalerSpec, Condition, ConditionType
-from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
+from autoscaler.algorithm.decision_values import ForecastReport, MetricForecast
 from autoscaler.algorithm.reasons import Reason
 from autoscaler.errors import (
     AccessDeniedError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.algorithm import History, Recommendation, ScaleEvent
-from autoscaler.algorithm.activation import ZeroMemory
+from autoscaler.algorithm.zero_values import ZeroMemory
 from autoscaler.runtime.clock import TEST_WALL_CLOCK_OFFSET, wall_clock
 from autoscaler.runtime.timeline import ServerClock, Timeline, history_shift, restamp
 from autoscaler.snapshot import Intent, SavedTarget

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.algorithm import Decision, Step
-from autoscaler.algorithm.activation import Activity, ActivityState, ZeroMemory
 from autoscaler.algorithm.model import Milli
+from autoscaler.algorithm.zero_values import Activity, ActivityState, ZeroMemory
 from autoscaler.config import parse_config
 from autoscaler.runtime.zero_owner import (
     Owner,

@@ -19,7 +19,8 @@ from autoscaler.algorithm import (
     PolicyType,
     ScalingPolicy,
 )
-from autoscaler.simulate.engine import Row, Scenario, Timeline, simulate
+from autoscaler.simulate.engine import Scenario, Timeline, simulate
+from autoscaler.simulate.rows import Row
 from autoscaler.simulate.trace import Trace, make_trace
 from autoscaler.simulate.workload import WorkloadModel
 

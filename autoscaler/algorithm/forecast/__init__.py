@@ -6,13 +6,13 @@ Opt-in per metric (``prediction``), off by default, and forecast-only until told
 as if each metric had its forecast, and never goes below the live result. Pure, like the core.
 """
 
+from autoscaler.algorithm.decision_values import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.combine import (
     Prediction,
     decide_predictive,
     metric_total,
     with_forecast,
 )
-from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.forecaster import Forecast, Forecaster
 from autoscaler.algorithm.forecast.prediction_settings import (
     ModelKind,

@@ -17,16 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from autoscaler.algorithm.decision import (
+from autoscaler.algorithm.decision import StagedDecision, decide_staged
+from autoscaler.algorithm.decision_values import (
     Condition,
     Decision,
     DecisionInput,
-    StagedDecision,
-    decide_staged,
+    ForecastReport,
+    MetricForecast,
 )
-from autoscaler.algorithm.forecast.forecast_report import ForecastReport, MetricForecast
 from autoscaler.algorithm.forecast.forecaster import Forecast
-from autoscaler.algorithm.metric import MetricOutcome
 from autoscaler.algorithm.model import (
     ExternalMetricValues,
     MetricValues,
@@ -38,6 +37,7 @@ from autoscaler.algorithm.model import (
 )
 from autoscaler.algorithm.pods import pod_view
 from autoscaler.algorithm.reasons import ConditionType, Reason
+from autoscaler.algorithm.stage_values import MetricOutcome
 from autoscaler.record import seal_values
 
 
@@ -119,12 +119,12 @@ def decide_predictive(
     the live decision with the forecast's report. ``predictions`` is aligned with
     ``spec.metrics``."""
     # The second decision sees the same pods: group them once.
-    given = replace(given, pods=pod_view(given.pods))
+    given = given.with_pods(pod_view(given.pods))
     metrics = given.metrics
 
     def run(values: Sequence[MetricValues]) -> Decision | StagedDecision:
         # Staged: only the decision kept is built in full (conditions, steps, holds, limits).
-        return decide_staged(given if values is metrics else replace(given, metrics=values))
+        return decide_staged(given if values is metrics else given.with_metrics(values))
 
     live = run(metrics)
     totals = [p.live if p is not None else None for p in predictions]
