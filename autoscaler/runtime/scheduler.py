@@ -5,6 +5,12 @@ batched; each group's next pass is jittered by up to ``jitter`` of its period so
 daemons (shards) do not hit Prometheus in lockstep. A target still in flight from the
 previous pass is skipped rather than queued. A pass runs as its own task, so a slow pass
 never delays another group.
+
+A target that a reload adds or changes is due at once, in a pass of its own, rather than at
+its group's next start (upstream enqueues an HPA without delay when it is created or its
+``metadata.generation`` moves, kubernetes#138294). Its group keeps its phase, so the target
+also runs at the group's next start, as upstream's pending periodic reconcile also still
+fires. One still in flight runs as soon as its pass ends.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class Scheduler:
         self._targets: dict[str, TargetConfig] = {}
         self._groups: dict[float, _Group] = {}
         self._in_flight: set[str] = set()
+        self._changed: set[str] = set()
+        """Targets a reload added or changed that no pass has started on since."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self.passes = 0
@@ -61,8 +69,11 @@ class Scheduler:
         return frozenset(self._in_flight)
 
     def set_targets(self, targets: Sequence[TargetConfig]) -> list[str]:
-        """Replace the target set (config load or reload); returns the keys that left."""
+        """Replace the target set (config load or reload); returns the keys that left.
+        Targets new or changed since the last set are due at once."""
         removed = [key for key in self._targets if key not in {t.key for t in targets}]
+        self._changed = {t.key for t in targets if self._targets.get(t.key) != t} | {
+            key for key in self._changed if key not in removed}
         self._targets = {t.key: t for t in targets}
         groups: dict[float, _Group] = {}
         for target in targets:
@@ -83,6 +94,7 @@ class Scheduler:
                 for group in self._groups.values():
                     if group.next_due <= now:
                         self._launch(group, now)
+                self._launch_changed(now)
             self._wake.clear()
             delay = self._sleep_time(now)
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
@@ -124,11 +136,22 @@ class Scheduler:
         if len(due) < len(group.keys):
             log.warning("targets still in flight from the previous pass were skipped",
                         skipped=len(group.keys) - len(due), period=group.period)
+        self._start(due, group.period, now)
+
+    def _launch_changed(self, now: float) -> None:
+        """A pass for the added or changed targets not in flight, one per period."""
+        for group in self._groups.values():
+            due = [self._targets[k] for k in group.keys
+                   if k in self._changed and k not in self._in_flight]
+            self._start(due, group.period, now)
+
+    def _start(self, due: Sequence[TargetConfig], period: float, now: float) -> None:
         if not due:
             return
         self._in_flight.update(t.key for t in due)
+        self._changed.difference_update(t.key for t in due)
         # Leave a tenth of the period so the pass's writes land before the next one is due.
-        deadline = now + group.period * 0.9
+        deadline = now + period * 0.9
         task = asyncio.get_running_loop().create_task(self._pass(due, deadline))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -141,3 +164,5 @@ class Scheduler:
         finally:
             self._in_flight.difference_update(t.key for t in targets)
             self.passes += 1
+            if self._changed:
+                self._wake.set()  # a changed target waited for this pass to end
