@@ -573,6 +573,7 @@ class Daemon:
         them (a target paused or unreadable since the start). A dry run writes nothing, so
         its conditions say what a pass would write, as ``plan``'s do."""
         body = self.reconciler.state(target.key).to_json(planned=self.config.daemon.dry_run)
+        body["generation"] = target.generation
         body.setdefault("minReplicas", target.spec.min_replicas)
         body.setdefault("maxReplicas", target.spec.max_replicas)
         return body

@@ -100,6 +100,7 @@ def document(config: Config, states: Mapping[str, TargetState]) -> dict[str, Any
         if state is None:
             continue
         body = state.to_json(planned=True)
+        body["generation"] = target.generation
         body.setdefault("minReplicas", target.spec.min_replicas)
         body.setdefault("maxReplicas", target.spec.max_replicas)
         bodies.append(body)

@@ -14,6 +14,7 @@ file safely (``files.py``) and, unless told not to, checks the files it names.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import tomllib
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from autoscaler.config.fields import show
 from autoscaler.config.files import UnusableFileError, named_file_problems, read_config_file
+from autoscaler.config.generation import table_generation
 from autoscaler.config.issues import (
     MAX_ISSUES,
     ConfigError,
@@ -227,6 +229,8 @@ def _target(
     target = None if model is None else convert_target(
         model, loc=loc, servers=servers, dropped=dropped, sync_period=sync_period,
         problems=problems)
+    if target is not None:
+        target = dataclasses.replace(target, generation=table_generation(merge(defaults, raw)))
     if "metrics" in dropped:
         check_metrics(merge(defaults, raw).get("metrics"), loc=loc, problems=problems)
     _blame_defaults(problems, before, raw, defaults, loc)

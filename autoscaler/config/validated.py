@@ -164,6 +164,10 @@ class TargetConfig:
     """Decide and compare with the HPA or ScaledObject that owns the target; never write."""
     predictions: tuple[PredictionSettings | None, ...] = ()
     """Each metric's ``prediction``, aligned with ``spec.metrics``; empty when none has one."""
+    generation: str = ""
+    """A digest of the target's table merged over ``[defaults]`` (``config/generation.py``):
+    upstream's ``metadata.generation``, which ``/status`` shows beside the generation the
+    last pass acted on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,10 +4,17 @@ Conditions are merged as upstream's ``setConditionInList`` does: a condition kee
 ``lastTransitionTime`` while its status stays the same, so users see since when a target has
 been limited or unable to scale. The core's decision brings its conditions each pass; the
 runtime adds what only it knows: a read or write that failed, a rescale that landed.
+
+Each condition also says which generation of the target's table it was set on
+(``observedGeneration``, as upstream stamps its conditions since kubernetes#138653): every
+condition a pass sets, changed or not, waits unstamped (``None``) until the pass records its
+outcome (``stamp_generation``); one the pass did not set keeps the generation it was set on,
+so a ScaledToZero from before an edit says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from autoscaler.algorithm import Condition, ConditionType, Reason
@@ -20,6 +27,8 @@ class StatusCondition:
     reason: str
     message: str
     last_transition_time: float
+    observed_generation: str | None = None
+    """The target's generation when a pass last set it; ``None`` until that pass ends."""
 
 
 def merge_conditions(
@@ -40,7 +49,10 @@ def merge_conditions(
         old = merged[index]
         if (old.status, old.reason, old.message) == (
                 condition.status, condition.reason, condition.message):
-            continue  # unchanged (most passes): keep the entry as it is
+            # Unchanged (most passes): the entry as it is, set again on this generation.
+            if old.observed_generation is not None:
+                merged[index] = dataclasses.replace(old, observed_generation=None)
+            continue
         merged[index] = StatusCondition(
             type=condition.type, status=condition.status, reason=condition.reason,
             message=condition.message,
@@ -71,3 +83,10 @@ def rescaled(existing: list[StatusCondition], replicas: int,
         message=f"the autoscaler was able to update the target scale to {replicas}",
         last_transition_time=c.last_transition_time if c.status else now)
         if c.type is ConditionType.ABLE_TO_SCALE else c for c in existing]
+
+
+def stamp_generation(conditions: list[StatusCondition], generation: str) -> None:
+    """The pass that set the unstamped conditions acted on ``generation``."""
+    for i, condition in enumerate(conditions):
+        if condition.observed_generation is None:
+            conditions[i] = dataclasses.replace(condition, observed_generation=generation)

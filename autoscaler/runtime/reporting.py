@@ -46,7 +46,7 @@ class Reporter:
         state (``TargetState.settle``: what the pass decided, if it did, is the latest)."""
         now = self.clock()
         state.last_reconcile, state.last_outcome, state.last_error = now, outcome, error
-        state.settle()
+        state.settle(target.generation)
         series = self.telemetry.target(target.key)
         series.settled(
             outcome, at=now, spec=target.spec, settings=self.settings,

@@ -39,7 +39,7 @@ from autoscaler.algorithm.explain import decision_scale_down
 from autoscaler.algorithm.forecast import Series, TargetPredictor
 from autoscaler.algorithm.stage_values import MetricOutcome
 from autoscaler.algorithm.zero_values import Activity, ZeroMemory
-from autoscaler.runtime.conditions import StatusCondition
+from autoscaler.runtime.conditions import StatusCondition, stamp_generation
 from autoscaler.schedules import ActiveBounds, Schedule, next_activation
 from autoscaler.snapshot import Intent
 
@@ -129,6 +129,9 @@ class TargetState:
     scaled: deque[tuple[float, int, int]] = field(
         default_factory=lambda: deque(maxlen=MAX_SCALE_EVENTS))
     """The scale writes this process saw land, newest last: (time, previous, new)."""
+    observed_generation: str | None = None
+    """The generation of the target's table the last pass that ended acted on (upstream's
+    ``status.observedGeneration``); ``None`` before the first."""
 
     def decided(self, decision: Decision, desired: int) -> None:
         """This pass's decision, and the count it settles on (after the fallback)."""
@@ -138,9 +141,12 @@ class TargetState:
     def begin_pass(self) -> None:
         self.decided_this_pass = self.failed_this_pass = False
 
-    def settle(self) -> None:
-        """The pass over this target ended: what it decided (if anything) is the latest."""
+    def settle(self, generation: str) -> None:
+        """The pass over this target ended, acting on ``generation`` of its table: what it
+        decided (if anything) is the latest, and so are the conditions it set."""
         self.decision_is_latest = self.decided_this_pass
+        self.observed_generation = generation
+        stamp_generation(self.conditions, generation)
 
     def note_scale(self, *, previous: int, new: int, at: float) -> None:
         """A scale write landed (whether the policies keep an event of it or not)."""
@@ -158,6 +164,7 @@ class TargetState:
             "lastReconcileTime": _iso(self.last_reconcile),
             "lastOutcome": self.last_outcome,
             "lastScaleTime": _iso(self.last_scale_time),
+            "observedGeneration": self.observed_generation,
             "conditions": [condition_json(c) for c in self.conditions],
         }
         if decision is not None:
@@ -243,9 +250,12 @@ def forecast_json(report: ForecastReport) -> dict[str, Any]:
 
 
 def condition_json(condition: StatusCondition) -> dict[str, Any]:
-    return {"type": condition.type.value, "status": "True" if condition.status else "False",
+    body = {"type": condition.type.value, "status": "True" if condition.status else "False",
             "reason": condition.reason, "message": condition.message,
             "lastTransitionTime": _iso(condition.last_transition_time)}
+    if condition.observed_generation is not None:
+        body["observedGeneration"] = condition.observed_generation
+    return body
 
 
 def would_conditions(conditions: list[dict[str, Any]], decision: Decision,

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.algorithm import ConditionType, Reason
-from autoscaler.runtime.conditions import StatusCondition, rescaled, unable_to_scale
+from autoscaler.algorithm import Condition, ConditionType, Reason
+from autoscaler.runtime.conditions import (
+    StatusCondition,
+    merge_conditions,
+    rescaled,
+    stamp_generation,
+    unable_to_scale,
+)
 
 ABLE, LIMITED = ConditionType.ABLE_TO_SCALE, ConditionType.SCALING_LIMITED
 
@@ -41,3 +47,23 @@ def test_rescaled_is_able_to_scale_again(status: bool, since: float) -> None:
         True, Reason.SUCCEEDED_RESCALE, since)
     assert able.message == "the autoscaler was able to update the target scale to 4"
     assert limited.last_transition_time == 5.0
+
+
+def test_conditions_carry_the_generation_of_the_pass_that_set_them() -> None:
+    """Upstream stamps each condition it sets with observedGeneration (kubernetes#138653).
+    A pass on generation B sets AbleToScale (unchanged) and ScalingLimited (changed): both
+    say B, AbleToScale keeps its transition time; ScaledToZero, set on A by a rescale and
+    not set since, still says A."""
+    zero = ConditionType.SCALED_TO_ZERO
+    first = merge_conditions([], (
+        Condition(type=ABLE, status=True, reason="ReadyForNewScale", message="m"),
+        Condition(type=zero, status=True, reason="ScaledToZero", message="m")), 10.0)
+    stamp_generation(first, "aaaaaaaaaaaa")
+    second = merge_conditions(first, (
+        Condition(type=ABLE, status=True, reason="ReadyForNewScale", message="m"),
+        Condition(type=LIMITED, status=False, reason="DesiredWithinRange", message="m")), 50.0)
+    assert [c.observed_generation for c in second] == [None, "aaaaaaaaaaaa", None]
+    stamp_generation(second, "bbbbbbbbbbbb")
+    assert [(c.type, c.observed_generation, c.last_transition_time) for c in second] == [
+        (ABLE, "bbbbbbbbbbbb", 10.0), (zero, "aaaaaaaaaaaa", 10.0),
+        (LIMITED, "bbbbbbbbbbbb", 50.0)]

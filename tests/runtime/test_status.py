@@ -25,6 +25,7 @@ from autoscaler.algorithm import (
     ScalingRules,
     decide,
 )
+from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.status import TargetState
 
@@ -47,7 +48,7 @@ def state_after_one_pass(*, behavior: Behavior | None = None) -> TargetState:
     state = TargetState(key="shop/Deployment/web", last_reconcile=NOW, last_outcome="ok",
                         history=decision.history, current_replicas=2)
     state.decided(decision, decision.desired_replicas)
-    state.settle()
+    state.settle("5e1f2a3b4c6d")
     state.conditions = merge_conditions([], decision.conditions, NOW)
     return state
 
@@ -104,6 +105,19 @@ def test_a_target_never_decided_shows_what_was_observed() -> None:
                        last_outcome="paused").to_json()
     assert (body["currentReplicas"], body["paused"]) == (2, "config paused")
     assert "desiredReplicas" not in body
+
+
+def test_the_generation_a_pass_acted_on_is_shown_with_its_conditions() -> None:
+    """Upstream's status.observedGeneration and conditions[].observedGeneration: none
+    before a pass has ended; then the generation of the table the pass acted on."""
+    state = TargetState(key="k")
+    assert state.to_json()["observedGeneration"] is None
+    state.conditions = merge_conditions([], (GOT_SCALE,), NOW)
+    assert "observedGeneration" not in state.to_json()["conditions"][0]  # mid-pass
+    state.settle("5e1f2a3b4c6d")
+    body = state.to_json()
+    assert body["observedGeneration"] == "5e1f2a3b4c6d"
+    assert body["conditions"][0]["observedGeneration"] == "5e1f2a3b4c6d"
 
 
 def test_a_stabilization_window_is_whole_seconds() -> None:
