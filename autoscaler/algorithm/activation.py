@@ -24,8 +24,12 @@ every trigger has been inactive for ``cooldownPeriod``. Here:
   the cooldown: an outage says nothing about the queue, so after one the target needs a
   whole cooldown of inactive readings (KEDA moves its ``lastActiveTime`` only for an active
   trigger, and a failing trigger is not active).
-- A scheduled floor above 0 in force keeps the target up; one that raises ``minReplicas``
-  while we hold the target at 0 wakes it to that floor (upstream's rule for a raised min).
+- A scheduled floor above 0 in force keeps the target up. A ``minReplicas`` raised above 0
+  (or a schedule's floor) while we hold the target at 0 wakes it as upstream does: the
+  metrics are evaluated from zero and the result raised to the floor (more than the floor
+  when they ask for more). Where every metric fails, upstream leaves the target at 0 until
+  one reads again; we wake it to the floor: the floor is the user's word, and an outage
+  says nothing against it.
 """
 
 from __future__ import annotations
@@ -115,7 +119,7 @@ def decide_with_zero(
                             activity=activity(spec, metrics, rules.activation_thresholds))
     if current == 0 and memory.scaled_to_zero and (rules is None or bounds.min_replicas > 0):
         # We hold it at 0 and the floor went up since (min raised, a schedule): wake it.
-        return ZeroDecision(decision=_woken_to_floor(bounds, history, now), memory=memory)
+        return ZeroDecision(decision=_woken_to_floor(given, bounds, core), memory=memory)
     if rules is None or bounds.min_replicas > 0:
         plain = core(given if given.bounds is bounds else given.with_bounds(bounds))
         return ZeroDecision(decision=plain, memory=memory)
@@ -179,10 +183,19 @@ def _paused_at_zero(history: History, now: Seconds) -> Decision:
     )
 
 
-def _woken_to_floor(bounds: Bounds, history: History, now: Seconds) -> Decision:
+def _woken_to_floor(given: DecisionInput, bounds: Bounds, core: Decide) -> Decision:
+    """Upstream (``shouldComputeMetricsForZeroReplicas``: ``minReplicas != 0`` and
+    ScaledToZero True): "compute metrics" from zero, normalize, and "if desiredReplicas <
+    minReplicas, desiredReplicas = minReplicas"."""
     floor = max(1, bounds.min_replicas)
-    return Decision(
-        current_replicas=0, desired_replicas=floor, steps=(Step.REPLICA_LIMIT,),
-        history=seed_history(history, 0, now), conditions=(GOT_SCALE,),
-        rescale_reason="Current number of replicas below Spec.MinReplicas",
-    )
+    from_zero = core(DecisionInput(
+        spec=dataclasses.replace(given.spec, min_replicas=0), scale=given.scale,
+        metrics=given.metrics, pods=given.pods, history=given.history, now=given.now,
+        settings=given.settings,
+        bounds=Bounds(min_replicas=0, max_replicas=bounds.max_replicas)))
+    if from_zero.desired_replicas >= floor:
+        return dataclasses.replace(from_zero, bounds=bounds)
+    return dataclasses.replace(
+        from_zero, desired_replicas=floor, bounds=bounds,
+        steps=(*from_zero.steps, Step.REPLICA_LIMIT),
+        rescale_reason="Current number of replicas below Spec.MinReplicas")

@@ -169,11 +169,30 @@ def test_a_scheduled_floor_keeps_the_target_up_and_wakes_it() -> None:
     assert woken.decision.desired_replicas == 2
 
 
-def test_min_raised_while_held_at_zero_wakes_to_min() -> None:
-    """Upstream: a target we scaled to zero whose minReplicas went up comes back to it."""
+@pytest.mark.parametrize(
+    ("values", "desired", "step"),
+    [(queue(0), 3, Step.REPLICA_LIMIT), (queue(15), 3, Step.REPLICA_LIMIT),
+     (queue(85), 4, Step.POLICY_LIMITED), (MetricUnavailable(reason="Prometheus down"), 3,
+                                           Step.REPLICA_LIMIT)],
+    ids=["idle", "below-min", "more-than-min", "metrics-failing"])
+def test_min_raised_while_held_at_zero_wakes_to_at_least_min(
+        values: MetricValues, desired: int, step: Step) -> None:
+    """Upstream (horizontal.go, HPAScaleToZero): at 0 with ScaledToZero True and
+    minReplicas raised to 3, the metrics are computed from zero and the result raised to
+    3. 85 messages at 10 each ask for 9 from zero; the scale-up limit from 0 (max(2 * 0, 4))
+    lets 4, which is above 3: 4. Failing metrics: ours wakes to 3 (upstream stays at 0)."""
     spec = AutoscalerSpec(min_replicas=3, max_replicas=20, metrics=(QUEUE,))
-    result = run(0, queue(0), spec=spec, rules=None)
-    assert result.decision.desired_replicas == 3
+    result = run(0, values, spec=spec, rules=None)
+    assert result.decision.desired_replicas == desired
+    assert step in result.decision.steps
+    assert result.decision.bounds is not None
+    assert result.decision.bounds.min_replicas == 3
+
+
+def test_a_scheduled_floor_at_our_zero_also_follows_the_metrics() -> None:
+    """A schedule's floor of 2 at our zero with 85 messages waiting: 4, as for a raised min."""
+    woken = run(0, queue(85), bounds=Bounds(min_replicas=2, max_replicas=20))
+    assert woken.decision.desired_replicas == 4
 
 
 @pytest.mark.parametrize(
