@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from autoscaler.config import parse_config
 
+EXAMPLES = Path(__file__).parents[2] / "config" / "examples"
 TARGET = """
 [[autoscaler]]
 namespace = "shop"
@@ -57,3 +60,12 @@ def test_a_defaults_change_moves_the_generation_of_the_targets_it_reaches() -> N
     own = TARGET.format(name="web", max=5) + "minReplicas = 3\n"
     assert generations("[defaults]\nminReplicas = 1\n" + own) == generations(
         "[defaults]\nminReplicas = 2\n" + own)
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.stem)
+def test_the_same_file_read_twice_is_the_same_targets(example: Path) -> None:
+    """A reload of an unchanged file changes no target (so the scheduler runs none early):
+    every part of a TargetConfig compares by value, schedules and servers included."""
+    first, second = (parse_config(example.read_bytes()).targets for _ in range(2))
+    assert first == second
+    assert [t.generation for t in first] == [t.generation for t in second]
