@@ -112,7 +112,7 @@ class HistoryKeeper:
         self._lock = asyncio.Lock()
         self._asked = self._carried = 0
         """Writes asked for, and how many of those asks the last write carried."""
-        self._wait = retry_wait or wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
+        self._wait = retry_wait or wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
         self._fragments: dict[str, tuple[object, object, object, object, object, str]] = {}
         """Per target: its recommendations, scale events, intent and zero memory at the last
         write (compared by identity) and the entry written for them."""
