@@ -49,9 +49,10 @@ from autoscaler.runtime.clock import wall_clock
 from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.history import HistoryKeeper, Restored
 from autoscaler.runtime.ports import StateStore
-from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.runtime.reconcile import ReconcileOptions
 from autoscaler.runtime.scheduler import Scheduler
 from autoscaler.runtime.shards import targets_for_shard
+from autoscaler.runtime.status import target_status
 from autoscaler.runtime.supervisor import Supervisor
 from autoscaler.runtime.timeline import Timeline
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
@@ -173,9 +174,7 @@ class Daemon:
 
     async def _serve(self, components: Components) -> int:
         self.components = components
-        self.reconciler = Reconciler(
-            scales=components.scales, pods=components.pods, metrics=components.metrics,
-            events=components.events, owners=components.owners,
+        self.reconciler = components.reconciler(
             options=self._options(self.config), telemetry=self.telemetry,
             clock=self.timeline.now, wall=self.wall)
         self.keeper = HistoryKeeper(
@@ -565,17 +564,11 @@ class Daemon:
             "totalShards": self.overrides.total_shards,
             "config": str(self.config_path),
             "history": self.keeper.status(),
-            "targets": {t.key: self._target_status(t) for t in self.scheduler_targets},
+            "targets": {t.key: target_status(self.reconciler.state(t.key), t,
+                                             planned=self.config.daemon.dry_run)
+                        for t in self.scheduler_targets},
         }
 
-    def _target_status(self, target: TargetConfig) -> dict[str, Any]:
-        """The target's /status body; its bounds from the config while no decision says
-        them (a target paused or unreadable since the start). A dry run writes nothing, so
-        its conditions say what a pass would write, as ``plan``'s do."""
-        body = self.reconciler.state(target.key).to_json(planned=self.config.daemon.dry_run)
-        body.setdefault("minReplicas", target.spec.min_replicas)
-        body.setdefault("maxReplicas", target.spec.max_replicas)
-        return body
 
 
 def _restart_only_changes(running: Config, fresh: Config) -> list[str]:

@@ -8,7 +8,8 @@ both talk to Prometheus and the API server through exactly the same code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMetrics
 from autoscaler.config import Config
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,10 +40,17 @@ class Components:
     metrics: PrometheusMetrics
     history: PrometheusHistory
 
+    def reconciler(self, *, options: ReconcileOptions, telemetry: DaemonMetrics,
+                   clock: Callable[[], float] = time.time,
+                   wall: Callable[[], float] | None = None) -> Reconciler:
+        """A reconciler over these adapters (the daemon's, and ``plan``'s one pass)."""
+        return Reconciler(scales=self.scales, pods=self.pods, metrics=self.metrics,
+                          events=self.events, owners=self.owners, options=options,
+                          telemetry=telemetry, clock=clock, wall=wall)
+
 
 @asynccontextmanager
-async def connect(config: Config, *, record_events: bool = True,
-                  telemetry: DaemonMetrics | None = None,
+async def connect(config: Config, *, telemetry: DaemonMetrics | None = None,
                   on_date: DateObserver | None = None) -> AsyncIterator[Components]:
     """Open every adapter the config needs; close them all on exit. With ``telemetry``, every
     API request and PromQL query is counted there; ``on_date`` is told of every API
