@@ -1,9 +1,10 @@
 """The daemon's composition root and lifecycle (``autoscaler run``, in ``commands/run.py``).
 
-Wires config, adapters, reconciler, scheduler, leader election, history, HTTP and systemd
-notification together. SIGHUP, or a change of the config file (a kubelet-mounted ConfigMap
-swaps a symlink; the file is polled), reloads the config: a broken one is rejected with its
-errors logged and the running one kept, whatever the parser raises.
+Wires config, adapters (``wiring.py``), reconciler, scheduler, leadership, history, HTTP and
+systemd notification together: the running parts are one value (``Running``), built once
+the adapters are connected. SIGHUP, or a change of the config file, reloads the config
+(``runtime/reload.py``); leadership and the history read that starts each term are
+``runtime/leadership.py`` and ``runtime/restore.py``.
 
 SIGTERM/SIGINT stop launching passes, give in-flight passes ``DRAIN_GRACE`` to finish their
 writes, save the history (marked clean), release the lease, close the connections and exit,

@@ -1,4 +1,4 @@
-"""The narrow interfaces the runtime needs; adapters implement them, app.py wires them.
+"""The narrow interfaces the runtime needs; adapters implement them, wiring.py builds them.
 
 Keeping them here (not importing adapter classes) lets the reconciler be read, typed and
 tested against any implementation that speaks these few methods.
