@@ -23,7 +23,7 @@ from autoscaler.errors import AutoscalerError, TransientError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.backfill import HistoryBackfill
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from autoscaler.runtime.status import TargetState
+from autoscaler.runtime.status import TargetState, target_status
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
 
 log = structlog.get_logger("autoscaler.plan")
@@ -36,10 +36,8 @@ shows the model learning."""
 
 
 async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, TargetState]:
-    async with connect(config, record_events=False) as components:
-        reconciler = Reconciler(
-            scales=components.scales, pods=components.pods, metrics=components.metrics,
-            events=components.events, owners=components.owners,
+    async with connect(config) as components:
+        reconciler = components.reconciler(
             options=ReconcileOptions(algorithm=config.daemon.algorithm, dry_run=True,
                                      concurrency=config.daemon.concurrency,
                                      may_write=lambda: False, record_events=False),
@@ -99,11 +97,7 @@ def document(config: Config, states: Mapping[str, TargetState]) -> dict[str, Any
         state = states.get(target.key)
         if state is None:
             continue
-        body = state.to_json(planned=True)
-        body["generation"] = target.generation
-        body.setdefault("minReplicas", target.spec.min_replicas)
-        body.setdefault("maxReplicas", target.spec.max_replicas)
-        bodies.append(body)
+        bodies.append(target_status(state, target, planned=True))
     return {"targets": bodies}
 
 

@@ -2,29 +2,52 @@
 ports, and close them.
 
 Used by ``run`` (the daemon, ``app.py``) and ``plan`` (one pass that changes nothing), so
-both talk to Prometheus and the API server through exactly the same code.
+both talk to Prometheus and the API server through exactly the same code. The daemon's own
+adapters are chosen here too: its history store and its Lease.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import structlog
 from kubernetes_asyncio.client import ApiClient
 
+from autoscaler.adapters.kube.configmap_store import (
+    ConfigMapStateStore,
+    host_owner,
+    lease_owner,
+)
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
+from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
 from autoscaler.adapters.kube.owners import OwnerCache
 from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
-from autoscaler.adapters.kube.session import DateObserver, KubeSession
+from autoscaler.adapters.kube.session import (
+    DateObserver,
+    InClusterFiles,
+    KubeSession,
+    pod_namespace,
+    wants_in_cluster,
+)
 from autoscaler.adapters.kube.target_cache import TargetCache
+from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore, ReadOnceStore
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMetrics
+from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.config import Config
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+
+log = structlog.get_logger("autoscaler.app")  # the daemon's lines, as before the split
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,10 +61,17 @@ class Components:
     metrics: PrometheusMetrics
     history: PrometheusHistory
 
+    def reconciler(self, *, options: ReconcileOptions, telemetry: DaemonMetrics,
+                   clock: Callable[[], float] = time.time,
+                   wall: Callable[[], float] | None = None) -> Reconciler:
+        """A reconciler over these adapters (the daemon's, and ``plan``'s one pass)."""
+        return Reconciler(scales=self.scales, pods=self.pods, metrics=self.metrics,
+                          events=self.events, owners=self.owners, options=options,
+                          telemetry=telemetry, clock=clock, wall=wall)
+
 
 @asynccontextmanager
-async def connect(config: Config, *, record_events: bool = True,
-                  telemetry: DaemonMetrics | None = None,
+async def connect(config: Config, *, telemetry: DaemonMetrics | None = None,
                   on_date: DateObserver | None = None) -> AsyncIterator[Components]:
     """Open every adapter the config needs; close them all on exit. With ``telemetry``, every
     API request and PromQL query is counted there; ``on_date`` is told of every API
@@ -88,3 +118,46 @@ async def watch_namespaces(components: Components, namespaces: set[str]) -> None
 async def wait_synced(components: Components, namespaces: set[str]) -> None:
     await asyncio.gather(*(components.pods.wait_synced(ns) for ns in namespaces),
                          *(components.target_cache.wait_synced(ns) for ns in namespaces))
+
+
+def lease_names(config: Config, *, shard: int | None,
+                total_shards: int | None) -> tuple[str, str]:
+    """The Lease's name and namespace: a shard of several holds a Lease of its own."""
+    election = config.daemon.leader_election
+    name = election.lease_name
+    if total_shards and total_shards > 1:
+        name = f"{name}-shard-{shard}-of-{total_shards}"
+    return name, election.lease_namespace or pod_namespace()
+
+
+def lease_elector(client: ApiClient, config: Config, *, lease: tuple[str, str],
+                  identity: str) -> LeaderElector:
+    election = config.daemon.leader_election
+    name, namespace = lease
+    return LeaderElector(client, LeaseConfig(
+        namespace=namespace, name=name, identity=identity,
+        lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+        retry_period=election.retry_period))
+
+
+def state_store(config: Config, *, client: ApiClient, lock: StoreLock | None,
+                lease: Callable[[], tuple[str, str]]) -> StateStore:
+    """The store this daemon owns; a dry run's is the live one read once at start, then
+    kept in memory: it takes neither the state file's lock nor the Lease and writes
+    nothing, so it can run beside the daemon it shadows."""
+    daemon = config.daemon
+    store: StateStore
+    if daemon.state_file is not None:
+        store = FileStateStore(daemon.state_file, read_only=daemon.dry_run, lock=lock)
+    elif daemon.leader_election.enabled or wants_in_cluster(
+            config.kubernetes, os.environ, InClusterFiles()):
+        name, namespace = lease()
+        owner = (lease_owner(namespace, name) if daemon.leader_election.enabled
+                 else host_owner(socket.gethostname()))
+        store = ConfigMapStateStore(client, namespace=namespace, name=f"{name}-state",
+                                    owner=owner, read_only=daemon.dry_run)
+    else:
+        log.warning("no state file and no cluster state: history is lost on restart "
+                    "(set daemon.stateFile)")
+        return MemoryStateStore()
+    return ReadOnceStore(store) if daemon.dry_run else store

@@ -1,4 +1,4 @@
-"""The narrow interfaces the runtime needs; adapters implement them, app.py wires them.
+"""The narrow interfaces the runtime needs; adapters implement them, wiring.py builds them.
 
 Keeping them here (not importing adapter classes) lets the reconciler be read, typed and
 tested against any implementation that speaks these few methods.
@@ -6,6 +6,7 @@ tested against any implementation that speaks these few methods.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -144,4 +145,28 @@ class StateStore(Protocol):
 
     async def save(self, data: bytes) -> None:
         """Replace the stored state with ``data`` (``autoscaler.snapshot.encode``'s bytes)."""
+        ...
+
+
+class LeasePort(Protocol):
+    """A campaign for a Lease (``adapters/kube/leader.py``): leadership comes in terms, and
+    a term that lapsed or ended never resumes."""
+
+    changed: asyncio.Event
+    """Set whenever leadership is gained or lost, or a new term starts."""
+    term: int
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def leads(self, term: int) -> bool:
+        """Whether this instance leads now, in ``term`` (not in a later one)."""
+        ...
+
+    async def run(self) -> None:
+        """Campaign and renew until cancelled or released; never raises."""
+        ...
+
+    async def release(self) -> None:
+        """Stop campaigning and give the Lease up if it is held."""
         ...

@@ -7,7 +7,8 @@ pass's scale writes on record with one store write, then sends each target's Eve
 write. Each target's failure stays its own: it becomes a condition, an Event and a log
 line, never an exception that stops the others.
 
-What a pass touches lives beside it: ``workers`` (the bounded pool all passes share),
+What a pass touches lives beside it: ``observe`` (reading the targets: scale, owners,
+pods, drift, intents settled), ``workers`` (the bounded pool all passes share),
 ``pause``, ``intents`` (writes on record before they are sent, settled after),
 ``writes`` (the PUT, its 409s and 429s, dry-run), ``landed`` (a scale that landed, with
 ScaledToZero), ``shadow``, ``conditions`` and ``reporting`` (outcomes, Events, evaluation
@@ -16,14 +17,12 @@ failures said once). The fallback rule is the core's (``algorithm.fallback``).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
 from typing import TYPE_CHECKING
 
 import structlog
@@ -48,14 +47,13 @@ from autoscaler.algorithm.activation import decide_with_zero
 from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.algorithm.fallback import fallback_reason, fallback_replicas
 from autoscaler.algorithm.rescale import step_reason
-from autoscaler.algorithm.zero_values import ZeroMemory
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
-from autoscaler.record import record
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
-from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
-from autoscaler.runtime.pause import Pause, pause_of
+from autoscaler.runtime.intents import OutcomeRecorder, put_on_record
+from autoscaler.runtime.observe import Observed, Observer, in_pass, with_pods
+from autoscaler.runtime.pause import Pause
 from autoscaler.runtime.ports import (
     EventPort,
     FetchedMetrics,
@@ -74,12 +72,8 @@ from autoscaler.runtime.status import TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
 from autoscaler.runtime.writes import DecideAgain, ScaleWrite, ScaleWriter, retry_after_hold
 from autoscaler.runtime.zero_owner import (
-    adopt_keda_zero,
-    owned_memory,
-    ownership_condition,
     stranded_condition,
     stranded_message,
-    zero_ownership,
 )
 from autoscaler.schedules import bounds_at
 
@@ -95,7 +89,7 @@ __all__ = ["ReconcileOptions", "Reconciler"]
 class _Pending:
     """A settled target's network work: metric-error events, then the write, then its outcome."""
 
-    observed: _Observed
+    observed: Observed
     state: TargetState
     outcome: str
     error: str | None
@@ -104,22 +98,6 @@ class _Pending:
     held: str | None = None
     """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
-
-
-class _Ask(Enum):
-    ASK = "ask"
-    """The caches cannot answer for this target: read it from the API server."""
-
-
-_ASK = _Ask.ASK
-
-
-@record
-class _Observed:
-    target: TargetConfig
-    scale: Scale
-    pods: Sequence[Pod]
-    pause: Pause | None = None
 
 
 class Reconciler:
@@ -136,16 +114,13 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
         wall: Callable[[], float] | None = None,
     ) -> None:
-        self.scales, self.pods, self.metrics, self.owners = scales, pods, metrics, owners
+        self.metrics = metrics
         self.telemetry = telemetry
         self.clock = clock
         """``now`` for the core, the history and the conditions (the daemon's timeline)."""
         self.wall = wall or clock
         """The wall clock: what schedules' windows are read against."""
         self.states: dict[str, TargetState] = {}
-        # A target that cannot be read fails the same way every pass: its warning is said
-        # when it starts, changes or ends, and every few minutes in between.
-        self.unreadable = RepeatedWarnings(log)
         self.workers = WorkerPool(options.concurrency)
         self.report = Reporter(events=events, telemetry=telemetry, clock=clock)
         self.outcomes = OutcomeRecorder(lambda: self.options.persist, self._unrecorded)
@@ -153,6 +128,10 @@ class Reconciler:
         self.writer = ScaleWriter(scales=scales, report=self.report, telemetry=telemetry,
                                   clock=clock, configured=self._configured,
                                   known=self.outcomes.want)
+        self.observer = Observer(
+            scales=scales, pods=pods, owners=owners, states=self.states, workers=self.workers,
+            report=self.report, telemetry=telemetry, options=options, clock=clock,
+            wants_record=self.outcomes.want)
         self.options = options
 
     @property
@@ -163,7 +142,7 @@ class Reconciler:
     def options(self, options: ReconcileOptions) -> None:
         """Options may be replaced between passes (a config reload); the worker pool keeps
         the concurrency it started with."""
-        self._options = options
+        self._options = self.observer.options = options
         self.report.record_events = options.record_events
         self.report.settings = options.algorithm
 
@@ -181,10 +160,19 @@ class Reconciler:
         self.writer.failing.forget(key)
         return self.states.pop(key, None)
 
-    def _in_pass(self, key: str) -> TargetState:
-        """The target's state during a pass: the one in ``states``, or, if a reload removed
-        the target since the pass began, a detached one whose work is dropped."""
-        return self.states.get(key) or TargetState(key=key)
+    @property
+    def owners(self) -> OwnersPort:
+        """Who else autoscales a target: read while observing, and in shadow mode."""
+        return self.observer.owners
+
+    @owners.setter
+    def owners(self, owners: OwnersPort) -> None:
+        self.observer.owners = owners
+
+    @property
+    def unreadable(self) -> RepeatedWarnings:
+        """The targets that cannot be read now, each warned of while it lasts."""
+        return self.observer.unreadable
 
     def _configured(self, state: TargetState) -> bool:
         """Whether ``state`` is still its target's (no reload removed it meanwhile)."""
@@ -203,7 +191,7 @@ class Reconciler:
             state.begin_pass()
         unsettled = [state for state in flying if state.intent is not None]
         try:
-            observed = await self._observe_all(targets, deadline)
+            observed = await self.observer.observe_all(targets, deadline)
             # A fresh read settled these: the store must not hold their intents any more.
             settled = any(state.intent is None for state in unsettled)
             fetched = await self._fetch(observed, deadline)
@@ -211,7 +199,7 @@ class Reconciler:
             # cost ~5 ms a pass at 1,000 targets); only what must write or record an event
             # goes on to the workers.
             pending = [p for p in (
-                self._settle(_with_pods(o, fetched.pods.get(o.target.key)),
+                self._settle(with_pods(o, fetched.pods.get(o.target.key)),
                              fetched.values.get(o.target.key))
                 for o in observed) if p is not None and self._configured(p.state)]
             # Every pass goes on record (its recommendations: a later window may need them),
@@ -227,126 +215,6 @@ class Reconciler:
                                         seconds=time.monotonic() - started)
 
     # --- observe ----------------------------------------------------------------------
-
-    async def _observe_all(self, targets: Sequence[TargetConfig],
-                           deadline: float) -> list[_Observed]:
-        """What the caches hold is read in one plain loop; only targets they cannot answer
-        for (a kind not watched, a list to fetch) take a worker and a coroutine each."""
-        read = [self._observe_cached(target) for target in targets]
-        asking = [target for target, got in zip(targets, read, strict=True) if got is _ASK]
-        if asking:
-            # Observation may use at most half the time left, so targets whose API calls
-            # hang cannot hold back the metrics, decisions and writes of all the others.
-            budget = max(0.5, (deadline - time.monotonic()) / 2)
-            until = asyncio.get_running_loop().time() + budget
-            answered = iter(await self.workers.each(
-                asking, self._observe, until=until,
-                timed_out=lambda t: self._observe_timed_out(t, budget)))
-            read = [next(answered) if got is _ASK else got for got in read]
-        return [got for got in read if isinstance(got, _Observed)]
-
-    def _observe_timed_out(self, target: TargetConfig, budget: float) -> None:
-        message = (f"reading the target did not finish within the pass's {budget:.1f}s "
-                   "for observation; skipped this pass")
-        self.unreadable.warn(target.key, "target skipped", target=target.key,
-                             reason="reading the target did not finish within the pass's "
-                                    "time for observation", budget_seconds=round(budget, 1))
-        self.telemetry.errors.labels(reason="observe_timeout").inc()
-        self.report.fail(self._in_pass(target.key), target, Reason.FAILED_GET_SCALE, message)
-
-    def _observe_cached(self, target: TargetConfig) -> _Observed | _Ask | None:
-        """``_observe`` from memory alone, or ``_ASK`` when the API server must be asked."""
-        namespace, ref = target.namespace, target.scale_target_ref
-        state = self.states.get(target.key)
-        if state is not None and state.intent is not None:
-            return _ASK  # only a fresh read can tell whether that write landed
-        try:
-            scale = self.scales.cached_scale(namespace, ref)
-            owners = self.owners.cached_owners(namespace, ref) if scale is not None else None
-        except Exception:  # the asking path meets the same fault and reports it
-            return _ASK
-        if scale is None or owners is None:
-            return _ASK
-        return self._observed(target, scale, owners)
-
-    async def _observe(self, target: TargetConfig) -> _Observed | None:
-        state = self._in_pass(target.key)
-        try:
-            scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
-                                                fresh=state.intent is not None)
-        except Exception as error:  # any adapter fault: this target only, this pass only
-            self.unreadable.warn(target.key, "cannot read the target's scale", target=target.key,
-                                 reason=str(error))
-            self.report.fail(
-                state, target, Reason.FAILED_GET_SCALE,
-                f"the autoscaler was unable to get the target's current scale: {error}")
-            await self.report.event(target, warning=True, reason=Reason.FAILED_GET_SCALE,
-                                    message=str(error))
-            return None
-        try:
-            owners = await self.owners.owners_of(target.namespace, target.scale_target_ref)
-        except Exception as error:
-            # Not knowing whether another autoscaler owns the target: do not act on it.
-            owners = (f"unknown (cannot list autoscalers: {error})",)
-        return self._observed(target, scale, owners)
-
-    def _observed(self, target: TargetConfig, scale: Scale,
-                  owners: tuple[str, ...]) -> _Observed | None:
-        """The target read: its drift noted; ``None`` if another autoscaler owns it or its
-        pods cannot be listed yet."""
-        state = self._in_pass(target.key)
-        state.current_replicas = scale.spec_replicas
-        if state.intent is not None:
-            settle_intent(state, target, scale, now=self.clock(),
-                          settings=self.options.algorithm)
-        if not target.shadow:  # in shadow mode the other autoscaler is the one writing
-            self._check_drift(state, target, scale.spec_replicas)
-            state.shadow = None  # shadow mode switched off (a reload): its comparison goes too
-        else:
-            self._remember_zero(state, adopt_keda_zero(state.zero, scale, owners))
-        self._own_zero(state, target, scale)
-        state.blocked_by = () if target.shadow else owners
-        if state.blocked_by:
-            self._readable_again(target)
-            self._blocked(state, target, scale)
-            return None
-        try:
-            pods = self.pods.pods_for(target.namespace, scale.selector) if scale.selector else ()
-        except Exception as error:  # namespace not synced yet, or a selector we cannot parse
-            self.unreadable.warn(target.key, "cannot list the target's pods", target=target.key,
-                                 reason=str(error))
-            self.report.fail(state, target, Reason.FAILED_GET_SCALE,
-                             f"the pods of the target cannot be listed yet: {error}")
-            return None
-        self._readable_again(target)
-        state.pause = None
-        return _Observed(target=target, scale=scale, pods=pods,
-                         pause=pause_of(target, scale.annotations))
-
-    def _own_zero(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
-        """At 0 replicas: whose zero it is, by who last set the count (the cluster's
-        record) and where that cannot tell by our memory; the memory follows."""
-        if scale.spec_replicas != 0:
-            state.zero_owner = None
-            return
-        ownership = zero_ownership(scale.replicas_managers, state.zero)
-        state.zero_owner = ownership
-        if self._remember_zero(state, owned_memory(state.zero, ownership)):
-            log.info("whose zero the target is, as the cluster records who set its replicas",
-                     target=target.key, owner=ownership.owner.value,
-                     replicas_set_by=ownership.set_by)
-            state.conditions = merge_conditions(
-                state.conditions, (ownership_condition(ownership),), self.clock())
-
-    def _remember_zero(self, state: TargetState, memory: ZeroMemory) -> bool:
-        """Keep ``memory`` as the target's; a change is put on record (a store write at the
-        end of the pass) so that a restart knows it too. Whether it changed."""
-        if memory == state.zero:
-            return False
-        state.zero = memory
-        if self.options.persist is not None and not self.options.dry_run:
-            self.outcomes.want()
-        return True
 
     def _say_stranded(self, state: TargetState, target: TargetConfig,
                       decision: Decision) -> None:
@@ -367,34 +235,9 @@ class Reconciler:
                               message=message)
         state.stranded = message
 
-    def _readable_again(self, target: TargetConfig) -> None:
-        if self.unreadable:  # only while some target is unreadable: a calm pass pays nothing
-            self.unreadable.clear(target.key, "target readable again", target=target.key)
-
-    def _check_drift(self, state: TargetState, target: TargetConfig, observed: int) -> None:
-        expected = state.expected_replicas
-        state.drift = None
-        if expected is not None and observed != expected:
-            state.drift = f"replicas changed from {expected} to {observed} outside the autoscaler"
-            self.telemetry.target(target.key).drift += 1
-            log.warning("drift", target=target.key, expected=expected, observed=observed)
-            self.report.spawn(target, warning=False, reason=EventReason.SCALE_DRIFT,
-                              message=state.drift)
-        state.expected_replicas = observed
-
-    def _blocked(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
-        message = "another autoscaler targets this object: " + ", ".join(state.blocked_by)
-        if state.last_outcome != "blocked":
-            log.warning("not acting: target owned elsewhere", target=target.key,
-                        owners=state.blocked_by)
-            self.report.spawn(target, warning=True, reason=EventReason.AUTOSCALER_CONFLICT,
-                              message=message)
-        state.desired_replicas = None  # the other autoscaler decides
-        self.report.finish(state, target, "blocked", error=message)
-
     # --- metrics ----------------------------------------------------------------------
 
-    async def _fetch(self, observed: Sequence[_Observed], deadline: float) -> FetchedMetrics:
+    async def _fetch(self, observed: Sequence[Observed], deadline: float) -> FetchedMetrics:
         wanted = [
             MetricsWanted(target=o.target, pods=o.pods, scale_selector=o.scale.selector)
             for o in observed if o.pause is None
@@ -410,11 +253,11 @@ class Reconciler:
     # --- decide and act ---------------------------------------------------------------
 
     def _settle(
-        self, observed: _Observed, values: tuple[MetricValues, ...] | None
+        self, observed: Observed, values: tuple[MetricValues, ...] | None
     ) -> _Pending | None:
         """Decide and record one target; what is left to do over the network, if anything."""
         target = observed.target
-        state = self._in_pass(target.key)
+        state = in_pass(self.states, target.key)
         started = time.monotonic()
         try:
             if observed.pause is not None:
@@ -430,7 +273,7 @@ class Reconciler:
         pending.started = started
         return pending
 
-    def _settle_paused(self, observed: _Observed, pause: Pause,
+    def _settle_paused(self, observed: Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
         state.pause = pause.source
         state.desired_replicas = pause.replicas  # held there, or left alone (None)
@@ -448,7 +291,7 @@ class Reconciler:
                                          reason=pause.reason))
 
     def _settle_autoscaled(
-        self, observed: _Observed, state: TargetState, values: tuple[MetricValues, ...] | None
+        self, observed: Observed, state: TargetState, values: tuple[MetricValues, ...] | None
     ) -> _Pending | None:
         target = observed.target
         if values is None:
@@ -551,7 +394,7 @@ class Reconciler:
                              "it is kept here and tried again every pass", reason=str(error))
         self.telemetry.errors.labels(reason="state_save").inc()
 
-    def _decide_again(self, observed: _Observed, state: TargetState,
+    def _decide_again(self, observed: Observed, state: TargetState,
                       values: tuple[MetricValues, ...], history: History) -> DecideAgain:
         """After a write conflict: the decision made again from the fresh scale, with the
         same metrics and history."""
@@ -575,7 +418,7 @@ class Reconciler:
         values: tuple[MetricValues, ...], history: History,
     ) -> Decision:
         now = self.clock()
-        state = self._in_pass(target.key)
+        state = in_pass(self.states, target.key)
         if state.first_seen is None:
             state.first_seen = now
 
@@ -603,12 +446,13 @@ class Reconciler:
         series = self.telemetry.target(target.key)
         if not target.schedules:
             series.bounds, series.schedules = None, ()
-            self._in_pass(target.key).schedules = None  # none now (a reload removed them)
+            in_pass(self.states, target.key).schedules = None  # none now (a reload removed them)
             return None
         at = datetime.fromtimestamp(self.wall(), UTC)  # a time of day: the wall clock's
         bounds, active = bounds_at(target.schedules, target.spec, at)
         if active is not None:
-            self._in_pass(target.key).schedules = schedule_status(target.schedules, active, at)
+            state = in_pass(self.states, target.key)
+            state.schedules = schedule_status(target.schedules, active, at)
             series.bounds = (active.min_replicas, active.max_replicas)
             series.schedules = tuple((s.name, s.name in active.active) for s in target.schedules)
         return bounds
@@ -625,13 +469,6 @@ class Reconciler:
                                      consecutive_invalid=state.consecutive_invalid)
         state.fallback_active = replicas is not None
         return decision.desired_replicas if replicas is None else replicas
-
-
-def _with_pods(observed: _Observed, pods: Sequence[Pod] | None) -> _Observed:
-    if pods is None:
-        return observed
-    return _Observed(target=observed.target, scale=observed.scale, pods=pods,
-                     pause=observed.pause)
 
 
 def _metric_error_events(decision: Decision) -> tuple[tuple[str, str], ...]:

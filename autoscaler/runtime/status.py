@@ -47,6 +47,7 @@ MAX_SCALE_EVENTS = 10
 """The most recent scale events ``/status`` lists per target."""
 
 if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
     from autoscaler.runtime.zero_owner import ZeroOwnership
 
 
@@ -445,3 +446,14 @@ def _iso(moment: float | None) -> str | None:
     if moment is None:
         return None
     return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def target_status(state: TargetState, target: TargetConfig, *, planned: bool) -> dict[str, Any]:
+    """The target's ``/status`` body (``plan``'s too): its bounds from the config while no
+    decision says them (a target paused or unreadable since the start). ``planned``: a dry
+    run or ``plan`` writes nothing, so its conditions say what a pass would write."""
+    body = state.to_json(planned=planned)
+    body["generation"] = target.generation
+    body.setdefault("minReplicas", target.spec.min_replicas)
+    body.setdefault("maxReplicas", target.spec.max_replicas)
+    return body
