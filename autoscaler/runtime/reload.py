@@ -31,6 +31,9 @@ RESTART_ONLY = {
     "state_file": "daemon.stateFile",
     "leader_election": "daemon.leaderElection",
     "concurrency": "daemon.concurrency",
+    # A dry run takes neither the Lease nor the store at start: a reload must not make it a
+    # writer without them (nor a writer give them up).
+    "dry_run": "daemon.dryRun",
     "log_format": "daemon.logFormat",
     "log_level": "daemon.logLevel",
 }

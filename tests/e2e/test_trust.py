@@ -231,6 +231,32 @@ async def test_a_config_swapped_the_way_the_kubelet_does_is_reloaded(
         proc.stop()
 
 
+async def test_a_reload_never_turns_a_dry_run_into_a_writer(rig: Rig, tmp_path: Path) -> None:
+    """Started with ``dryRun = true``, the daemon took neither the Lease nor the store (its
+    history lives in memory). A reload to ``dryRun = false`` is one that needs a restart:
+    the running daemon stays a dry run, says so, and writes neither /scale nor the state
+    file (before: it began scaling 2 -> 4 with no store and no lease behind it)."""
+    rig.load.demand = 800
+    text = config(rig, tmp_path, extra_daemon="dryRun = true")
+    with daemon(text, tmp_path) as proc:
+        await eventually(lambda: proc.target().get("desiredReplicas") == 4, timeout=40,
+                         what="a would-be decision")
+        assert proc.process is not None
+        proc.config.write_text(proc.config.read_text().replace("dryRun = true",
+                                                               "dryRun = false"))
+        proc.process.send_signal(signal.SIGHUP)
+        await eventually(lambda: 'result="restart_required"} 1.0' in proc.metrics(),
+                         timeout=15, what="the reload counted as needing a restart")
+        await hold(lambda: replicas(rig) == 2, until=time.monotonic() + 6,
+                   what="a scale write by the daemon started as a dry run")
+        assert rig.api.count(verb="update", resource="deployments/scale") == 0
+        assert not (tmp_path / "state").exists()
+        assert (proc.status() or {}).get("dryRun") is True
+        assert any(e.get("event") == "config reloaded, but some changes take effect only on "
+                   "restart" and "daemon.dryRun" in e.get("restart_for", ())
+                   for e in proc.logs())
+
+
 def kubelet_write(mount: Path, version: str, text: str) -> None:
     """What the kubelet's atomic writer does: a new timestamped directory, a new ``..data``
     symlink to it, renamed over the old one (one atomic step for the reader)."""
