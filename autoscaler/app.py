@@ -242,7 +242,7 @@ class Daemon:
             log.warning("in-flight passes did not finish in time: cancelling them",
                         grace=DRAIN_GRACE)
             await running.scheduler.cancel(timeout=CANCEL_GRACE)
-        if running.keeper.restored.is_set() and self.leadership.may_write():
+        if running.keeper.restored.is_set() and self.leadership.leads():
             try:
                 await asyncio.wait_for(self._save_at_stop(), SAVE_GRACE)
             except Exception as error:  # the last intents written stay; the next start bridges
@@ -299,13 +299,15 @@ class Daemon:
         if not await self.running.scheduler.drain(DRAIN_GRACE):
             await self.running.scheduler.cancel(timeout=CANCEL_GRACE)
 
-    def _may_run(self) -> bool:
-        return self._may_fill() and self.leadership.history_read.is_set()
+    def _may_run(self, key: str) -> bool:
+        """The scheduler's gate of target ``key``: its history is read and it may be written."""
+        return (self.leadership.may_write(key) and self.running.keeper.restored.is_set()
+                and self.leadership.history_read.is_set())
 
     def _may_fill(self) -> bool:
         """Forecast history may be applied: the saved history is read (it would overwrite
         it) and this instance leads."""
-        return self.leadership.may_write() and self.running.keeper.restored.is_set()
+        return self.leadership.leads() and self.running.keeper.restored.is_set()
 
     async def _run_pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         await self.running.reconciler.run_pass(targets, deadline=deadline)
@@ -391,7 +393,7 @@ class Daemon:
         def ready() -> tuple[bool, str]:
             if not self.synced:
                 return False, "pod and workload caches not synced yet"
-            return True, "leader" if self.leadership.may_write() else "standby"
+            return True, "leader" if self.leadership.leads() else "standby"
 
         self.probes.healthy, self.probes.ready, self.probes.status = healthy, ready, self._status
 
@@ -399,7 +401,7 @@ class Daemon:
         running = self.running
         return {
             "identity": self.identity,
-            "leader": self.leadership.may_write(),
+            "leader": self.leadership.leads(),
             "dryRun": self.config.daemon.dry_run,
             "shard": self.overrides.shard,
             "totalShards": self.overrides.total_shards,

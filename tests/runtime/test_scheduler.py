@@ -110,7 +110,7 @@ async def test_no_pass_while_not_leader() -> None:
     """With the gate closed (standby), nothing runs; opening it starts passes."""
     recorder = Recorder()
     leader = False
-    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda: leader)
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: leader)
     scheduler.set_targets([Target("a", 0.1)])
     await run_for(scheduler, 5.0)  # fifty periods
     assert recorder.passes == []
@@ -118,6 +118,21 @@ async def test_no_pass_while_not_leader() -> None:
     scheduler.poke()
     await run_for(scheduler, 0.15)
     assert recorder.passes
+
+
+async def test_the_gate_is_per_target() -> None:
+    """A pass includes only the targets the gate lets run; a target let in later runs at
+    once, not a period later (its group kept its due time while none of it could run)."""
+    recorder = Recorder()
+    allowed = {"a"}
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: key in allowed)
+    scheduler.set_targets([Target("a", 10), Target("b", 10), Target("c", 60)])
+    await run_for(scheduler, 1.0)
+    assert recorder.passes == [["a"]]
+    allowed.add("c")
+    scheduler.poke()
+    await run_for(scheduler, 0.5)
+    assert recorder.passes == [["a"], ["c"]]
 
 
 async def test_the_jitter_spreads_a_group_within_its_share_of_the_period() -> None:
@@ -260,7 +275,7 @@ async def test_a_changed_target_waits_for_leadership() -> None:
     """A standby runs nothing, changed or not; once leader, the change runs at once."""
     recorder = Recorder()
     leader = True
-    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda: leader)
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: leader)
     scheduler.set_targets(targets_with({"a": ""}, daemon="syncPeriod = 10"))
     await run_for(scheduler, 1.0)
     leader = False
