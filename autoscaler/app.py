@@ -300,14 +300,13 @@ class Daemon:
             await self.running.scheduler.cancel(timeout=CANCEL_GRACE)
 
     def _may_run(self, key: str) -> bool:
-        """The scheduler's gate of target ``key``: its history is read and it may be written."""
-        return (self.leadership.may_write(key) and self.running.keeper.restored.is_set()
-                and self.leadership.history_read.is_set())
+        """The scheduler's gate of target ``key``."""
+        return self._may_fill(key) and self.leadership.history_read.is_set()
 
-    def _may_fill(self) -> bool:
-        """Forecast history may be applied: the saved history is read (it would overwrite
-        it) and this instance leads."""
-        return self.leadership.leads() and self.running.keeper.restored.is_set()
+    def _may_fill(self, key: str) -> bool:
+        """Forecast history of target ``key`` may be applied: the saved history is read (it
+        would overwrite it) and this instance may write the target."""
+        return self.leadership.may_write(key) and self.running.keeper.restored.is_set()
 
     async def _run_pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         await self.running.reconciler.run_pass(targets, deadline=deadline)
