@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from autoscaler.config import ShardingSettings
+
 FNV64_OFFSET_BASIS = 0xCBF29CE484222325
 FNV64_PRIME = 0x100000001B3
 _MASK64 = (1 << 64) - 1
@@ -211,14 +213,18 @@ class Timings:
     retry_period: float = 1.0
 
     def problem(self) -> str | None:
-        """Why these timings cannot fence safely, or None."""
+        """Why these timings cannot fence safely, or None (the config's rule, one copy)."""
         if min(self.lease_duration, self.renew_deadline, self.retry_period) <= 0:
             return "leaseDuration, renewDeadline and retryPeriod must be positive"
-        if self.renew_deadline >= self.lease_duration:
-            return "renewDeadline must be shorter than leaseDuration"
-        if self.retry_period > self.lease_duration - self.renew_deadline:
-            return "retryPeriod (a renewal's timeout) must be at most leaseDuration - renewDeadline"
-        return None
+        problem = ShardingSettings(lease_duration=self.lease_duration,
+                                   renew_deadline=self.renew_deadline,
+                                   retry_period=self.retry_period).timing_problem()
+        return None if problem is None else f"{problem[0]}: {problem[1]}"
+
+    @classmethod
+    def of(cls, settings: ShardingSettings) -> Timings:
+        return cls(lease_duration=settings.lease_duration,
+                   renew_deadline=settings.renew_deadline, retry_period=settings.retry_period)
 
     @property
     def rate_tolerance(self) -> float:
