@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -110,6 +110,24 @@ class Scheduler:
     def poke(self) -> None:
         """Re-evaluate now (e.g. after gaining leadership)."""
         self._wake.set()
+
+    def run_now(self, keys: Collection[str]) -> None:
+        """The configured targets among ``keys`` are due at once, in a pass of their own
+        (targets a ring member just gained), their groups keeping their phase."""
+        self._changed.update(key for key in keys if key in self._targets)
+        self._wake.set()
+
+    async def idle(self, keys: Collection[str], timeout: float) -> bool:
+        """Wait until no pass over any of ``keys`` is in flight (a bucket being handed
+        over); True if none is, False if ``timeout`` passed first."""
+        deadline = self._now() + timeout
+        while self._in_flight & set(keys):
+            running = set(self._tasks)
+            left = deadline - self._now()
+            if not running or left <= 0:
+                return False
+            await asyncio.wait(running, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        return True
 
     async def drain(self, timeout: float) -> bool:
         """Wait for in-flight passes (their writes) to finish; True if they all did."""
