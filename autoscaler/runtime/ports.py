@@ -7,7 +7,7 @@ tested against any implementation that speaks these few methods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
@@ -17,6 +17,7 @@ from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
+    from autoscaler.runtime.ring import BucketLease
     from autoscaler.snapshot import Snapshot
 
 
@@ -170,3 +171,66 @@ class LeasePort(Protocol):
     async def release(self) -> None:
         """Stop campaigning and give the Lease up if it is held."""
         ...
+
+
+class RingMembershipPort(Protocol):
+    """This replica's member Lease in a ring of dynamic sharding
+    (``adapters/kube/membership.py``): read from any thread, without awaiting."""
+
+    incarnation: str
+    """Our name in the ring (bucket Leases name it as holder); new at each rejoin."""
+    evicted: bool
+    """A peer evicted us, or our Lease was deleted: every claim is void (rejoin)."""
+    ready: bool
+    """Written into our Lease at the next renewal: peers hand buckets only to ready members."""
+
+    def valid(self) -> bool:
+        """Our last successful renewal was sent less than the renew deadline ago, by our own
+        monotonic clock, and we were not evicted."""
+        ...
+
+    def members(self) -> dict[str, bool]:
+        """Live members (incarnation -> ready), us included while valid."""
+        ...
+
+    def evicted_members(self) -> set[str]:
+        ...
+
+    def listed(self) -> set[str]:
+        """Every member Lease's incarnation in our last view, live or not."""
+        ...
+
+    def rejoin(self) -> None:
+        ...
+
+
+class ObservedBucketLease(Protocol):
+    @property
+    def lease(self) -> BucketLease: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+
+class BucketLeasesPort(Protocol):
+    """The ring's bucket Leases (``adapters/kube/buckets.py``): claimed and released by CAS."""
+
+    identity: str
+
+    @property
+    def view(self) -> Mapping[int, ObservedBucketLease]: ...
+
+    async def refresh(self) -> Mapping[int, ObservedBucketLease]: ...
+
+    async def claim(self, bucket: int, observed: ObservedBucketLease | None) -> int | None:
+        """The new epoch, or None if someone else wrote the Lease since ``observed``."""
+        ...
+
+    async def release(self, bucket: int, epoch: int, handed_to: str) -> bool: ...
+
+
+class BucketStatePort(StateStore, Protocol):
+    """A bucket's history (``adapters/kube/bucket_store.py``), stamped by its claimant."""
+
+    async def stamp(self, owner: str, epoch: int, *,
+                    still_claimed: Callable[[], bool]) -> Snapshot | None: ...

@@ -1,0 +1,365 @@
+"""This replica as a member of a ring of dynamic sharding (issue 38;
+docs/design/active-active.md §4.4-4.6): which buckets of targets it holds, claiming and
+handing them over as ``ring_plan`` says, each with its own history, and the fences every
+write of its targets passes.
+
+A bucket is held in an *epoch*: the claim is a CAS on the bucket's Lease that names us with
+the next epoch (``BucketLeasesPort.claim``), then the bucket's state object is stamped with
+(us, epoch) and read (``BucketStatePort.stamp``, then ``HistoryKeeper.restore``), and only
+then may its targets run (``may_run``): a new owner decides nothing before it holds the
+history its predecessor wrote, so a move is never a fresh start. Its targets then run at once
+(``Scheduler.run_now``) rather than at their group's next start.
+
+**The fence** (``may_write``, right before every ``/scale`` PUT; the bucket store's, right
+before every state write): our member Lease valid by our own monotonic clock (its last
+successful renewal sent less than the renew deadline ago), the bucket Lease in our view still
+(us, epoch), and the claim still ours. A member paused past its lease wakes up invalid and
+writes nothing; by the time a peer can evict it and claim its buckets, it has stopped
+trusting itself (M4's argument, ``ring.Timings.rate_tolerance``); a write of its still in
+flight carries a state version older than the new owner's stamp and is refused.
+
+**Losing a bucket** (the bucket Lease names another epoch, or we were evicted): its keeper is
+invalidated and its targets stop at once; nothing is written for them. **Handing one over**
+(rebalancing, or a graceful stop): no new pass includes its targets, the passes in flight
+end, its history is written clean, then the Lease is released naming the member it goes to,
+who claims it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from autoscaler.errors import AutoscalerError
+from autoscaler.runtime import ring
+from autoscaler.runtime.history import HistoryKeeper
+from autoscaler.runtime.ports import (
+    BucketLeasesPort,
+    BucketStatePort,
+    ObservedBucketLease,
+    RingMembershipPort,
+)
+from autoscaler.runtime.ring_plan import Plan, RingPlanner, RingView
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.ring")
+
+HAND_OVER_DRAIN = 10.0
+"""Seconds a hand-over waits for the passes in flight over the bucket's targets."""
+STOP_HAND_OVER = 5.0
+"""Seconds a graceful stop gives the hand-over of every bucket (all at once)."""
+
+
+class ClaimState(enum.Enum):
+    CLAIMING = "claiming"
+    """The Lease names us; the history is being stamped and read: nothing runs yet."""
+    ACTIVE = "active"
+    RELEASING = "releasing"
+    """Being handed over: no new pass; the history is written clean, then the Lease released."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Claim:
+    bucket: int
+    epoch: int
+    state: ClaimState = ClaimState.CLAIMING
+    keeper: HistoryKeeper | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RingParts:
+    """The ring's adapters, built by ``wiring.py``."""
+
+    membership: RingMembershipPort
+    leases: BucketLeasesPort
+    store: Callable[[int, Callable[[], bool]], BucketStatePort]
+    """``store(bucket, may_write)``: the bucket's state object, fenced by ``may_write``."""
+    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]], HistoryKeeper]
+    """``keeper(store, scope, fence)``: a history keeper over the bucket's targets."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RingMember:
+    parts: RingParts
+    timings: ring.Timings
+    placement: ring.Placement
+    targets: Callable[[], Sequence[TargetConfig]]
+    """The configured targets (all of them: the ring decides which are ours)."""
+    ready: Callable[[], bool]
+    """Our caches are synced: only then do we claim, and peers hand us buckets."""
+    run_now: Callable[[Sequence[str]], None]
+    idle: Callable[[Sequence[str], float], Awaitable[bool]]
+    monotonic: Callable[[], float]
+    claims: dict[int, Claim] = field(default_factory=dict)
+    planner: RingPlanner | None = None
+    moves: int = 0
+    unowned: tuple[int, ...] = ()
+    _absent_since: dict[str, float] = field(default_factory=dict)
+    _last_problem: str | None = None
+
+    def __post_init__(self) -> None:
+        self.planner = RingPlanner(self.timings)
+
+    # --- what the daemon asks -------------------------------------------------------------
+
+    @property
+    def me(self) -> str:
+        return self.parts.membership.incarnation
+
+    def bucket_of(self, target: TargetConfig) -> int:
+        return ring.target_bucket(namespace=target.namespace, key=target.key,
+                                  placement=self.placement)
+
+    def _bucket_of_key(self, key: str) -> int:
+        namespace = key.split("/", 1)[0]
+        return ring.target_bucket(namespace=namespace, key=key, placement=self.placement)
+
+    def _fenced(self, bucket: int, epoch: int) -> bool:
+        """The bucket is ours in ``epoch`` now, by our own clock and our view of its Lease."""
+        claim = self.claims.get(bucket)
+        observed = self.parts.leases.view.get(bucket)
+        return (claim is not None and claim.epoch == epoch
+                and self.parts.membership.valid()
+                and observed is not None and observed.lease.holder == self.me
+                and observed.epoch == epoch)
+
+    def may_write(self, key: str) -> bool:
+        """The write gate of target ``key``: its bucket is held, active, fenced."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return (claim is not None and claim.state is ClaimState.ACTIVE
+                and self._fenced(claim.bucket, claim.epoch))
+
+    def may_run(self, key: str) -> bool:
+        """A pass may include ``key``: we may write it and its history is read."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return (self.may_write(key) and claim is not None and claim.keeper is not None
+                and claim.keeper.restored.is_set())
+
+    def leads(self) -> bool:
+        """Whether we act for any target now (``/status``'s ``leader``, readiness text)."""
+        return any(claim.state is ClaimState.ACTIVE and self._fenced(b, claim.epoch)
+                   for b, claim in self.claims.items())
+
+    def keeper_of(self, key: str) -> HistoryKeeper | None:
+        claim = self.claims.get(self._bucket_of_key(key))
+        return None if claim is None else claim.keeper
+
+    async def persist(self) -> None:
+        """Make every active bucket's history durable (before a pass's scale writes). A bucket
+        whose write fails fails the call: the pass then sends none of its writes."""
+        keepers = [claim.keeper for claim in self.claims.values()
+                   if claim.state is ClaimState.ACTIVE and claim.keeper is not None
+                   and claim.keeper.restored.is_set()]
+        results = await asyncio.gather(*(k.persist() for k in keepers), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    def status(self) -> dict[str, object]:
+        held = sorted(b for b, c in self.claims.items() if c.state is ClaimState.ACTIVE)
+        return {
+            "member": self.me,
+            "valid": self.parts.membership.valid(),
+            "members": sorted(self.parts.membership.members()),
+            "buckets": [f"{b:02x}" for b in held],
+            "claiming": [f"{b:02x}" for b, c in sorted(self.claims.items())
+                         if c.state is ClaimState.CLAIMING],
+            "releasing": [f"{b:02x}" for b, c in sorted(self.claims.items())
+                          if c.state is ClaimState.RELEASING],
+            "unownedBuckets": [f"{b:02x}" for b in self.unowned],
+            "moves": self.moves,
+        }
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Follow the ring until cancelled: every half retry period, read the bucket Leases,
+        drop what is no longer ours, claim and hand over as the planner says."""
+        while True:
+            try:
+                await self._tick()
+            except AutoscalerError as error:
+                self._say_problem(str(error))
+            await asyncio.sleep(self.timings.retry_period / 2)
+
+    async def _tick(self) -> None:
+        membership = self.parts.membership
+        membership.ready = self.ready()
+        if membership.evicted:
+            self._drop_all(why="this member was evicted (it did not renew in time)")
+            membership.rejoin()
+            return
+        await asyncio.wait_for(self.parts.leases.refresh(), self.timings.retry_period)
+        self.parts.leases.identity = self.me
+        self._say_problem(None)
+        self._drop_lost()
+        plan = self._plan()
+        self.unowned = plan.unowned
+        for bucket in plan.claims:
+            if bucket not in self.claims:
+                self._start_claim(bucket)
+        for bucket, to in plan.releases:
+            claim = self.claims.get(bucket)
+            if claim is not None and claim.state is ClaimState.ACTIVE:
+                claim.state = ClaimState.RELEASING
+                claim.task = asyncio.get_running_loop().create_task(
+                    self._hand_over(claim, to, drain=HAND_OVER_DRAIN))
+
+    def _plan(self) -> Plan:
+        membership, now = self.parts.membership, self.monotonic()
+        listed = membership.listed()
+        leases = {b: o.lease for b, o in self.parts.leases.view.items()}
+        for holder in {lease.holder for lease in leases.values() if lease.holder}:
+            if holder in listed:
+                self._absent_since.pop(holder, None)
+            else:
+                self._absent_since.setdefault(holder, now)
+        weights: dict[int, int] = {}
+        for target in self.targets():
+            bucket = self.bucket_of(target)
+            weights[bucket] = weights.get(bucket, 0) + 1
+        assert self.planner is not None
+        return self.planner.plan(RingView(
+            me=self.me, now=now, valid=membership.valid(), ready=membership.ready,
+            members=membership.members(), evicted=frozenset(membership.evicted_members()),
+            absent_since=dict(self._absent_since), leases=leases, weights=weights,
+            held=frozenset(b for b, c in self.claims.items() if c.state is not
+                           ClaimState.RELEASING),
+            releasing=frozenset(b for b, c in self.claims.items()
+                                if c.state is ClaimState.RELEASING)))
+
+    def _keys(self, bucket: int) -> list[str]:
+        return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
+
+    # --- claiming -------------------------------------------------------------------------
+
+    def _start_claim(self, bucket: int) -> None:
+        observed = self.parts.leases.view.get(bucket)
+        placeholder = Claim(bucket=bucket, epoch=-1)
+        self.claims[bucket] = placeholder
+        placeholder.task = asyncio.get_running_loop().create_task(
+            self._claim(placeholder, observed))
+
+    async def _claim(self, claim: Claim, observed: ObservedBucketLease | None) -> None:
+        bucket = claim.bucket
+        try:
+            epoch = await asyncio.wait_for(
+                self.parts.leases.claim(bucket, observed), self.timings.retry_period)
+            if epoch is None:
+                self._forget(claim)
+                return
+            claim.epoch = epoch
+
+            def fence() -> bool:
+                return self._fenced(bucket, epoch)
+
+            store = self.parts.store(bucket, fence)
+            await store.stamp(self.me, epoch, still_claimed=fence)
+            keeper = claim.keeper = self.parts.keeper(
+                store, lambda key: self._bucket_of_key(key) == bucket, fence)
+            restored = await keeper.restore(lambda: self._keys(bucket))
+        except (AutoscalerError, TimeoutError) as error:
+            log.warning("could not claim a bucket of targets; it stays free for the ring's "
+                        "rules", bucket=f"{bucket:02x}", error=str(error) or type(error).__name__)
+            self._forget(claim)
+            return
+        if self.claims.get(bucket) is not claim or not fence():
+            return
+        claim.state = ClaimState.ACTIVE
+        self.moves += 1
+        keys = self._keys(bucket)
+        log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
+                 targets=len(keys), history_targets=restored.targets, clean=restored.clean)
+        self.run_now(keys)
+
+    def _forget(self, claim: Claim) -> None:
+        if self.claims.get(claim.bucket) is claim:
+            del self.claims[claim.bucket]
+        if claim.keeper is not None:
+            claim.keeper.invalidate()
+
+    # --- losing and handing over ----------------------------------------------------------
+
+    def _drop_lost(self) -> None:
+        for claim in list(self.claims.values()):
+            if claim.epoch < 0:
+                continue  # its claim write is under way
+            observed = self.parts.leases.view.get(claim.bucket)
+            if observed is None or observed.lease.holder != self.me or \
+                    observed.epoch != claim.epoch:
+                holder = None if observed is None else observed.lease.holder
+                self._drop(claim, why=f"the bucket's Lease now names {holder or 'no one'}")
+
+    def _drop(self, claim: Claim, *, why: str) -> None:
+        if claim.task is not None and claim.task is not asyncio.current_task():
+            claim.task.cancel()
+        log.warning("no longer holding a bucket of targets: nothing is written for them",
+                    bucket=f"{claim.bucket:02x}", epoch=claim.epoch, why=why)
+        self._forget(claim)
+
+    def _drop_all(self, *, why: str) -> None:
+        for claim in list(self.claims.values()):
+            self._drop(claim, why=why)
+
+    async def _hand_over(self, claim: Claim, to: str, *, drain: float) -> None:
+        """Hand ``claim``'s bucket to ``to``: its passes end, its history is written clean,
+        then its Lease is released naming ``to``. Whatever fails, we no longer act for it."""
+        bucket = claim.bucket
+        try:
+            await self.idle(self._keys(bucket), drain)
+            if claim.keeper is not None and claim.keeper.restored.is_set():
+                await claim.keeper.persist(clean=True)
+            released = await asyncio.wait_for(
+                self.parts.leases.release(bucket, claim.epoch, to), self.timings.retry_period)
+        except (AutoscalerError, TimeoutError) as error:
+            released = False
+            log.warning("could not hand a bucket of targets over", bucket=f"{bucket:02x}",
+                        to=to, error=str(error) or type(error).__name__)
+        if released:
+            log.info("handed a bucket of targets over", bucket=f"{bucket:02x}", to=to)
+        self._forget(claim)
+
+    async def leave(self) -> None:
+        """A graceful stop: hand every bucket over to its preferred successor at once."""
+        preference = (self.planner.preference(self._view_for_leave())
+                      if self.planner is not None else {})
+        hand_overs = []
+        for claim in list(self.claims.values()):
+            if claim.task is not None and claim.state is not ClaimState.RELEASING:
+                claim.task.cancel()
+            if claim.state is ClaimState.CLAIMING:
+                self._forget(claim)
+                continue
+            choice = preference.get(claim.bucket)
+            to = choice.successor if choice and choice.owner == self.me else \
+                (choice.owner if choice else "")
+            claim.state = ClaimState.RELEASING
+            hand_overs.append(self._hand_over(claim, to or "", drain=0.0))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*hand_overs), STOP_HAND_OVER)
+
+    def _view_for_leave(self) -> RingView:
+        membership = self.parts.membership
+        weights: dict[int, int] = {}
+        for target in self.targets():
+            bucket = self.bucket_of(target)
+            weights[bucket] = weights.get(bucket, 0) + 1
+        return RingView(me=self.me, now=self.monotonic(), valid=True, ready=True,
+                        members=membership.members(), evicted=frozenset(), absent_since={},
+                        leases={b: o.lease for b, o in self.parts.leases.view.items()},
+                        weights=weights, held=frozenset(self.claims))
+
+    def _say_problem(self, problem: str | None) -> None:
+        if problem is not None and problem != self._last_problem:
+            log.warning("cannot read the ring's bucket Leases; holding on to nothing new",
+                        error=problem)
+        self._last_problem = problem
