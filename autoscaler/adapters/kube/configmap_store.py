@@ -95,7 +95,7 @@ class ConfigMapStateStore:
         if raw is None:
             return None  # created empty by someone else: nothing of ours to lose
         try:
-            data = _unbase64(raw)
+            data = unbase64(raw)
             snapshot = decode(data)
         except StateFormatError as error:
             await self._set_aside(cm, str(error))
@@ -203,7 +203,9 @@ class ConfigMapStateStore:
                 self.name, self.namespace, cast(Any, body), _request_timeout=self._timeout)
 
 
-def _unbase64(raw: str) -> bytes:
+def unbase64(raw: str) -> bytes:
+    """A stored state's bytes from its ``binaryData`` text, refused over the size limit
+    before decoding (``StateFormatError``); the bucket stores read theirs the same way."""
     if len(raw) > MAX_STORED_BYTES * 4 // 3 + 4:
         raise StateFormatError("state is over the size limit")
     try:
