@@ -16,25 +16,35 @@ never written over: replicas configured differently must use another ring name.
 Each write is preceded, synchronously, by the caller's ``may_write()`` (its member Lease is
 valid, §4.3 M2); when it says no, nothing is sent (``NotLeaderError``).
 
-The view is poll-based for now (one LIST by label per ``refresh``); a watch is step 4's
-membership view's job (one Lease watch per member, §4.3 M3).
+The view is kept by one LIST then WATCH of the Leases labelled ``autoscaler.dev/ring=<R>,
+autoscaler.dev/role=bucket`` (``start``; the house informer: resumed watches, relist on 410),
+or refreshed by one LIST (``refresh``). Its sink methods take raw Lease JSON, so a shared
+watch of every ring Lease (membership's, §4.3 M3) may feed it instead. A Lease of other ring
+settings seen by the watch is kept out of the view and named in ``problem``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.informer import Informer, RawObject, WatchCounters, WatchOptions
 from autoscaler.adapters.kube.leader import micro_time
 from autoscaler.errors import ConflictError, InvalidConfigError, NotFoundError, NotLeaderError
 from autoscaler.runtime.ring import BUCKETS, BucketLease, Placement
+
+log = structlog.get_logger("autoscaler.ring")
 
 RING_LABEL = "autoscaler.dev/ring"
 ROLE_LABEL = "autoscaler.dev/role"
@@ -74,6 +84,7 @@ class BucketLeases:
         placement: Placement, lease_duration: float, may_write: Callable[[], bool],
         request_timeout: float = 1.0,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        watch_options: WatchOptions | None = None,
     ) -> None:
         self._api = CoordinationV1Api(api_client)
         self.namespace, self.ring, self.identity = namespace, ring, identity
@@ -83,27 +94,96 @@ class BucketLeases:
         self._timeout = request_timeout
         self._now = wall_clock
         self._name = re.compile(rf"^{re.escape(ring)}-bucket-([0-9a-f]{{2}})$")
+        self._selector = f"{RING_LABEL}={ring},{ROLE_LABEL}=bucket"
         self._view: dict[int, ObservedBucket] = {}
+        self._problems: dict[int, str] = {}
+        self.counters = WatchCounters()
+        self._informer = Informer(resource="leases", namespace=namespace,
+                                  list_call=self._list_call, sink=self,
+                                  counters=self.counters,
+                                  options=watch_options or WatchOptions())
 
     @property
     def view(self) -> Mapping[int, ObservedBucket]:
-        """The bucket Leases as last listed or written by us, by bucket."""
+        """The bucket Leases as last seen (listed, watched, or written by us), by bucket."""
         return dict(self._view)
 
+    @property
+    def problem(self) -> str | None:
+        """Why this member must not act on the ring: a bucket Lease of other ring settings
+        (the first, by bucket), as one line; None when there is none."""
+        return self._problems[min(self._problems)] if self._problems else None
+
+    @property
+    def synced(self) -> asyncio.Event:
+        """Set once the watch's first LIST is in the view."""
+        return self._informer.synced
+
+    def start(self) -> None:
+        """Keep the view current by LIST then WATCH, until ``stop``."""
+        self._informer.start()
+
+    async def stop(self) -> None:
+        await self._informer.stop()
+
     async def refresh(self) -> Mapping[int, ObservedBucket]:
-        """List the ring's bucket Leases (one LIST by label) and return the new view.
-        ``InvalidConfigError`` if one was made with other ring settings."""
-        selector = f"{RING_LABEL}={self.ring},{ROLE_LABEL}=bucket"
+        """One LIST of the ring's bucket Leases, as the new view; ``InvalidConfigError`` if
+        one was made with other ring settings."""
         with api_errors(f"list the bucket Leases of ring {self.ring}"):
-            listed = await self._api.list_namespaced_lease(
-                self.namespace, label_selector=selector, _request_timeout=self._timeout)
-        view: dict[int, ObservedBucket] = {}
-        for item in listed.items:
-            match = self._name.match(item.metadata.name or "")
-            if match is not None:
-                view[int(match[1], 16)] = self._observed(int(match[1], 16), item)
-        self._view = view
+            response: Any = await self._list_call(
+                self.namespace, _preload_content=False, _request_timeout=self._timeout)
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+            if response.status >= 300:  # unread bodies skip the client's status check
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body = body.decode(errors="replace")
+                raise error
+        self.replace([c for c in map(self.convert, json.loads(body).get("items") or ())
+                      if c is not None])
+        if self.problem is not None:
+            raise InvalidConfigError(self.problem)
         return self.view
+
+    def _list_call(self, namespace: str, **query: Any) -> Awaitable[Any]:
+        return self._api.list_namespaced_lease(namespace, label_selector=self._selector,
+                                               **query)
+
+    # --- the sink: raw Lease JSON from a LIST or a watch ------------------------------
+
+    def convert(self, obj: RawObject) -> tuple[int, ObservedBucket] | None:
+        match = self._name.match(str((obj.get("metadata") or {}).get("name", "")))
+        return None if match is None else (int(match[1], 16), _observed(int(match[1], 16), obj))
+
+    def replace(self, converted: list[tuple[int, ObservedBucket]]) -> None:
+        self._view, self._problems = {}, {}
+        for bucket, seen in converted:
+            self._see(bucket, seen)
+
+    def upsert(self, obj: RawObject) -> None:
+        converted = self.convert(obj)
+        if converted is not None:
+            self._see(*converted)
+
+    def delete(self, obj: RawObject) -> None:
+        converted = self.convert(obj)
+        if converted is not None:
+            self._view.pop(converted[0], None)
+            self._problems.pop(converted[0], None)
+
+    def _see(self, bucket: int, seen: ObservedBucket) -> None:
+        problem = self._mismatch(seen)
+        if problem is None:
+            self._problems.pop(bucket, None)
+            self._view[bucket] = seen
+            return
+        self._view.pop(bucket, None)
+        if self._problems.get(bucket) != problem:
+            log.error(problem)
+        self._problems[bucket] = problem
+
+    # --- writes ----------------------------------------------------------------------
 
     async def claim(self, bucket: int, observed: ObservedBucket | None) -> int | None:
         """Take ``bucket``: a CAS on ``observed`` (a create when the Lease was absent), naming
@@ -152,35 +232,30 @@ class BucketLeases:
                         name, self.namespace, cast(Any, body), _request_timeout=self._timeout)
         except (ConflictError, NotFoundError):
             return None
-        seen = self._observed(bucket, written)
-        self._view[bucket] = seen
+        # What the server stored is what we sent, at the version it answered with.
+        body["metadata"]["resourceVersion"] = written.metadata.resource_version
+        seen = _observed(bucket, body)
+        if self._view.get(bucket, seen).epoch <= seen.epoch:  # the watch may be ahead
+            self._view[bucket] = seen
         return seen
 
-    def _observed(self, bucket: int, item: Any) -> ObservedBucket:
-        spec, metadata = item.spec, item.metadata
-        annotations = dict(metadata.annotations or {})
-        seen = ObservedBucket(
-            bucket=bucket, epoch=spec.lease_transitions or 0,
-            resource_version=metadata.resource_version,
-            lease=BucketLease(holder=spec.holder_identity or "",
-                              handed_to=annotations.get(HANDED_TO_ANNOTATION, "")),
-            labels=dict(metadata.labels or {}), annotations=annotations,
-            acquire_time=micro_time(spec.acquire_time) if spec.acquire_time else None)
-        self._check_ring(seen)
-        return seen
-
-    def _check_ring(self, observed: ObservedBucket) -> None:
-        """Refuse a bucket Lease made by a ring with other settings: never written over."""
+    def _mismatch(self, observed: ObservedBucket) -> str | None:
+        """Why a bucket Lease belongs to a ring made with other settings, or None."""
         theirs = (observed.annotations.get(BUCKETS_ANNOTATION),
                   observed.annotations.get(PLACEMENT_ANNOTATION))
         if theirs == (str(BUCKETS), self.placement):
-            return
-        name = bucket_lease_name(self.ring, observed.bucket)
-        raise InvalidConfigError(
-            f"Lease {self.namespace}/{name}: ring {self.ring} was made with "
-            f"{theirs[0] or 'unknown'} buckets by placement={theirs[1] or 'unknown'}; this "
-            f"replica is configured with {BUCKETS} buckets by placement={self.placement}: "
-            "use another leaseName (the Lease is left as it is)")
+            return None
+        return (f"Lease {self.namespace}/{bucket_lease_name(self.ring, observed.bucket)}: "
+                f"ring {self.ring} was made with {theirs[0] or 'unknown'} buckets by "
+                f"placement={theirs[1] or 'unknown'}; this replica is configured with "
+                f"{BUCKETS} buckets by placement={self.placement}: use another leaseName "
+                "(the Lease is left as it is)")
+
+    def _check_ring(self, observed: ObservedBucket) -> None:
+        """Refuse to write a bucket Lease made by a ring with other settings."""
+        problem = self._mismatch(observed)
+        if problem is not None:
+            raise InvalidConfigError(problem)
 
     def _body(self, bucket: int, observed: ObservedBucket | None, *, holder: str, epoch: int,
               acquire: str, renew: str, annotations: Mapping[str, str]) -> dict[str, Any]:
@@ -200,3 +275,16 @@ class BucketLeases:
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": self._duration,
                      "acquireTime": acquire, "renewTime": renew, "leaseTransitions": epoch},
         }
+
+
+def _observed(bucket: int, obj: RawObject) -> ObservedBucket:
+    """A bucket Lease's raw JSON as the view keeps it."""
+    metadata, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    annotations = {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}
+    return ObservedBucket(
+        bucket=bucket, epoch=int(spec.get("leaseTransitions") or 0),
+        resource_version=str(metadata.get("resourceVersion", "")),
+        lease=BucketLease(holder=str(spec.get("holderIdentity") or ""),
+                          handed_to=annotations.get(HANDED_TO_ANNOTATION, "")),
+        labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+        annotations=annotations, acquire_time=spec.get("acquireTime"))

@@ -6,6 +6,7 @@ member may not write."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,6 +27,7 @@ from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.errors import InvalidConfigError, NotLeaderError
 from autoscaler.runtime.ring import BucketLease, Placement
 from tests.adapters.kube.conftest import Settings, apiserver
+from tests.adapters.kube.waiting import eventually
 from tests.sim.kube import SimApiServer
 
 __all__ = ["apiserver"]
@@ -215,3 +217,54 @@ async def test_the_view_lists_only_this_rings_bucket_leases(
                      "labels": {RING_LABEL: "autoscaler", ROLE_LABEL: "member"}},
         "spec": {"holderIdentity": "pod-1"}})
     assert set(await leases(kube, "beta-1").refresh()) == {0x00, 0xFF}
+
+
+@contextlib.asynccontextmanager
+async def watching(view: BucketLeases) -> AsyncIterator[BucketLeases]:
+    view.start()
+    try:
+        await asyncio.wait_for(view.synced.wait(), timeout=5)
+        yield view
+    finally:
+        await view.stop()
+
+
+async def test_the_watched_view_follows_claims_releases_and_deletions(
+    apiserver: SimApiServer, kube: KubeSession, second: KubeSession,
+) -> None:
+    """LIST then WATCH: a claim, a release and a deletion by others reach the view, with
+    the epoch, the holder and the hand-over mark."""
+    await leases(second, "beta-1").claim(0x01, None)
+    beta = leases(second, "beta-1")
+    async with watching(leases(kube, "alpha-1")) as alpha:
+        assert alpha.view[0x01].lease == BucketLease(holder="beta-1")
+        assert await beta.claim(0x1F, None) == 1
+        await eventually(lambda: 0x1F in alpha.view)
+        assert await beta.release(0x1F, 1, handed_to="alpha-1")
+        await eventually(lambda: alpha.view[0x1F].lease.handed_to == "alpha-1")
+        assert await alpha.claim(0x1F, alpha.view[0x1F]) == 2
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-01")
+        await eventually(lambda: 0x01 not in alpha.view)
+        assert alpha.view[0x1F].lease == BucketLease(holder="alpha-1")
+        assert alpha.problem is None
+
+
+async def test_a_watched_lease_of_other_ring_settings_is_a_problem_not_a_bucket(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Seen by the watch: kept out of the view and named in ``problem`` (one line) until
+    it is gone; nothing is written to it."""
+    async with watching(leases(kube, "alpha-1")) as alpha:
+        apiserver.create({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "autoscaler-bucket-1f", "namespace": NAMESPACE,
+                         "labels": {RING_LABEL: "autoscaler", ROLE_LABEL: "bucket"},
+                         "annotations": {BUCKETS_ANNOTATION: "64",
+                                         PLACEMENT_ANNOTATION: "namespace"}},
+            "spec": {"holderIdentity": "old-1", "leaseTransitions": 4}})
+        await eventually(lambda: alpha.problem is not None)
+        assert "ring autoscaler was made with 64 buckets" in str(alpha.problem)
+        assert 0x1F not in alpha.view
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
+        await eventually(lambda: alpha.problem is None)
+    assert apiserver.count(verb="update", resource="leases") == 0
