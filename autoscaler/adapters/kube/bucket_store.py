@@ -25,6 +25,7 @@ never written; the stamp then names the version it came from (``autoscaler.dev/m
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -37,6 +38,7 @@ from autoscaler.adapters.kube.configmap_store import (
     MANAGED_BY,
     OWNER_ANNOTATION,
     STATE_KEY,
+    set_aside,
     unbase64,
 )
 from autoscaler.errors import (
@@ -46,6 +48,7 @@ from autoscaler.errors import (
     NotFoundError,
     NotLeaderError,
     RejectedError,
+    StateSetAsideError,
     StateUnavailableError,
 )
 from autoscaler.snapshot import Snapshot, StateFormatError, decode, encode
@@ -80,6 +83,7 @@ class BucketStateStore:
         self, api_client: ApiClient, *, namespace: str, ring: str, bucket: int,
         may_write: Callable[[], bool], legacy: Legacy | None = None,
         request_timeout: float = 10.0, limit: int = STATE_LIMIT,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._api = CoreV1Api(api_client)
         self.namespace, self.ring, self.bucket = namespace, ring, bucket
@@ -94,6 +98,10 @@ class BucketStateStore:
         self._kept: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})
         """Labels and annotations of the object as last read or written (others' are kept)."""
         self._last_saved: bytes | None = None
+        self._clock = clock
+        self._set_aside: tuple[str, StateSetAsideError] | None = None
+        """The version whose undecodable state was copied aside, and what that said: a
+        read of the same version says it again without another copy."""
 
     @property
     def description(self) -> str:
@@ -103,17 +111,24 @@ class BucketStateStore:
                     still_claimed: Callable[[], bool]) -> Snapshot | None:
         """Claim step 2-3: read the state and write it back unchanged under our stamp; the
         snapshot it holds (None: none). Written by someone else in between (409): read again
-        and stamp again while ``still_claimed()``, else ``FencedError``."""
+        and stamp again while ``still_claimed()``, else ``FencedError``. A state that cannot
+        be decoded is copied aside first, then stamped as it is, then ``StateSetAsideError``:
+        the bucket is ours, its history starts afresh (our first write replaces it)."""
         self._stamp = None
         for _ in range(STAMP_ATTEMPTS):
             found = await self._get(self.name)
+            kept_aside: StateSetAsideError | None = None
             if found is None:
                 binary, annotations, snapshot = await self._migrated()
                 self._kept, self._resource_version = ({}, annotations), None
             else:
                 self._refuse_newer(_stamped_by(found), (owner, epoch))
                 self._remember(found)
-                binary, snapshot = dict(found.binary_data or {}), self._decoded(found)[1]
+                binary = dict(found.binary_data or {})
+                try:
+                    raw, snapshot = await self._decoded(found)
+                except StateSetAsideError as error:
+                    kept_aside, raw, snapshot = error, None, None
             body = self._body((owner, epoch), binary, data=found.data if found else None)
             try:
                 written = await self._put(body, doing="stamp")
@@ -125,7 +140,10 @@ class BucketStateStore:
                 continue
             self._stamp = (owner, epoch)
             self._remember(written)
-            self._last_saved = _raw(binary)
+            if kept_aside is not None:
+                self._set_aside = (self._resource_version or "", kept_aside)
+                raise kept_aside
+            self._last_saved = raw if found is not None else _raw(binary)
             return snapshot
         raise StateUnavailableError(f"{self.description} changed under each of "
                                     f"{STAMP_ATTEMPTS} stamps: try again")
@@ -140,7 +158,7 @@ class BucketStateStore:
         if _stamped_by(found) != stamp:
             raise self._fenced(_stamped_by(found))
         self._remember(found)
-        raw, snapshot = self._decoded(found)
+        raw, snapshot = await self._decoded(found)
         self._last_saved = raw
         return snapshot
 
@@ -202,7 +220,7 @@ class BucketStateStore:
         if legacy is None or found is None:
             return {}, {}, None
         where = f"ConfigMap {self.namespace}/{legacy.name}"
-        _, snapshot = self._decoded(found, where=where)
+        _, snapshot = await self._decoded(found, where=where)
         if snapshot is None:
             return {}, {}, None
         if not snapshot.clean and not snapshot.journaled:
@@ -218,8 +236,11 @@ class BucketStateStore:
         return ({STATE_KEY: encoded},
                 {MIGRATED_FROM_ANNOTATION: found.metadata.resource_version}, mine)
 
-    def _decoded(self, found: Any, *, where: str | None = None) -> tuple[
+    async def _decoded(self, found: Any, *, where: str | None = None) -> tuple[
             bytes | None, Snapshot | None]:
+        """The state's bytes and snapshot. Undecodable: our own state is copied aside
+        (``StateSetAsideError``; once per version); the legacy store, which is never ours to
+        replace, is ``StateUnavailableError`` and left as it is."""
         raw = (found.binary_data or {}).get(STATE_KEY)
         if raw is None:
             return None, None  # created empty by someone else: nothing of ours to lose
@@ -227,8 +248,19 @@ class BucketStateStore:
             data = unbase64(raw)
             return data, decode(data)
         except StateFormatError as error:
-            raise StateUnavailableError(f"{where or self.description} cannot be decoded: "
-                                        f"{error}; it is left as it is") from error
+            if where is not None:
+                raise StateUnavailableError(f"{where} cannot be decoded: {error}; it is left "
+                                            "as it is") from error
+            problem = str(error)
+        version = found.metadata.resource_version
+        if self._set_aside is not None and self._set_aside[0] == version:
+            raise self._set_aside[1]
+        try:
+            await set_aside(self._api, found, namespace=self.namespace, name=self.name,
+                            now=self._clock(), problem=problem, timeout=self._timeout)
+        except StateSetAsideError as kept:
+            self._set_aside = (version, kept)
+            raise
 
     def _remember(self, found: Any) -> None:
         metadata = found.metadata

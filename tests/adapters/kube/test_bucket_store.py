@@ -25,6 +25,7 @@ from autoscaler.errors import (
     FencedError,
     NotLeaderError,
     RejectedError,
+    StateSetAsideError,
     StateUnavailableError,
 )
 from autoscaler.runtime.history import HistoryKeeper
@@ -274,3 +275,29 @@ async def test_a_bucket_with_state_of_its_own_ignores_the_legacy_store(
     taken = await store(kube, legacy=legacy).stamp("beta-1", 2, still_claimed=lambda: True)
     assert taken == snapshot("a/Deployment/own")
     assert apiserver.count(name="autoscaler-state", verb="get") == 0
+
+
+async def test_an_undecodable_state_is_copied_aside_stamped_then_replaced_by_the_keeper(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """The bytes go to ``<name>.unreadable-<UTC time>`` before anything may replace them;
+    the bucket is stamped ours all the same (StateSetAsideError says so), a later read says
+    it again without a second copy, and the keeper starts afresh and writes over it."""
+    apiserver.create({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": NAME, "namespace": NAMESPACE},
+                      "binaryData": {STATE_KEY: base64.b64encode(b"garbage").decode()}})
+    alpha = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                             bucket=0x1F, may_write=lambda: True, request_timeout=2.0,
+                             clock=lambda: 1_764_000_000.0)
+    with pytest.raises(StateSetAsideError) as caught:
+        await alpha.stamp("alpha-1", 1, still_claimed=lambda: True)
+    kept = f"{NAME}.unreadable-20251124t160000z"
+    assert caught.value.kept_as == f"ConfigMap {NAMESPACE}/{kept}"
+    assert base64.b64decode(configmap(apiserver, kept)["binaryData"][STATE_KEY]) == b"garbage"
+    assert configmap(apiserver)["metadata"]["annotations"][OWNER_ANNOTATION] == "alpha-1"
+    key = "shop/Deployment/web"
+    keeper = HistoryKeeper(alpha, {key: TargetState(key=key)}, leader=lambda: True)
+    restored = await keeper.restore([key])
+    assert restored.set_aside is not None
+    assert apiserver.count(verb="create", resource="configmaps") == 1
+    assert content(apiserver).targets == {}  # decodes: the keeper's claim replaced the bytes
