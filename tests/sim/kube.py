@@ -51,6 +51,8 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     record.arrived, record.applied, record.answered  # the sim clock's monotonic readings;
                                      # applied None: nothing written; answered None: never sent
     api.open_watches; api.store.resource_version
+    api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
+                        # user, holder, transitions, renew_time, resourceVersion, annotations
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from . import discovery, managed
+from . import discovery, leases, managed
 from .access import Principal, RequestRecord, access_review
 from .apply import server_side_apply
 from .errors import (
@@ -254,7 +254,8 @@ class Router:
         with self.server.store.dry_run() if dry_run else contextlib.nullcontext(), \
                 managed.manager(writer, operation):
             before = self.server.store.resource_version
-            status, result = self._mutate(request, target, body, principal)
+            with leases.request(target.verb, principal.user):
+                status, result = self._mutate(request, target, body, principal)
             if self.server.store.resource_version != before:
                 times.applied = self.server.clock.monotonic()
         return json_response(result, status)

@@ -35,6 +35,7 @@ from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
 from .kubeconfig import write_kubeconfig
 from .kubelet import PodTiming
+from .leases import LeaseHistory, LeaseWrite
 from .patch import STRATEGIC
 from .resources import Registry, ResourceType, builtin_types, rollout_type, scaledobject_type
 from .rest import Rest
@@ -62,6 +63,8 @@ class SimApiServer:
         self.store = Store(history_limit=history_limit)
         self.rest = Rest(self.registry, self.store, self.clock)
         self.log = RequestLog()
+        self._leases = LeaseHistory(self.clock)
+        self.store.listeners.append(self._leases)
         self.faults: list[FaultRule] = []
         self.after_rules: list[AfterRule] = []
         self.partitions: dict[str, Partition] = {}
@@ -263,6 +266,11 @@ class SimApiServer:
 
     def requests(self, **criteria: Any) -> list[RequestRecord]:
         return self.log.select(**criteria)
+
+    @property
+    def lease_history(self) -> list[LeaseWrite]:
+        """Every committed Lease write so far, in order (apiserver/leases.py)."""
+        return self._leases.writes
 
     # watches -----------------------------------------------------------------------------
     def expire_watches(self, *, gone: bool = False) -> int:
