@@ -30,6 +30,10 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.delay_next(1, seconds=5, resource="pods", verb="list")
     api.after_next(verb="get", resource="deployments/scale",   # a genuine race: the next
                    action=lambda: api.touch("apps/v1", "Deployment", ns, "web"))  # PUT is a 409
+    api.delay_next(1, seconds=2, verb="update", user=u)   # held, then applied and answered
+    api.fail_next(1, status=503, user=u)      # every rule takes user=: only that user's requests
+    api.partition(u, mode="stall")            # cut user u off ("reset": fail fast, watches cut)
+    api.heal(u)                               # stalled requests and watch events go through
     api.deny("update", "deployments/scale")   # 403 for the default token
     api.add_token("other", user="someone")    # a second identity; api.write_kubeconfig(...)
     api.revoke_token(api.token)               # 401 from now on (a rotated-away token)
@@ -44,7 +48,11 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
 
     # introspection
     api.count(verb="list", resource="pods"); api.requests(verb="watch")
+    record.arrived, record.applied, record.answered  # the sim clock's monotonic readings;
+                                     # applied None: nothing written; answered None: never sent
     api.open_watches; api.store.resource_version
+    api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
+                        # user, holder, transitions, renew_time, resourceVersion, annotations
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish

@@ -5,7 +5,8 @@ streams), rest (generic storage semantics), store (objects, resourceVersion, his
 objects (defaulting, validation, the events.k8s.io view), scale (the Scale subresource),
 discovery, tables (server-side Table output), selectors, patch, apply (server-side apply),
 workloads (controllers), deployments (the Deployment controller), kubelet (pod lifecycle),
-access (auth, faults, request log), wire (JSON encoding), kubeconfig, clock, tls. Start one with
+access (auth, faults, partitions, request log), leases (the Lease
+history), wire (JSON encoding), kubeconfig, clock, tls. Start one with
 ``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
 """
 

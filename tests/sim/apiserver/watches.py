@@ -37,19 +37,29 @@ def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> dict[s
     return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class _Stream:
     """One open watch response and how its events are shaped."""
 
     server: SimApiServer
+    request: web.Request
     response: web.StreamResponse
+    user: str
     rt: ResourceType
     watcher: Watcher
     as_table: bool
     include_object: str
 
     async def write(self, event: dict[str, Any]) -> None:
+        partition = self.server.partitions.get(self.user)
+        if partition is not None:
+            await partition.cross(self.request.transport)
         await self.response.write(encode(event))
+
+    def cut(self) -> None:
+        """Abort the connection, as a network reset would."""
+        if self.request.transport is not None:
+            self.request.transport.abort()
 
     async def event(self, item: tuple[str, Any]) -> None:
         kind, payload = item
@@ -106,6 +116,7 @@ class Watches:
         self.server = server
         self.bookmark_interval = 60.0
         self.default_timeout = 1800.0
+        self.streams: set[_Stream] = set()
 
     def _open(self, request: web.Request, target: Target) -> Watcher:
         query, rt = request.query, target.rt
@@ -127,8 +138,15 @@ class Watches:
             rt.storage_key, namespace=target.namespace, matches=matches, since=since,
             bookmarks=query.get("allowWatchBookmarks", "").lower() in ("true", "1"))
 
+    def cut(self, user: str) -> int:
+        """Abort the open watch connections of ``user``; returns how many."""
+        cut = [stream for stream in self.streams if stream.user == user]
+        for stream in cut:
+            stream.cut()
+        return len(cut)
+
     async def serve(self, request: web.Request, target: Target,
-                    started: Callable[[], None]) -> web.StreamResponse:
+                    started: Callable[[], None], user: str) -> web.StreamResponse:
         query = request.query
         timeout = float(query.get("timeoutSeconds") or self.default_timeout)
         gone: ApiError | None = None
@@ -147,9 +165,11 @@ class Watches:
             await response.write(encode({"type": "ERROR", "object": gone.status()}))
             await response.write_eof()
             return response
-        stream = _Stream(server=self.server, response=response, rt=target.rt, watcher=watcher,
+        stream = _Stream(server=self.server, request=request, response=response, user=user,
+                         rt=target.rt, watcher=watcher,
                          as_table=wants_table(request.headers.get("Accept", "")),
                          include_object=query.get("includeObject", "Metadata"))
+        self.streams.add(stream)
         try:
             if query.get("sendInitialEvents", "").lower() == "true":
                 await stream.drain_initial()
@@ -158,5 +178,6 @@ class Watches:
         except ConnectionResetError:
             pass
         finally:
+            self.streams.discard(stream)
             self.server.store.watchers.discard(watcher)
         return response
