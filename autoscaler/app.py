@@ -28,6 +28,7 @@ import structlog
 
 from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.leader import default_identity
+from autoscaler.adapters.kube.membership import MembershipThread
 from autoscaler.adapters.local_state import MemoryStateStore
 from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.config import Config, TargetConfig
@@ -56,6 +57,7 @@ from autoscaler.wiring import (
     lease_elector,
     lease_names,
     ring_parts,
+    start_membership,
     state_store,
     wait_synced,
     watch_namespaces,
@@ -157,7 +159,7 @@ class Daemon:
         the buckets of targets it holds, each with its own history. A dry run writes
         nothing and holds nothing: it plans every target, as in leader mode."""
         self.ring: RingMember | None = None
-        self._ring_stop: Any = None
+        self._membership: MembershipThread | None = None
 
     @property
     def config(self) -> Config:
@@ -224,15 +226,19 @@ class Daemon:
                        backfill=backfill, scheduler=scheduler, restore=restore)
 
     def _ring_parts(self, components: Components, reconciler: Reconciler) -> RingParts:
-        parts, self._ring_stop = ring_parts(
+        assert self._membership is not None  # joined in _serve, before _start
+        return ring_parts(
             self.config, client=components.api_client, lease=self._lease(),
+            membership=self._membership,
             keeper=lambda store, scope, fence: HistoryKeeper(
                 store, reconciler.states, clock=self.timeline.now, skew=self.timeline.skew,
                 corrected=self.telemetry.clock_steps.labels(source="history").inc,
                 leader=fence, scope=scope))
-        return parts
 
     async def _serve(self, components: Components) -> int:
+        if self.dynamic:
+            self._membership = await asyncio.to_thread(
+                start_membership, self.config, lease=self._lease())
         running = self._running = self._start(components)
         await self._check_store()
         self._install_probes()
@@ -294,8 +300,9 @@ class Daemon:
         """Hand every bucket over (its history written clean first), then leave the ring
         (our member Lease released), each bounded: peers need not wait a lease duration."""
         await member.leave()
-        if self._ring_stop is not None:
-            await asyncio.to_thread(self._ring_stop, RELEASE_GRACE)
+        await member.parts.leases.stop()  # type: ignore[attr-defined]
+        if self._membership is not None:
+            await asyncio.to_thread(self._membership.stop, RELEASE_GRACE)
 
     async def _check_store(self) -> None:
         """Refuse, before anything starts, a state ConfigMap another daemon owns (the

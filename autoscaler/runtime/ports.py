@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from autoscaler.algorithm import MetricValues, Pod
 from autoscaler.record import record
@@ -218,12 +218,25 @@ class BucketLeasesPort(Protocol):
     identity: str
 
     @property
-    def view(self) -> Mapping[int, ObservedBucketLease]: ...
+    def view(self) -> Mapping[int, ObservedBucketLease]:
+        """The bucket Leases as last seen (kept current by a watch), by bucket."""
+        ...
 
-    async def refresh(self) -> Mapping[int, ObservedBucketLease]: ...
+    @property
+    def synced(self) -> asyncio.Event:
+        """Set once the view holds the first LIST."""
+        ...
 
-    async def claim(self, bucket: int, observed: ObservedBucketLease | None) -> int | None:
-        """The new epoch, or None if someone else wrote the Lease since ``observed``."""
+    @property
+    def problem(self) -> str | None:
+        """Why this member must not act on the ring (a bucket Lease of other ring
+        settings), or None."""
+        ...
+
+    async def claim(self, bucket: int, observed: Any) -> int | None:
+        """The new epoch, or None if someone else wrote the Lease since ``observed``: one
+        of this port's own ``view`` values (or None: absent), the one the decision to claim
+        was made on, never a newer one."""
         ...
 
     async def release(self, bucket: int, epoch: int, handed_to: str) -> bool: ...

@@ -1,6 +1,6 @@
 """The ring of dynamic sharding, as arithmetic (issue 38; docs/design/active-active.md
-§4.2-4.5): which bucket a target falls in, the hash ranges a set of buckets covers (and the
-KEP-5866 ``shardSelector`` that asks the API server for them), which live member should own
+§4.2-4.5): which bucket a target falls in, the KEP-5866 ``shardSelector`` that asks the API
+server for a set of namespaces' objects, which live member should own
 each bucket, when a bucket may be claimed, and when a member's renewal still lets it write.
 
 Pure: no I/O, no clock reads (every instant is an argument, read from the caller's monotonic
@@ -28,8 +28,6 @@ BUCKET_BITS = 8
 BUCKETS = 1 << BUCKET_BITS
 """Fixed: part of the ring's identity (a ring made with another count is a different ring)."""
 _SHIFT = 64 - BUCKET_BITS
-BUCKET_SPAN = 1 << _SHIFT
-"""Hashes per bucket: bucket ``b`` is ``[b * BUCKET_SPAN, (b + 1) * BUCKET_SPAN)``."""
 
 OVERLOAD = 1.15
 """Bounded loads: a member takes a bucket by preference only while its load stays within
@@ -39,8 +37,8 @@ Placement = Literal["namespace", "target"]
 """What a target's bucket is the hash of: its namespace (the default: then the API server can
 filter pods by bucket), or its key ``namespace/kind/name`` (balanced when namespaces are few)."""
 
-SELECTOR_FIELDS: Mapping[Placement, str] = {"namespace": "object.metadata.namespace"}
-"""The KEP-5866 field whose hash equals the placement's (none for placement "target")."""
+NAMESPACE_FIELD = "object.metadata.namespace"
+"""The KEP-5866 field a replica's watches filter on (pods are in their target's namespace)."""
 
 
 def fnv1a64(text: str) -> int:
@@ -57,9 +55,20 @@ def placement_field(*, namespace: str, key: str, placement: Placement) -> str:
     return namespace if placement == "namespace" else key
 
 
+def mix64(value: int) -> int:
+    """MurmurHash3's 64-bit finaliser: every input bit moves every output bit. FNV-1a alone
+    does not: names that differ only at the end (``team-a``, ``team-b``; ``ns-1`` ..
+    ``ns-50``) share its top bits, and would all fall in one bucket."""
+    value ^= value >> 33
+    value = (value * 0xFF51AFD7ED558CCD) & _MASK64
+    value ^= value >> 33
+    value = (value * 0xC4CEB9FE1A85EC53) & _MASK64
+    return value ^ (value >> 33)
+
+
 def bucket_of(field: str) -> int:
-    """The bucket of a placement field: the top ``BUCKET_BITS`` bits of its hash."""
-    return fnv1a64(field) >> _SHIFT
+    """The bucket of a placement field: the top ``BUCKET_BITS`` bits of its mixed hash."""
+    return mix64(fnv1a64(field)) >> _SHIFT
 
 
 def target_bucket(*, namespace: str, key: str, placement: Placement) -> int:
@@ -68,39 +77,33 @@ def target_bucket(*, namespace: str, key: str, placement: Placement) -> int:
 
 @dataclass(frozen=True, slots=True)
 class HashRange:
-    """``[start, end)`` over the 64-bit hash; ``end`` may be ``2**64`` (the full range's end)."""
+    """``[start, end)`` over the API server's 64-bit FNV-1a hash; ``end`` may be ``2**64``."""
 
     start: int
     end: int
 
 
-def bucket_ranges(buckets: Iterable[int]) -> list[HashRange]:
-    """The hash ranges a set of buckets covers, adjacent buckets merged, in order."""
+def namespace_ranges(namespaces: Iterable[str]) -> list[HashRange]:
+    """One range per namespace, exactly its FNV-1a hash (adjacent ones merged), in order:
+    what the API server filters on, whichever buckets the namespaces fall in."""
     ranges: list[HashRange] = []
-    for bucket in sorted(set(buckets)):
-        if not 0 <= bucket < BUCKETS:
-            raise ValueError(f"bucket {bucket} is not in 0..{BUCKETS - 1}")
-        start = bucket * BUCKET_SPAN
-        if ranges and ranges[-1].end == start:
-            ranges[-1] = HashRange(ranges[-1].start, start + BUCKET_SPAN)
+    for value in sorted({fnv1a64(namespace) for namespace in namespaces}):
+        if ranges and ranges[-1].end == value:
+            ranges[-1] = HashRange(ranges[-1].start, value + 1)
         else:
-            ranges.append(HashRange(start, start + BUCKET_SPAN))
+            ranges.append(HashRange(value, value + 1))
     return ranges
 
 
-def shard_selector(buckets: Iterable[int], *, placement: Placement = "namespace") -> str | None:
-    """The KEP-5866 ``shardSelector`` that lists only these buckets' objects, e.g.
-    ``shardRange(object.metadata.namespace, '0x0000000000000000', '0x0100000000000000')``,
-    one ``shardRange`` per merged range joined by `` || ``. None where no selector applies:
-    all buckets (nothing to filter) or placement "target" (pods' hashes are unrelated)."""
-    field = SELECTOR_FIELDS.get(placement)
-    ranges = bucket_ranges(buckets)
-    if field is None or ranges == [HashRange(0, 1 << 64)]:
-        return None
+def shard_selector(namespaces: Iterable[str]) -> str:
+    """The KEP-5866 ``shardSelector`` that lists only the objects of these namespaces, e.g.
+    ``shardRange(object.metadata.namespace, '0x8d0b3f6a5c1e2d44', '0x8d0b3f6a5c1e2d45')``,
+    one ``shardRange`` per namespace joined by `` || ``."""
+    ranges = namespace_ranges(namespaces)
     if not ranges:
-        raise ValueError("a selector for no bucket would select nothing")
-    return " || ".join(
-        f"shardRange({field}, '0x{r.start:016x}', '0x{r.end:016x}')" for r in ranges)
+        raise ValueError("a selector for no namespace would select nothing")
+    return " || ".join(f"shardRange({NAMESPACE_FIELD}, '0x{r.start:016x}', '0x{r.end:016x}')"
+                       for r in ranges)
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,22 +185,21 @@ class RingMember:
         """Follow the ring until cancelled: every half retry period, read the bucket Leases,
         drop what is no longer ours, claim and hand over as the planner says."""
         while True:
-            try:
-                await self._tick()
-            except AutoscalerError as error:
-                self._say_problem(str(error))
+            await self._tick()
             await asyncio.sleep(self.timings.retry_period / 2)
 
     async def _tick(self) -> None:
         membership = self.parts.membership
-        membership.ready = self.ready()
+        membership.ready = self.ready() and self.parts.leases.synced.is_set()
         if membership.evicted:
             self._drop_all(why="this member was evicted (it did not renew in time)")
             membership.rejoin()
             return
-        await asyncio.wait_for(self.parts.leases.refresh(), self.timings.retry_period)
         self.parts.leases.identity = self.me
-        self._say_problem(None)
+        problem = self.parts.leases.problem
+        self._say_problem(problem)
+        if problem is not None:
+            membership.ready = False  # peers hand us nothing; we claim nothing
         self._drop_lost()
         plan = self._plan()
         self.unowned = plan.unowned
@@ -360,6 +359,5 @@ class RingMember:
 
     def _say_problem(self, problem: str | None) -> None:
         if problem is not None and problem != self._last_problem:
-            log.warning("cannot read the ring's bucket Leases; holding on to nothing new",
-                        error=problem)
+            log.error("not taking part in the ring", problem=problem)
         self._last_problem = problem

@@ -18,7 +18,6 @@ from autoscaler.runtime import ring
 from autoscaler.runtime.ring import (
     BUCKETS,
     BucketLease,
-    HashRange,
     HolderView,
     Sighting,
     Timings,
@@ -61,68 +60,54 @@ def test_the_hash_is_the_same_in_another_process() -> None:
     ("namespace", "team-a"), ("target", "team-a/Deployment/web")], ids=["namespace", "target"])
 def test_a_target_is_placed_by_its_namespace_or_its_key(placement: ring.Placement,
                                                          field: str) -> None:
-    """Bucket = top 8 bits of FNV-1a-64 of the namespace (default) or the target's key."""
+    """Bucket = top 8 bits of the mixed FNV-1a-64 of the namespace (default) or the key."""
     bucket = ring.target_bucket(namespace="team-a", key="team-a/Deployment/web",
                                 placement=placement)
-    assert bucket == ring.fnv1a64(field) >> 56
-    assert ring.BUCKET_SPAN * bucket <= ring.fnv1a64(field) < ring.BUCKET_SPAN * (bucket + 1)
+    assert bucket == ring.mix64(ring.fnv1a64(field)) >> 56
 
 
-@given(st.text())
-def test_every_hash_falls_in_its_buckets_range(text: str) -> None:
-    """A field's hash is inside the one range its bucket covers."""
-    (covered,) = ring.bucket_ranges([ring.bucket_of(text)])
-    assert covered.start <= ring.fnv1a64(text) < covered.end
+def test_mix64_is_murmur3s_finaliser() -> None:
+    """fmix64 reference values (MurmurHash3_x64_128's finaliser), as other implementations
+    pin them."""
+    assert ring.mix64(0) == 0
+    assert ring.mix64(1) == 0xB456BCFC34C2CB2C
+    assert ring.mix64(0xDEADBEEF) == 0xD24BD59F862A1DAC
+    assert ring.mix64((1 << 64) - 1) == 0x64B5720B4B825F21
 
 
-@pytest.mark.parametrize(("buckets", "expected"), [
-    ([], []),
-    ([0], [HashRange(0, 1 << 56)]),
-    ([3, 1, 2], [HashRange(1 << 56, 4 << 56)]),
-    ([0, 2, 255], [HashRange(0, 1 << 56), HashRange(2 << 56, 3 << 56),
-                   HashRange(255 << 56, 1 << 64)]),
-    (range(BUCKETS), [HashRange(0, 1 << 64)]),
-], ids=["none", "first", "merged", "apart-and-last", "all"])
-def test_bucket_ranges_merge_adjacent_buckets(buckets: list[int],
-                                              expected: list[HashRange]) -> None:
-    """Adjacent buckets make one range; the last ends at 2**64."""
-    assert ring.bucket_ranges(buckets) == expected
-
-
-@given(st.sets(st.integers(0, BUCKETS - 1)))
-def test_ranges_cover_exactly_their_buckets(buckets: set[int]) -> None:
-    """The ranges are disjoint, ordered, not adjacent, and cover the buckets' spans only."""
-    ranges = ring.bucket_ranges(buckets)
-    covered = {b for r in ranges for b in range(r.start >> 56, (r.end - 1 >> 56) + 1)}
-    assert covered == buckets
-    assert all(a.end < b.start for a, b in itertools.pairwise(ranges))
-
-
-def test_bucket_out_of_range_is_refused() -> None:
-    """A bucket number past the ring is a programming error, said plainly."""
-    with pytest.raises(ValueError, match=r"bucket 256 is not in 0\.\.255"):
-        ring.bucket_ranges([256])
+@pytest.mark.parametrize("names", [
+    [f"ns-{i}" for i in range(50)], [f"team-{c}" for c in "abcdefghijklmnopqrst"],
+    [f"bench-{i:03d}" for i in range(50)], [f"r{i}" for i in range(6)],
+], ids=["ns-N", "team-X", "bench-NNN", "rN"])
+def test_names_that_differ_at_the_end_spread_over_the_buckets(names: list[str]) -> None:
+    """FNV-1a's top bits barely move with a name's last characters (ns-0..ns-49 fall in 2
+    of its 256 top-byte ranges, bench-000..bench-049 in one); mixed, such families spread
+    as random names would (at most 3 in one bucket here)."""
+    assert len({ring.fnv1a64(n) >> 56 for n in names}) <= max(2, len(names) // 10)
+    buckets = [ring.bucket_of(n) for n in names]
+    assert max(buckets.count(b) for b in set(buckets)) <= 3
 
 
 def test_selector_is_the_kep_5866_text() -> None:
-    """One shardRange per merged range over the namespace hash, 16 hex digits, joined by ||;
-    the last bound is 0x10000000000000000."""
-    assert ring.shard_selector([0, 1, 255]) == (
-        "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0200000000000000')"
-        " || shardRange(object.metadata.namespace, '0xff00000000000000', '0x10000000000000000')")
+    """One shardRange per namespace, exactly its FNV-1a hash, 16 hex digits, joined by ||."""
+    a, b = sorted([ring.fnv1a64("team-a"), ring.fnv1a64("team-b")])
+    assert ring.shard_selector(["team-b", "team-a", "team-a"]) == (
+        f"shardRange(object.metadata.namespace, '0x{a:016x}', '0x{a + 1:016x}')"
+        f" || shardRange(object.metadata.namespace, '0x{b:016x}', '0x{b + 1:016x}')")
 
 
-@pytest.mark.parametrize(("buckets", "placement"), [
-    (range(BUCKETS), "namespace"), ([1, 2], "target")], ids=["all-buckets", "target-placement"])
-def test_no_selector_where_none_applies(buckets: range | list[int],
-                                        placement: ring.Placement) -> None:
-    """Every bucket needs no filter; placement "target" has no server-side field."""
-    assert ring.shard_selector(buckets, placement=placement) is None
+@given(st.sets(st.text(min_size=1), max_size=20), st.text(min_size=1))
+def test_the_selector_covers_exactly_its_namespaces(namespaces: set[str], other: str) -> None:
+    """A namespace's hash is in a range iff the namespace was asked for (or collides)."""
+    ranges = ring.namespace_ranges(namespaces)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(ranges))
+    inside = any(r.start <= ring.fnv1a64(other) < r.end for r in ranges)
+    assert inside == (ring.fnv1a64(other) in {ring.fnv1a64(n) for n in namespaces})
 
 
-def test_selector_for_no_bucket_is_refused() -> None:
+def test_selector_for_no_namespace_is_refused() -> None:
     """An empty selector would select nothing: the caller must not watch at all."""
-    with pytest.raises(ValueError, match="no bucket"):
+    with pytest.raises(ValueError, match="no namespace"):
         ring.shard_selector([])
 
 

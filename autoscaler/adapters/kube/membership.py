@@ -172,6 +172,11 @@ class Membership:
         return {p.incarnation for p in self._peers.values()
                 if not p.holder and p.evicted_by is not None}
 
+    def listed(self) -> set[str]:
+        """Every member Lease's incarnation in our last view, live, expired or released: a
+        bucket holder not among them had its Lease deleted (design §4.4 rule C)."""
+        return {p.incarnation for p in self._peers.values()} | {self.incarnation}
+
     def rejoin(self) -> None:
         """After an eviction: start over as a new incarnation (a new Lease), from the loop."""
         self._rejoin = True
