@@ -29,6 +29,7 @@ from autoscaler.errors import (
     StateUnavailableError,
 )
 from autoscaler.runtime.history import HistoryKeeper
+from autoscaler.runtime.ring import Placement, target_bucket
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import SavedTarget, Snapshot, decode, encode
 from tests.adapters.kube.conftest import apiserver, kube
@@ -301,3 +302,24 @@ async def test_an_undecodable_state_is_copied_aside_stamped_then_replaced_by_the
     assert restored.set_aside is not None
     assert apiserver.count(verb="create", resource="configmaps") == 1
     assert content(apiserver).targets == {}  # decodes: the keeper's claim replaced the bytes
+
+
+@pytest.mark.parametrize("placement", ["namespace", "target"])
+async def test_the_legacy_entries_of_a_bucket_are_those_its_keys_hash_to(
+    apiserver: SimApiServer, kube: KubeSession, placement: Placement,
+) -> None:
+    """``Legacy.of_bucket``: by namespace, every target of the namespace; by target, each
+    key's own hash (retired keys too: the key alone says where it goes)."""
+    keys = [f"{ns}/Deployment/{name}" for ns in ("shop", "payments", "search")
+            for name in ("web", "api", "worker")]
+    legacy_store(apiserver, snapshot(*keys))
+    bucket = target_bucket(namespace="shop", key=keys[0], placement=placement)
+    mine = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                            bucket=bucket, may_write=lambda: True, request_timeout=2.0,
+                            legacy=Legacy.of_bucket("autoscaler-state", bucket, placement))
+    taken = await mine.stamp("alpha-1", 1, still_claimed=lambda: True)
+    assert taken is not None
+    # FNV-1a-64 of these: shop 0x46, payments 0xe1, search 0x22; by key, shop's web 0xd7
+    # and the others elsewhere.
+    assert set(taken.targets) == ({key for key in keys if key.startswith("shop/")}
+                                  if placement == "namespace" else {"shop/Deployment/web"})
