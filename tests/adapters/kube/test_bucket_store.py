@@ -158,17 +158,22 @@ async def test_a_stamp_raced_by_another_write_is_read_and_sent_again_only_while_
         assert configmap(apiserver)["metadata"]["annotations"][EPOCH_ANNOTATION] == "1"
 
 
-async def test_a_save_after_someone_edited_a_label_is_retried_and_lands(
-    apiserver: SimApiServer, kube: KubeSession,
+@pytest.mark.parametrize("edit", [
+    {"metadata": {"labels": {"team": "platform"}}},
+    {"metadata": {"annotations": {"note": "looked at it"}}},
+], ids=["label", "annotation"])
+async def test_a_save_after_someone_edited_another_field_is_retried_and_lands(
+    apiserver: SimApiServer, kube: KubeSession, edit: dict[str, Any],
 ) -> None:
-    """409 with our stamp still there (an edit of another field): sent again, once, and
-    the other field's edit is kept."""
+    """409 with our stamp still there (a label or annotation edited by hand): sent again,
+    once, and the edit is kept."""
     alpha = await stamped(kube, "alpha-1", 1)
     await alpha.save(encode(snapshot("one")))
-    apiserver.touch("v1", "ConfigMap", NAMESPACE, NAME)
+    apiserver.patch("v1", "ConfigMap", NAMESPACE, NAME, edit)
     await alpha.save(encode(snapshot("two")))
     assert content(apiserver) == snapshot("two")
-    assert "sim.example.com/touched" in configmap(apiserver)["metadata"]["annotations"]
+    field, value = next(iter(edit["metadata"].items()))
+    assert value.items() <= configmap(apiserver)["metadata"][field].items()
     assert apiserver.count(verb="update", resource="configmaps", status=409) == 1
 
 
@@ -183,6 +188,26 @@ async def test_nothing_is_sent_while_the_bucket_may_not_be_written(
         await invalid.stamp("alpha-1", 2, still_claimed=lambda: True)
     assert writes(apiserver) == sent
     assert configmap(apiserver)["metadata"]["annotations"][EPOCH_ANNOTATION] == "1"
+
+
+async def test_a_save_is_not_sent_once_the_bucket_may_no_longer_be_written(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Checked right before the PUT, not once at the stamp: the owner that stops being
+    valid sends nothing more, and sends again once it is valid again."""
+    valid = [True]
+    alpha = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                             bucket=0x1F, may_write=lambda: valid[0], request_timeout=2.0)
+    await alpha.stamp("alpha-1", 1, still_claimed=lambda: True)
+    await alpha.save(encode(snapshot("one")))
+    sent = writes(apiserver)
+    valid[0] = False
+    with pytest.raises(NotLeaderError, match="not sent"):
+        await alpha.save(encode(snapshot("two")))
+    assert writes(apiserver) == sent
+    valid[0] = True
+    await alpha.save(encode(snapshot("two")))
+    assert content(apiserver) == snapshot("two")
 
 
 async def test_an_unstamped_store_neither_reads_nor_writes(
