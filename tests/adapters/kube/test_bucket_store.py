@@ -27,6 +27,7 @@ from autoscaler.errors import (
     RejectedError,
     StateSetAsideError,
     StateUnavailableError,
+    TransientError,
 )
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.ring import Placement, target_bucket
@@ -348,3 +349,20 @@ async def test_the_legacy_entries_of_a_bucket_are_those_its_keys_hash_to(
     # and the others elsewhere.
     assert set(taken.targets) == ({key for key in keys if key.startswith("shop/")}
                                   if placement == "namespace" else {"shop/Deployment/web"})
+
+
+async def test_a_stamp_whose_answer_never_came_is_sent_again_and_lands(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Our stamp applied but answered too late: the claimant's retry finds its own stamp
+    (same owner and epoch, not a newer one) and stamps again; the content is unchanged."""
+    await (await stamped(kube, "alpha-1", 1)).save(encode(snapshot("web")))
+    beta = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                            bucket=0x1F, may_write=lambda: True, request_timeout=0.3)
+    apiserver.after_next(verb="update", resource="configmaps", answer_after=1.0)
+    with pytest.raises(TransientError, match="timed out"):
+        await beta.stamp("beta-1", 2, still_claimed=lambda: True)
+    assert configmap(apiserver)["metadata"]["annotations"][OWNER_ANNOTATION] == "beta-1"
+    assert await beta.stamp("beta-1", 2, still_claimed=lambda: True) == snapshot("web")
+    await beta.save(encode(snapshot("web", "api")))
+    assert content(apiserver) == snapshot("web", "api")

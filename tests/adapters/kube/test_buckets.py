@@ -24,7 +24,7 @@ from autoscaler.adapters.kube.buckets import (
     BucketLeases,
 )
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.errors import InvalidConfigError, NotLeaderError
+from autoscaler.errors import InvalidConfigError, NotLeaderError, TransientError
 from autoscaler.runtime.ring import BucketLease, Placement
 from tests.adapters.kube.conftest import Settings, apiserver
 from tests.adapters.kube.waiting import eventually
@@ -268,3 +268,24 @@ async def test_a_watched_lease_of_other_ring_settings_is_a_problem_not_a_bucket(
         apiserver.delete("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
         await eventually(lambda: alpha.problem is None)
     assert apiserver.count(verb="update", resource="leases") == 0
+
+
+async def test_a_claim_whose_answer_never_came_is_seen_held_in_the_view(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Applied at once, answered after our timeout: the claim raises (its outcome unknown),
+    and the next view shows it ours at its epoch; a lost claim is never shown held."""
+    alpha = BucketLeases(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                         identity="alpha-1", placement="namespace", lease_duration=3.0,
+                         may_write=lambda: True, request_timeout=0.3)
+    apiserver.after_next(verb="create", resource="leases", answer_after=1.0)
+    with pytest.raises(TransientError, match="timed out"):
+        await alpha.claim(0x1F, None)
+    assert alpha.held(0x1F) is None
+    await alpha.refresh()
+    assert alpha.held(0x1F) == 1
+    beta = leases(kube, "beta-1")
+    assert await beta.claim(0x2A, None) == 1
+    assert await alpha.claim(0x2A, None) is None
+    await alpha.refresh()
+    assert alpha.held(0x2A) is None
