@@ -14,6 +14,7 @@ import pytest
 from autoscaler.adapters.kube.bucket_store import (
     EPOCH_ANNOTATION,
     MIGRATED_FROM_ANNOTATION,
+    STATE_LIMIT,
     BucketStateStore,
     Legacy,
 )
@@ -50,10 +51,9 @@ def snapshot(*keys: str, clean: bool = False) -> Snapshot:
 
 def store(kube: KubeSession, *, may_write: bool = True, legacy: Legacy | None = None,
           limit: int | None = None) -> BucketStateStore:
-    extra = {} if limit is None else {"limit": limit}
     return BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
                             bucket=0x1F, may_write=lambda: may_write, legacy=legacy,
-                            request_timeout=2.0, **extra)
+                            request_timeout=2.0, limit=STATE_LIMIT if limit is None else limit)
 
 
 async def stamped(kube: KubeSession, owner: str, epoch: int) -> BucketStateStore:
