@@ -366,3 +366,23 @@ async def test_a_stamp_whose_answer_never_came_is_sent_again_and_lands(
     assert await beta.stamp("beta-1", 2, still_claimed=lambda: True) == snapshot("web")
     await beta.save(encode(snapshot("web", "api")))
     assert content(apiserver) == snapshot("web", "api")
+
+
+async def test_the_keeper_of_a_fenced_bucket_neither_folds_in_nor_retries(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """FencedError is a StateInUseError: the old owner's keeper raises it from persist at
+    once (no fold-in, no second write), and the new owner's state stays."""
+    key = "shop/Deployment/web"
+    alpha = await stamped(kube, "alpha-1", 1)
+    written = {key: TargetState(key=key)}
+    keeper = HistoryKeeper(alpha, written, leader=lambda: True)
+    await keeper.restore([key])
+    await (await stamped(kube, "beta-1", 2)).save(encode(snapshot("new")))
+    sent = writes(apiserver)
+    written[key].history = HISTORY
+    with pytest.raises(FencedError):
+        await keeper.persist()
+    assert keeper.conflicts == 0
+    assert writes(apiserver) == sent + 1  # the one refused PUT, nothing after it
+    assert content(apiserver) == snapshot("new")
