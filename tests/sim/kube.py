@@ -45,6 +45,9 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.watches.default_timeout = 5           # watches without timeoutSeconds (default 1800 s)
     run_apiserver(history_limit=50)           # a short watch window: old versions expire
     api.add_custom_resource(rollout_type("argoproj.io", "v1alpha1"))  # kind appears later
+    api.shard_selector_mode = "on"   # KEP-5866 shardSelector (apiserver/sharding.py): "on"
+                                     # filters LIST and WATCH and echoes metadata.shardInfo;
+                                     # "off", "list-only" (HA mid-rollout), "old-grammar"
 
     # introspection
     api.count(verb="list", resource="pods"); api.requests(verb="watch")

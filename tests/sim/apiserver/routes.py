@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from . import discovery, leases, managed
+from . import discovery, leases, managed, sharding
 from .access import Principal, RequestRecord, access_review
 from .apply import server_side_apply
 from .errors import (
@@ -313,10 +313,12 @@ class Router:
             raise bad_request(f"couldn't get version/kind; json parse error: {error}") from None
 
     # reads -------------------------------------------------------------------------------
-    def _matcher(self, request: web.Request, rt: ResourceType) -> Any:
+    def _matcher(self, request: web.Request, rt: ResourceType,
+                 shard: sharding.ShardSelector | None) -> Any:
         labels = parse_label_selector(request.query.get("labelSelector", ""))
         fields = parse_field_selector(request.query.get("fieldSelector", ""), rt.field_labels)
-        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj)
+        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj) and (
+            shard is None or shard.matches(obj))
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
         rt, server = target.rt, self.server
@@ -353,8 +355,9 @@ class Router:
                                    "reason": "ResourceVersionTooLarge",
                                    "message": "Too large resource version"}],
                                    "retryAfterSeconds": 1})
+        shard = sharding.requested(query, self.server.shard_selector_mode, watch=False)
         items = self.server.rest.list(target.rt, target.namespace,
-                                      self._matcher(request, target.rt))
+                                      self._matcher(request, target.rt, shard))
         meta: dict[str, Any] = {"resourceVersion": str(store.resource_version)}
         limit = int(query.get("limit", "0") or 0)
         start = _decode_continue(query.get("continue", ""))
@@ -365,6 +368,8 @@ class Router:
                                                 store.resource_version)
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if shard is not None:
+            meta["shardInfo"] = {"selector": shard.text}  # the echo: the server honoured it
         return items, meta
 
     # non-resource paths ------------------------------------------------------------------

@@ -41,6 +41,7 @@ from .resources import Registry, ResourceType, builtin_types, rollout_type, scal
 from .rest import Rest
 from .routes import Router
 from .selectors import parse_label_selector
+from .sharding import ShardMode
 from .store import Store
 from .tls import server_tls
 from .watches import Watches
@@ -68,6 +69,9 @@ class SimApiServer:
         self.faults: list[FaultRule] = []
         self.after_rules: list[AfterRule] = []
         self.partitions: dict[str, Partition] = {}
+        self.shard_selector_mode: ShardMode = "on"
+        """What a LIST or WATCH's KEP-5866 ``shardSelector`` gets (apiserver/sharding.py):
+        on, off (gate off / old server), list-only (HA mid-rollout), old-grammar."""
         self.token = token
         self.tokens: dict[str, Principal] = {token: Principal(user=DEFAULT_USER)}
         self.watches = Watches(self)
