@@ -193,7 +193,7 @@ class Router:
             return error_response(error)
         except ConnectionResetError:
             log(0, answered=False)  # a partition cut it: no status ever reached the client
-            raise
+            return web.Response(status=500)  # never sent: aiohttp drops it on the closed socket
         except asyncio.CancelledError:
             # The client hung up (a timeout) before the answer was sent; 499 as nginx logs it.
             log(due if due is not None else 499, answered=False)
