@@ -56,6 +56,7 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.open_watches; api.store.resource_version
     api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
                         # user, holder, transitions, renew_time, resourceVersion, annotations
+    api.lease_at(ns, name, record.applied)   # that Lease as it stood then (None: absent)
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish

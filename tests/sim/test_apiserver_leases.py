@@ -172,3 +172,30 @@ async def test_leases_list_and_watch_by_label(apiserver: SimApiServer) -> None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
     assert [item["metadata"]["name"] for item in listed["items"]] == ["r1-member-a"]
+
+
+async def test_lease_at_answers_who_held_a_lease_when_a_write_landed(
+        apiserver: SimApiServer, other: Any) -> None:
+    """lease_at: before the create None, then A's, then B's after B's takeover, None after
+    the delete; a PUT /scale applied between the takeover and the delete saw B."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    async with api_client(apiserver) as session:
+        mine, theirs = client.CoordinationV1Api(session), client.CoordinationV1Api(other)
+        created = await _raw(mine.create_namespaced_lease, "default", _lease("bucket-7", "a"))
+        await _raw(theirs.replace_namespaced_lease, "bucket-7", "default",
+                   _renewed(created, "2026-01-01T00:00:05.000000Z", holderIdentity="b"))
+        custom = client.CustomObjectsApi(other)
+        scale = await custom.get_namespaced_custom_object_scale(
+            "apps", "v1", "default", "deployments", "web")
+        scale["spec"]["replicas"] = 2
+        await custom.replace_namespaced_custom_object_scale(
+            "apps", "v1", "default", "deployments", "web", scale)
+        await mine.delete_namespaced_lease("bucket-7", "default")
+    create, takeover, delete = apiserver.lease_history
+    (put,) = apiserver.requests(verb="update", resource="deployments/scale")
+    assert put.applied is not None
+    holders = [apiserver.lease_at("default", "bucket-7", when)
+               for when in (create.applied - 1, create.applied, takeover.applied, put.applied,
+                            delete.applied)]
+    assert [h.holder if h else None for h in holders] == [None, "a", "b", "b", None]
+    assert apiserver.lease_at("default", "bucket-8", put.applied) is None

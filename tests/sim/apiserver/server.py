@@ -276,6 +276,13 @@ class SimApiServer:
         """Every committed Lease write so far, in order (apiserver/leases.py)."""
         return self._leases.writes
 
+    def lease_at(self, namespace: str, name: str, when: float) -> LeaseWrite | None:
+        """A Lease as it stood at ``when`` (as ``RequestRecord.applied`` reads the clock):
+        its last write by then, None if it did not exist then. For an oracle: "the PUT
+        applied at x was made while B held bucket 17" is ``lease_at(ns, "...-17",
+        x).holder == "B"``."""
+        return self._leases.at(namespace, name, when)
+
     # watches -----------------------------------------------------------------------------
     def expire_watches(self, *, gone: bool = False) -> int:
         """End every open watch stream (after an ERROR 410 event if ``gone``); returns count."""
