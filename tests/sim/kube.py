@@ -54,6 +54,7 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     record.arrived, record.applied, record.answered  # the sim clock's monotonic readings;
                                      # applied None: nothing written; answered None: never sent
     api.open_watches; api.store.resource_version
+    api.bytes_sent[user]  # bytes of answers and watch events sent to a user
     api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
                         # user, holder, transitions, renew_time, resourceVersion, annotations
     api.lease_at(ns, name, record.applied)   # that Lease as it stood then (None: absent)

@@ -199,10 +199,10 @@ async def test_list_only_mode_ignores_the_selector_on_a_watch(teams: SimApiServe
     assert set(seen) == set(NAMESPACES)
 
 
-async def _initial_bookmark(api: SimApiServer) -> dict[str, Any]:
+async def _initial_bookmark(api: SimApiServer, selector: str = LOW) -> dict[str, Any]:
     result = await http(api, "GET", "/api/v1/pods?watch=true&sendInitialEvents=true"
                         "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
-                        f"&timeoutSeconds=1&shardSelector={quote(LOW)}")
+                        f"&timeoutSeconds=1&shardSelector={quote(selector)}")
     events = [json.loads(line) for line in result.text.splitlines() if line]
     (mark,) = [e["object"] for e in events if e["type"] == "BOOKMARK" and (
         e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end")]
@@ -234,3 +234,32 @@ async def test_the_rings_selector_lists_exactly_its_buckets_namespaces(
     assert {p.metadata.namespace for p in listed.items} == {
         n for n in NAMESPACES if bucket_of(n) in wanted}
     assert listed.metadata.shard_info.selector == selector
+
+
+async def test_an_honoured_selector_sends_fewer_bytes(teams: SimApiServer) -> None:
+    """bytes_sent: a LIST and a WATCH honouring LOW send a fraction of the unfiltered ones'
+    bytes; with the gate off they cost as much as without a selector."""
+    user = "system:serviceaccount:autoscaler:autoscaler"
+
+    async def cost(selector: str | None) -> int:
+        before = teams.bytes_sent[user]
+        async with api_client(teams) as session:
+            await _pods(session, selector)
+        return teams.bytes_sent[user] - before
+
+    async def watch_cost(selector: str) -> int:
+        before = teams.bytes_sent[user]
+        await _initial_bookmark(teams, selector)
+        return teams.bytes_sent[user] - before
+
+    everything, low = await cost(None), await cost(LOW)
+    watched_low = await watch_cost(LOW)
+    teams.shard_selector_mode = "off"
+    ignored, watched_ignored = await cost(LOW), await watch_cost(LOW)
+    share = sum(map(_low, NAMESPACES)) / len(NAMESPACES)
+    print(f"LIST bytes: all {everything}, LOW {low} ({low / everything:.0%}; "
+          f"{share:.0%} of the pods), ignored {ignored}; WATCH LOW {watched_low}, "
+          f"ignored {watched_ignored}")
+    assert low < everything * (share + 0.1)
+    assert ignored == everything
+    assert watched_low < watched_ignored * (share + 0.1)

@@ -187,10 +187,10 @@ class Router:
             if response.status < 400 and (late := self._after(request.path, info, user)):
                 await asyncio.sleep(late)
             log(response.status)
-            return response
+            return server.count_sent(user, response)
         except ApiError as error:
             log(error.code)
-            return error_response(error)
+            return server.count_sent(user, error_response(error))
         except ConnectionResetError:
             log(0, answered=False)  # a partition cut it: no status ever reached the client
             return web.Response(status=500)  # never sent: aiohttp drops it on the closed socket

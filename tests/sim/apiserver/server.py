@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import copy
 import tempfile
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,9 @@ class SimApiServer:
         self.store = Store(history_limit=history_limit)
         self.rest = Rest(self.registry, self.store, self.clock)
         self.log = RequestLog()
+        self.bytes_sent: Counter[str] = Counter()
+        """Bytes of answer bodies and watch events sent to each user: what a client's
+        filtering costs on the wire (a KEP-5866 selector honoured or not)."""
         self._leases = LeaseHistory(self.clock)
         self.store.listeners.append(self._leases)
         self.faults: list[FaultRule] = []
@@ -153,6 +157,12 @@ class SimApiServer:
             task.cancel()
         if stuck:
             await asyncio.wait(stuck, timeout=self.stop_timeout)
+
+    def count_sent(self, user: str | None, response: web.Response) -> web.Response:
+        """Add an answer's body to ``bytes_sent`` of ``user`` (known once authenticated)."""
+        if user is not None and isinstance(response.body, bytes):
+            self.bytes_sent[user] += len(response.body)
+        return response
 
     def authenticate(self, header: str) -> Principal | None:
         scheme, _, token = header.partition(" ")

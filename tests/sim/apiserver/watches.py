@@ -61,7 +61,9 @@ class _Stream:
         partition = self.server.partitions.get(self.user)
         if partition is not None:
             await partition.cross(self.request.transport)
-        await self.response.write(encode(event))
+        data = encode(event)
+        self.server.bytes_sent[self.user] += len(data)
+        await self.response.write(data)
 
     def cut(self) -> None:
         """Abort the connection, as a network reset would."""
