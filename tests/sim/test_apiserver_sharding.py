@@ -263,3 +263,23 @@ async def test_an_honoured_selector_sends_fewer_bytes(teams: SimApiServer) -> No
     assert low < everything * (share + 0.1)
     assert ignored == everything
     assert watched_low < watched_ignored * (share + 0.1)
+
+
+async def test_a_cluster_scoped_list_is_filtered_too(teams: SimApiServer) -> None:
+    """Namespaces (cluster-scoped) by uid: the two halves partition them; by namespace,
+    every one hashes the empty string, so one half holds them all."""
+    def uid_half(start: int, end: int) -> str:
+        return f"shardRange(object.metadata.uid, '0x{start:016x}', '0x{end:x}')"
+
+    async with api_client(teams) as session:
+        core = client.CoreV1Api(session)
+        low = await core.list_namespace(shard_selector=uid_half(0, HALF))
+        high = await core.list_namespace(shard_selector=uid_half(HALF, HASH_SPACE))
+        every = await core.list_namespace()
+        by_namespace = await core.list_namespace(shard_selector=LOW if fnv1a64("") < HALF
+                                                 else HIGH)
+    names = sorted(n.metadata.name for n in every.items)
+    assert sorted(n.metadata.name for n in low.items + high.items) == names
+    assert low.items
+    assert high.items
+    assert sorted(n.metadata.name for n in by_namespace.items) == names
