@@ -2,8 +2,10 @@
 
 One catch-all aiohttp handler parses the path as the real server's RequestInfo resolver does
 (``/api/v1/...`` and ``/apis/<group>/<version>/...``, optional ``namespaces/<ns>/``, name,
-subresource), authenticates the bearer token (401), authorizes the verb (403), applies injected
-faults, then dispatches to discovery, the REST storage, Table output or a watch stream.
+subresource), authenticates the bearer token (401), holds or cuts a partitioned user's request,
+authorizes the verb (403), applies injected faults, then dispatches to discovery, the REST
+storage, Table output or a watch stream. Each request is logged once, when its answer is sent
+(or known never to be), with when it arrived, was applied and was answered.
 """
 
 from __future__ import annotations
