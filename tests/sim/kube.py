@@ -45,14 +45,19 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.watches.default_timeout = 5           # watches without timeoutSeconds (default 1800 s)
     run_apiserver(history_limit=50)           # a short watch window: old versions expire
     api.add_custom_resource(rollout_type("argoproj.io", "v1alpha1"))  # kind appears later
+    api.shard_selector_mode = "on"   # KEP-5866 shardSelector (apiserver/sharding.py): "on"
+                                     # filters LIST and WATCH and echoes metadata.shardInfo;
+                                     # "off", "list-only" (HA mid-rollout), "old-grammar"
 
     # introspection
     api.count(verb="list", resource="pods"); api.requests(verb="watch")
     record.arrived, record.applied, record.answered  # the sim clock's monotonic readings;
                                      # applied None: nothing written; answered None: never sent
     api.open_watches; api.store.resource_version
+    api.bytes_sent[user]  # bytes of answers and watch events sent to a user
     api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
                         # user, holder, transitions, renew_time, resourceVersion, annotations
+    api.lease_at(ns, name, record.applied)   # that Lease as it stood then (None: absent)
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.sim.apiserver.server import DEFAULT_USER
-from tests.sim.kube import SimApiServer, api_client, apiserver, kubectl
+from tests.sim.kube import SimApiServer, api_client, apiserver, kubectl, wait_until
 
 __all__ = ["apiserver"]
 
@@ -134,3 +135,67 @@ async def test_kubectl_shows_leases_and_a_hand_delete_is_in_the_history(
     (await kubectl(apiserver, "delete", "lease", "bucket-017")).check()
     assert _summary(apiserver)[-1] == ("bucket-017", "delete", DEFAULT_USER,
                                        "autoscaler-1-9d0e11", 0)
+
+
+async def test_leases_list_and_watch_by_label(apiserver: SimApiServer) -> None:
+    """A ring's Leases are found by label: the LIST and the WATCH skip another ring's."""
+    def ring_lease(name: str, ring: str) -> dict[str, Any]:
+        lease = _lease(name, "a")
+        lease["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "autoscaler",
+                                       "autoscaler.dev/ring": ring}
+        return lease
+
+    apiserver.create(ring_lease("r1-member-a", "r1"))
+    apiserver.create(ring_lease("r2-member-a", "r2"))
+    seen: list[str] = []
+    async with api_client(apiserver) as session:
+        leases = client.CoordinationV1Api(session)
+        listed = await _raw(leases.list_namespaced_lease, "default",
+                            label_selector="autoscaler.dev/ring=r1")
+
+        async def follow() -> None:
+            async with watch.Watch() as w:
+                async for event in w.stream(
+                        leases.list_namespaced_lease, "default",
+                        label_selector="autoscaler.dev/ring=r1",
+                        resource_version=listed["metadata"]["resourceVersion"],
+                        timeout_seconds=30, _request_timeout=40):
+                    seen.append(event["object"].metadata.name)
+
+        task = asyncio.create_task(follow())
+        try:
+            await wait_until(lambda: apiserver.open_watches == 1)
+            apiserver.create(ring_lease("r2-member-b", "r2"))
+            apiserver.create(ring_lease("r1-member-b", "r1"))
+            await wait_until(lambda: seen == ["r1-member-b"])
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["r1-member-a"]
+
+
+async def test_lease_at_answers_who_held_a_lease_when_a_write_landed(
+        apiserver: SimApiServer, other: Any) -> None:
+    """lease_at: before the create None, then A's, then B's after B's takeover, None after
+    the delete; a PUT /scale applied between the takeover and the delete saw B."""
+    apiserver.create_deployment("default", "web", replicas=1)
+    async with api_client(apiserver) as session:
+        mine, theirs = client.CoordinationV1Api(session), client.CoordinationV1Api(other)
+        created = await _raw(mine.create_namespaced_lease, "default", _lease("bucket-7", "a"))
+        await _raw(theirs.replace_namespaced_lease, "bucket-7", "default",
+                   _renewed(created, "2026-01-01T00:00:05.000000Z", holderIdentity="b"))
+        custom = client.CustomObjectsApi(other)
+        scale = await custom.get_namespaced_custom_object_scale(
+            "apps", "v1", "default", "deployments", "web")
+        scale["spec"]["replicas"] = 2
+        await custom.replace_namespaced_custom_object_scale(
+            "apps", "v1", "default", "deployments", "web", scale)
+        await mine.delete_namespaced_lease("bucket-7", "default")
+    create, takeover, delete = apiserver.lease_history
+    (put,) = apiserver.requests(verb="update", resource="deployments/scale")
+    assert put.applied is not None
+    holders = [apiserver.lease_at("default", "bucket-7", when)
+               for when in (create.applied - 1, create.applied, takeover.applied, put.applied,
+                            delete.applied)]
+    assert [h.holder if h else None for h in holders] == [None, "a", "b", "b", None]
+    assert apiserver.lease_at("default", "bucket-8", put.applied) is None

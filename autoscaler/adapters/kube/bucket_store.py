@@ -51,6 +51,7 @@ from autoscaler.errors import (
     StateSetAsideError,
     StateUnavailableError,
 )
+from autoscaler.runtime.ring import Placement, target_bucket
 from autoscaler.snapshot import Snapshot, StateFormatError, decode, encode
 
 EPOCH_ANNOTATION = "autoscaler.dev/epoch"
@@ -76,6 +77,15 @@ class Legacy:
     """The ConfigMap, ``<ring>-state``: read, never written."""
     in_bucket: Callable[[str], bool]
     """Whether a target key (``namespace/kind/name``) falls in this bucket."""
+
+    @classmethod
+    def of_bucket(cls, name: str, bucket: int, placement: Placement) -> Legacy:
+        """The entries of ``bucket``'s targets, by the ring's placement: configured or
+        retired alike, since a key alone says where it hashes."""
+        def in_bucket(key: str) -> bool:
+            namespace = key.partition("/")[0]
+            return target_bucket(namespace=namespace, key=key, placement=placement) == bucket
+        return cls(name=name, in_bucket=in_bucket)
 
 
 class BucketStateStore:

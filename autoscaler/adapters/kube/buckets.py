@@ -114,6 +114,13 @@ class BucketLeases:
         (the first, by bucket), as one line; None when there is none."""
         return self._problems[min(self._problems)] if self._problems else None
 
+    def held(self, bucket: int) -> int | None:
+        """The epoch at which the view shows this member holding ``bucket``, else None. A
+        claim whose answer never came (a timeout) but which landed shows here too: only this
+        incarnation ever writes its own name, so such a claim is ours like an answered one."""
+        seen = self._view.get(bucket)
+        return seen.epoch if seen is not None and seen.lease.holder == self.identity else None
+
     @property
     def synced(self) -> asyncio.Event:
         """Set once the watch's first LIST is in the view."""

@@ -14,6 +14,7 @@ import pytest
 from autoscaler.adapters.kube.bucket_store import (
     EPOCH_ANNOTATION,
     MIGRATED_FROM_ANNOTATION,
+    STATE_LIMIT,
     BucketStateStore,
     Legacy,
 )
@@ -27,8 +28,10 @@ from autoscaler.errors import (
     RejectedError,
     StateSetAsideError,
     StateUnavailableError,
+    TransientError,
 )
 from autoscaler.runtime.history import HistoryKeeper
+from autoscaler.runtime.ring import Placement, target_bucket
 from autoscaler.runtime.status import TargetState
 from autoscaler.snapshot import SavedTarget, Snapshot, decode, encode
 from tests.adapters.kube.conftest import apiserver, kube
@@ -48,10 +51,9 @@ def snapshot(*keys: str, clean: bool = False) -> Snapshot:
 
 def store(kube: KubeSession, *, may_write: bool = True, legacy: Legacy | None = None,
           limit: int | None = None) -> BucketStateStore:
-    extra = {} if limit is None else {"limit": limit}
     return BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
                             bucket=0x1F, may_write=lambda: may_write, legacy=legacy,
-                            request_timeout=2.0, **extra)
+                            request_timeout=2.0, limit=STATE_LIMIT if limit is None else limit)
 
 
 async def stamped(kube: KubeSession, owner: str, epoch: int) -> BucketStateStore:
@@ -157,17 +159,22 @@ async def test_a_stamp_raced_by_another_write_is_read_and_sent_again_only_while_
         assert configmap(apiserver)["metadata"]["annotations"][EPOCH_ANNOTATION] == "1"
 
 
-async def test_a_save_after_someone_edited_a_label_is_retried_and_lands(
-    apiserver: SimApiServer, kube: KubeSession,
+@pytest.mark.parametrize("edit", [
+    {"metadata": {"labels": {"team": "platform"}}},
+    {"metadata": {"annotations": {"note": "looked at it"}}},
+], ids=["label", "annotation"])
+async def test_a_save_after_someone_edited_another_field_is_retried_and_lands(
+    apiserver: SimApiServer, kube: KubeSession, edit: dict[str, Any],
 ) -> None:
-    """409 with our stamp still there (an edit of another field): sent again, once, and
-    the other field's edit is kept."""
+    """409 with our stamp still there (a label or annotation edited by hand): sent again,
+    once, and the edit is kept."""
     alpha = await stamped(kube, "alpha-1", 1)
     await alpha.save(encode(snapshot("one")))
-    apiserver.touch("v1", "ConfigMap", NAMESPACE, NAME)
+    apiserver.patch("v1", "ConfigMap", NAMESPACE, NAME, edit)
     await alpha.save(encode(snapshot("two")))
     assert content(apiserver) == snapshot("two")
-    assert "sim.example.com/touched" in configmap(apiserver)["metadata"]["annotations"]
+    field, value = next(iter(edit["metadata"].items()))
+    assert value.items() <= configmap(apiserver)["metadata"][field].items()
     assert apiserver.count(verb="update", resource="configmaps", status=409) == 1
 
 
@@ -182,6 +189,26 @@ async def test_nothing_is_sent_while_the_bucket_may_not_be_written(
         await invalid.stamp("alpha-1", 2, still_claimed=lambda: True)
     assert writes(apiserver) == sent
     assert configmap(apiserver)["metadata"]["annotations"][EPOCH_ANNOTATION] == "1"
+
+
+async def test_a_save_is_not_sent_once_the_bucket_may_no_longer_be_written(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Checked right before the PUT, not once at the stamp: the owner that stops being
+    valid sends nothing more, and sends again once it is valid again."""
+    valid = [True]
+    alpha = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                             bucket=0x1F, may_write=lambda: valid[0], request_timeout=2.0)
+    await alpha.stamp("alpha-1", 1, still_claimed=lambda: True)
+    await alpha.save(encode(snapshot("one")))
+    sent = writes(apiserver)
+    valid[0] = False
+    with pytest.raises(NotLeaderError, match="not sent"):
+        await alpha.save(encode(snapshot("two")))
+    assert writes(apiserver) == sent
+    valid[0] = True
+    await alpha.save(encode(snapshot("two")))
+    assert content(apiserver) == snapshot("two")
 
 
 async def test_an_unstamped_store_neither_reads_nor_writes(
@@ -301,3 +328,61 @@ async def test_an_undecodable_state_is_copied_aside_stamped_then_replaced_by_the
     assert restored.set_aside is not None
     assert apiserver.count(verb="create", resource="configmaps") == 1
     assert content(apiserver).targets == {}  # decodes: the keeper's claim replaced the bytes
+
+
+@pytest.mark.parametrize("placement", ["namespace", "target"])
+async def test_the_legacy_entries_of_a_bucket_are_those_its_keys_hash_to(
+    apiserver: SimApiServer, kube: KubeSession, placement: Placement,
+) -> None:
+    """``Legacy.of_bucket``: by namespace, every target of the namespace; by target, each
+    key's own hash (retired keys too: the key alone says where it goes)."""
+    keys = [f"{ns}/Deployment/{name}" for ns in ("shop", "payments", "search")
+            for name in ("web", "api", "worker")]
+    legacy_store(apiserver, snapshot(*keys))
+    bucket = target_bucket(namespace="shop", key=keys[0], placement=placement)
+    mine = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                            bucket=bucket, may_write=lambda: True, request_timeout=2.0,
+                            legacy=Legacy.of_bucket("autoscaler-state", bucket, placement))
+    taken = await mine.stamp("alpha-1", 1, still_claimed=lambda: True)
+    assert taken is not None
+    # FNV-1a-64 of these: shop 0x46, payments 0xe1, search 0x22; by key, shop's web 0xd7
+    # and the others elsewhere.
+    assert set(taken.targets) == ({key for key in keys if key.startswith("shop/")}
+                                  if placement == "namespace" else {"shop/Deployment/web"})
+
+
+async def test_a_stamp_whose_answer_never_came_is_sent_again_and_lands(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Our stamp applied but answered too late: the claimant's retry finds its own stamp
+    (same owner and epoch, not a newer one) and stamps again; the content is unchanged."""
+    await (await stamped(kube, "alpha-1", 1)).save(encode(snapshot("web")))
+    beta = BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                            bucket=0x1F, may_write=lambda: True, request_timeout=0.3)
+    apiserver.after_next(verb="update", resource="configmaps", answer_after=1.0)
+    with pytest.raises(TransientError, match="timed out"):
+        await beta.stamp("beta-1", 2, still_claimed=lambda: True)
+    assert configmap(apiserver)["metadata"]["annotations"][OWNER_ANNOTATION] == "beta-1"
+    assert await beta.stamp("beta-1", 2, still_claimed=lambda: True) == snapshot("web")
+    await beta.save(encode(snapshot("web", "api")))
+    assert content(apiserver) == snapshot("web", "api")
+
+
+async def test_the_keeper_of_a_fenced_bucket_neither_folds_in_nor_retries(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """FencedError is a StateInUseError: the old owner's keeper raises it from persist at
+    once (no fold-in, no second write), and the new owner's state stays."""
+    key = "shop/Deployment/web"
+    alpha = await stamped(kube, "alpha-1", 1)
+    written = {key: TargetState(key=key)}
+    keeper = HistoryKeeper(alpha, written, leader=lambda: True)
+    await keeper.restore([key])
+    await (await stamped(kube, "beta-1", 2)).save(encode(snapshot("new")))
+    sent = writes(apiserver)
+    written[key].history = HISTORY
+    with pytest.raises(FencedError):
+        await keeper.persist()
+    assert keeper.conflicts == 0
+    assert writes(apiserver) == sent + 1  # the one refused PUT, nothing after it
+    assert content(apiserver) == snapshot("new")

@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
+from autoscaler.adapters.kube.bucket_store import BucketStateStore
 from autoscaler.adapters.kube.buckets import (
     BUCKETS_ANNOTATION,
     HANDED_TO_ANNOTATION,
@@ -24,8 +25,11 @@ from autoscaler.adapters.kube.buckets import (
     BucketLeases,
 )
 from autoscaler.adapters.kube.session import KubeSession
-from autoscaler.errors import InvalidConfigError, NotLeaderError
+from autoscaler.algorithm import History, Recommendation, ScaleEvent
+from autoscaler.errors import FencedError, InvalidConfigError, NotLeaderError, TransientError
+from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.ring import BucketLease, Placement
+from autoscaler.runtime.status import TargetState
 from tests.adapters.kube.conftest import Settings, apiserver
 from tests.adapters.kube.waiting import eventually
 from tests.sim.kube import SimApiServer
@@ -33,6 +37,8 @@ from tests.sim.kube import SimApiServer
 __all__ = ["apiserver"]
 NAMESPACE = "autoscaler"
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HISTORY = History(recommendations=(Recommendation(replicas=4, timestamp=1.7e9),),
+                  scale_down_events=(ScaleEvent(change=1, timestamp=1.7e9),))
 
 
 @pytest.fixture
@@ -55,6 +61,11 @@ def leases(kube: KubeSession, identity: str, *, placement: Placement = "namespac
     return BucketLeases(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
                         identity=identity, placement=placement, lease_duration=3.0,
                         may_write=lambda: may_write, request_timeout=2.0)
+
+
+def bucket_store(kube: KubeSession, may_write: Callable[[], bool]) -> BucketStateStore:
+    return BucketStateStore(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                            bucket=0x1F, may_write=may_write, request_timeout=2.0)
 
 
 def stored(apiserver: SimApiServer, bucket: int = 0x1F) -> dict[str, Any]:
@@ -268,3 +279,67 @@ async def test_a_watched_lease_of_other_ring_settings_is_a_problem_not_a_bucket(
         apiserver.delete("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
         await eventually(lambda: alpha.problem is None)
     assert apiserver.count(verb="update", resource="leases") == 0
+
+
+async def test_a_claim_whose_answer_never_came_is_seen_held_in_the_view(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """Applied at once, answered after our timeout: the claim raises (its outcome unknown),
+    and the next view shows it ours at its epoch; a lost claim is never shown held."""
+    alpha = BucketLeases(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
+                         identity="alpha-1", placement="namespace", lease_duration=3.0,
+                         may_write=lambda: True, request_timeout=0.3)
+    apiserver.after_next(verb="create", resource="leases", answer_after=1.0)
+    with pytest.raises(TransientError, match="timed out"):
+        await alpha.claim(0x1F, None)
+    assert alpha.held(0x1F) is None
+    await alpha.refresh()
+    assert alpha.held(0x1F) == 1
+    beta = leases(kube, "beta-1")
+    assert await beta.claim(0x2A, None) == 1
+    assert await alpha.claim(0x2A, None) is None
+    await alpha.refresh()
+    assert alpha.held(0x2A) is None
+
+
+async def test_a_hand_over_moves_the_history_and_fences_the_old_holder(
+    apiserver: SimApiServer, kube: KubeSession, second: KubeSession,
+) -> None:
+    """Hand-over steps 3-4 then claim steps 1-3 (§4.4): the holder persists clean and
+    releases to beta; beta claims the next epoch, stamps, and restores the same history.
+    The old holder's late write is refused by its own check (nothing sent), and, had its
+    check passed just before a pause, by the server (FencedError): it lands nowhere."""
+    key = "shop/Deployment/web"
+    alpha, beta = leases(kube, "alpha-1"), leases(second, "beta-1")
+    epoch = await alpha.claim(0x1F, None)
+    assert epoch == 1
+    checked_then_paused = [False]
+    old = bucket_store(kube, lambda: checked_then_paused[0] or alpha.held(0x1F) == epoch)
+    await old.stamp("alpha-1", epoch, still_claimed=lambda: alpha.held(0x1F) == epoch)
+    written = {key: TargetState(key=key)}
+    keeper = HistoryKeeper(old, written, leader=lambda: True)
+    await keeper.restore([key])
+    written[key].history = HISTORY
+    await keeper.persist(clean=True)
+    assert await alpha.release(0x1F, epoch, handed_to="beta-1")
+
+    observed = (await beta.refresh())[0x1F]
+    assert observed.lease.handed_to == "beta-1"
+    new_epoch = await beta.claim(0x1F, observed)
+    assert new_epoch == 2
+    new = bucket_store(second, lambda: beta.held(0x1F) == new_epoch)
+    taken = await new.stamp("beta-1", 2, still_claimed=lambda: beta.held(0x1F) == new_epoch)
+    assert taken is not None
+    assert taken.clean
+    states = {key: TargetState(key=key)}
+    await HistoryKeeper(new, states, leader=lambda: True).restore([key])
+    assert states[key].history == HISTORY
+
+    with pytest.raises(NotLeaderError, match="not sent"):
+        await old.save(b"a stale write")
+    checked_then_paused[0] = True  # its check passed, then it paused past the hand-over
+    with pytest.raises(FencedError, match="stamped by beta-1 at epoch 2"):
+        await old.save(b"a stale write")
+    after = await new.load()
+    assert after is not None
+    assert after.targets[key].history == HISTORY

@@ -4,8 +4,9 @@ Each create, update, patch and delete of a Lease that reached the store (not a r
 not a dry run, not a no-op) is appended with the sim clock's monotonic reading, the request's
 verb and user, and the Lease's holder, transitions, times, resourceVersion and annotations as
 written, so a test can say who held which Lease when ("bucket 17 was claimed by B at x,
-member A was evicted by C at y"). Writes made outside a request (the test's own helpers) have
-``user`` None and the verb their change implies.
+member A was evicted by C at y"; ``LeaseHistory.at`` answers "as it stood at x"). Writes made
+outside a request (the test's own helpers) have ``user`` None and the verb their change
+implies.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class LeaseWrite:
     resource_version: str
     annotations: dict[str, str]
     uid: str
+    deleted: bool = False
+    """The write removed the Lease (a delete without finalizers)."""
 
 
 class LeaseHistory:
@@ -85,4 +88,16 @@ class LeaseHistory:
             transitions=spec.get("leaseTransitions"), renew_time=spec.get("renewTime"),
             acquire_time=spec.get("acquireTime"), duration=spec.get("leaseDurationSeconds"),
             resource_version=meta["resourceVersion"],
-            annotations=dict(meta.get("annotations") or {}), uid=meta.get("uid", "")))
+            annotations=dict(meta.get("annotations") or {}), uid=meta.get("uid", ""),
+            deleted=change.type == "DELETED"))
+
+    def at(self, namespace: str, name: str, when: float) -> LeaseWrite | None:
+        """The Lease as it stood at ``when`` (a monotonic reading of the sim clock): its last
+        write applied at or before then, or None if it did not exist then."""
+        state = None
+        for write in self.writes:
+            if write.applied > when:
+                break
+            if (write.namespace, write.name) == (namespace, name):
+                state = None if write.deleted else write
+        return state

@@ -2,8 +2,10 @@
 
 One catch-all aiohttp handler parses the path as the real server's RequestInfo resolver does
 (``/api/v1/...`` and ``/apis/<group>/<version>/...``, optional ``namespaces/<ns>/``, name,
-subresource), authenticates the bearer token (401), authorizes the verb (403), applies injected
-faults, then dispatches to discovery, the REST storage, Table output or a watch stream.
+subresource), authenticates the bearer token (401), holds or cuts a partitioned user's request,
+authorizes the verb (403), applies injected faults, then dispatches to discovery, the REST
+storage, Table output or a watch stream. Each request is logged once, when its answer is sent
+(or known never to be), with when it arrived, was applied and was answered.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from . import discovery, leases, managed
+from . import discovery, leases, managed, sharding
 from .access import Principal, RequestRecord, access_review
 from .apply import server_side_apply
 from .errors import (
@@ -187,13 +189,13 @@ class Router:
             if response.status < 400 and (late := self._after(request.path, info, user)):
                 await asyncio.sleep(late)
             log(response.status)
-            return response
+            return server.count_sent(user, response)
         except ApiError as error:
             log(error.code)
-            return error_response(error)
+            return server.count_sent(user, error_response(error))
         except ConnectionResetError:
             log(0, answered=False)  # a partition cut it: no status ever reached the client
-            raise
+            return web.Response(status=500)  # never sent: aiohttp drops it on the closed socket
         except asyncio.CancelledError:
             # The client hung up (a timeout) before the answer was sent; 499 as nginx logs it.
             log(due if due is not None else 499, answered=False)
@@ -313,10 +315,12 @@ class Router:
             raise bad_request(f"couldn't get version/kind; json parse error: {error}") from None
 
     # reads -------------------------------------------------------------------------------
-    def _matcher(self, request: web.Request, rt: ResourceType) -> Any:
+    def _matcher(self, request: web.Request, rt: ResourceType,
+                 shard: sharding.ShardSelector | None) -> Any:
         labels = parse_label_selector(request.query.get("labelSelector", ""))
         fields = parse_field_selector(request.query.get("fieldSelector", ""), rt.field_labels)
-        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj)
+        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj) and (
+            shard is None or shard.matches(obj))
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
         rt, server = target.rt, self.server
@@ -353,8 +357,9 @@ class Router:
                                    "reason": "ResourceVersionTooLarge",
                                    "message": "Too large resource version"}],
                                    "retryAfterSeconds": 1})
+        shard = sharding.requested(query, self.server.shard_selector_mode, watch=False)
         items = self.server.rest.list(target.rt, target.namespace,
-                                      self._matcher(request, target.rt))
+                                      self._matcher(request, target.rt, shard))
         meta: dict[str, Any] = {"resourceVersion": str(store.resource_version)}
         limit = int(query.get("limit", "0") or 0)
         start = _decode_continue(query.get("continue", ""))
@@ -365,6 +370,8 @@ class Router:
                                                 store.resource_version)
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if shard is not None:
+            meta["shardInfo"] = {"selector": shard.text}  # the echo: the server honoured it
         return items, meta
 
     # non-resource paths ------------------------------------------------------------------

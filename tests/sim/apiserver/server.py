@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import copy
 import tempfile
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from .resources import Registry, ResourceType, builtin_types, rollout_type, scal
 from .rest import Rest
 from .routes import Router
 from .selectors import parse_label_selector
+from .sharding import ShardMode
 from .store import Store
 from .tls import server_tls
 from .watches import Watches
@@ -63,11 +65,17 @@ class SimApiServer:
         self.store = Store(history_limit=history_limit)
         self.rest = Rest(self.registry, self.store, self.clock)
         self.log = RequestLog()
+        self.bytes_sent: Counter[str] = Counter()
+        """Bytes of answer bodies and watch events sent to each user: what a client's
+        filtering costs on the wire (a KEP-5866 selector honoured or not)."""
         self._leases = LeaseHistory(self.clock)
         self.store.listeners.append(self._leases)
         self.faults: list[FaultRule] = []
         self.after_rules: list[AfterRule] = []
         self.partitions: dict[str, Partition] = {}
+        self.shard_selector_mode: ShardMode = "on"
+        """What a LIST or WATCH's KEP-5866 ``shardSelector`` gets (apiserver/sharding.py):
+        on, off (gate off / old server), list-only (HA mid-rollout), old-grammar."""
         self.token = token
         self.tokens: dict[str, Principal] = {token: Principal(user=DEFAULT_USER)}
         self.watches = Watches(self)
@@ -149,6 +157,12 @@ class SimApiServer:
             task.cancel()
         if stuck:
             await asyncio.wait(stuck, timeout=self.stop_timeout)
+
+    def count_sent(self, user: str | None, response: web.Response) -> web.Response:
+        """Add an answer's body to ``bytes_sent`` of ``user`` (known once authenticated)."""
+        if user is not None and isinstance(response.body, bytes):
+            self.bytes_sent[user] += len(response.body)
+        return response
 
     def authenticate(self, header: str) -> Principal | None:
         scheme, _, token = header.partition(" ")
@@ -271,6 +285,13 @@ class SimApiServer:
     def lease_history(self) -> list[LeaseWrite]:
         """Every committed Lease write so far, in order (apiserver/leases.py)."""
         return self._leases.writes
+
+    def lease_at(self, namespace: str, name: str, when: float) -> LeaseWrite | None:
+        """A Lease as it stood at ``when`` (as ``RequestRecord.applied`` reads the clock):
+        its last write by then, None if it did not exist then. For an oracle: "the PUT
+        applied at x was made while B held bucket 17" is ``lease_at(ns, "...-17",
+        x).holder == "B"``."""
+        return self._leases.at(namespace, name, when)
 
     # watches -----------------------------------------------------------------------------
     def expire_watches(self, *, gone: bool = False) -> int:

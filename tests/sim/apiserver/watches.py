@@ -5,7 +5,8 @@ events for the current state; a resourceVersion replays the retained history aft
 older than the window is an HTTP 200 stream with a single ERROR event carrying a 410 Expired
 Status. ``timeoutSeconds`` ends the stream; ``allowWatchBookmarks`` adds BOOKMARK events every
 ``bookmark_interval`` seconds and before the timeout ends the stream; ``sendInitialEvents``
-ends the initial state with a bookmark annotated ``k8s.io/initial-events-end``.
+ends the initial state with a bookmark annotated ``k8s.io/initial-events-end``, which carries
+``metadata.shardInfo`` when the watch honoured a ``shardSelector`` (sharding.py).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from . import sharding
 from .errors import ApiError, bad_request
 from .objects import to_view
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
+from .sharding import ShardSelector
 from .store import Watcher
 from .tables import table, wants_table
 from .wire import encode
@@ -30,10 +33,13 @@ if TYPE_CHECKING:
     from .server import SimApiServer
 
 
-def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> dict[str, Any]:
+def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False,
+              shard: ShardSelector | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
     if initial_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    if shard is not None:
+        meta["shardInfo"] = {"selector": shard.text}
     return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
 
@@ -49,12 +55,15 @@ class _Stream:
     watcher: Watcher
     as_table: bool
     include_object: str
+    shard: ShardSelector | None
 
     async def write(self, event: dict[str, Any]) -> None:
         partition = self.server.partitions.get(self.user)
         if partition is not None:
             await partition.cross(self.request.transport)
-        await self.response.write(encode(event))
+        data = encode(event)
+        self.server.bytes_sent[self.user] += len(data)
+        await self.response.write(data)
 
     def cut(self) -> None:
         """Abort the connection, as a network reset would."""
@@ -86,7 +95,7 @@ class _Stream:
                 return
             await self.event(item)
         await self.write({"type": "BOOKMARK", "object": _bookmark(
-            self.rt, self.server.store.resource_version, initial_end=True)})
+            self.rt, self.server.store.resource_version, initial_end=True, shard=self.shard)})
 
     async def follow(self, timeout: float, bookmark_interval: float) -> None:
         loop = asyncio.get_running_loop()
@@ -118,7 +127,8 @@ class Watches:
         self.default_timeout = 1800.0
         self.streams: set[_Stream] = set()
 
-    def _open(self, request: web.Request, target: Target) -> Watcher:
+    def _open(self, request: web.Request, target: Target,
+              shard: ShardSelector | None) -> Watcher:
         query, rt = request.query, target.rt
         labels = parse_label_selector(query.get("labelSelector", ""))
         fields = parse_field_selector(query.get("fieldSelector", ""), rt.field_labels)
@@ -128,7 +138,8 @@ class Watches:
 
         def matches(stored: dict[str, Any]) -> bool:
             obj = to_view(rt, stored)
-            return labels(obj["metadata"].get("labels") or {}) and fields(obj)
+            return labels(obj["metadata"].get("labels") or {}) and fields(obj) and (
+                shard is None or shard.matches(obj))
 
         rv = query.get("resourceVersion", "")
         if rv not in ("", "0") and not rv.isdigit():
@@ -150,8 +161,9 @@ class Watches:
         query = request.query
         timeout = float(query.get("timeoutSeconds") or self.default_timeout)
         gone: ApiError | None = None
+        shard = sharding.requested(query, self.server.shard_selector_mode, watch=True)
         try:
-            watcher: Watcher | None = self._open(request, target)
+            watcher: Watcher | None = self._open(request, target, shard)
         except ApiError as error:
             if error.code != 410:
                 raise
@@ -168,7 +180,7 @@ class Watches:
         stream = _Stream(server=self.server, request=request, response=response, user=user,
                          rt=target.rt, watcher=watcher,
                          as_table=wants_table(request.headers.get("Accept", "")),
-                         include_object=query.get("includeObject", "Metadata"))
+                         include_object=query.get("includeObject", "Metadata"), shard=shard)
         self.streams.add(stream)
         try:
             if query.get("sendInitialEvents", "").lower() == "true":
