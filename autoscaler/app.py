@@ -366,6 +366,8 @@ class Daemon:
 
     async def _run_pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         await self.running.reconciler.run_pass(targets, deadline=deadline)
+        if self.ring is not None:
+            self.ring.passed([t.key for t in targets])
 
     # --- config -------------------------------------------------------------------------
 

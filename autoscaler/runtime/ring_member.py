@@ -73,6 +73,9 @@ class Claim:
     state: ClaimState = ClaimState.CLAIMING
     keeper: HistoryKeeper | None = None
     task: asyncio.Task[None] | None = None
+    awaiting_pass: set[str] = field(default_factory=set)
+    """Targets gained with the bucket that no completed pass has decided yet."""
+    gained_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +166,18 @@ class RingMember:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+    def passed(self, keys: Sequence[str]) -> None:
+        """A pass over ``keys`` completed: say when a gained bucket's targets were all first
+        decided by us (the end of a move, as the issue measures failover)."""
+        done = set(keys)
+        for claim in self.claims.values():
+            if claim.awaiting_pass and claim.state is ClaimState.ACTIVE:
+                claim.awaiting_pass -= done
+                if not claim.awaiting_pass:
+                    log.info("first pass over a gained bucket done", bucket=f"{claim.bucket:02x}",
+                             epoch=claim.epoch,
+                             seconds_since_claim=round(self.monotonic() - claim.gained_at, 3))
 
     def status(self) -> dict[str, object]:
         held = sorted(b for b, c in self.claims.items() if c.state is ClaimState.ACTIVE)
@@ -276,6 +291,7 @@ class RingMember:
         claim.state = ClaimState.ACTIVE
         self.moves += 1
         keys = self._keys(bucket)
+        claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
         log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
                  targets=len(keys), history_targets=restored.targets, clean=restored.clean)
         self.run_now(keys)
