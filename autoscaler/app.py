@@ -215,7 +215,8 @@ class Daemon:
                     self.config.daemon.sharding),
                 placement=self.config.daemon.sharding.placement,
                 targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
-                run_now=scheduler.run_now, idle=scheduler.idle, monotonic=time.monotonic)
+                run_now=scheduler.run_now, idle=scheduler.idle, monotonic=time.monotonic,
+                telemetry=self.telemetry, ring_name=self._lease()[0])
         restore = HistoryRestore(
             keeper=keeper, backfill=backfill, scheduler=scheduler,
             history_read=self.leadership.history_read, server_answered=self.server_answered,

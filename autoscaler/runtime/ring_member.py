@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler.errors import AutoscalerError
+from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.ports import (
@@ -102,11 +103,14 @@ class RingMember:
     run_now: Callable[[Sequence[str]], None]
     idle: Callable[[Sequence[str], float], Awaitable[bool]]
     monotonic: Callable[[], float]
+    telemetry: DaemonMetrics
+    ring_name: str
     claims: dict[int, Claim] = field(default_factory=dict)
     planner: RingPlanner | None = None
     moves: int = 0
     unowned: tuple[int, ...] = ()
     _absent_since: dict[str, float] = field(default_factory=dict)
+    _unowned_since: dict[int, float] = field(default_factory=dict)
     _last_problem: str | None = None
 
     def __post_init__(self) -> None:
@@ -217,7 +221,7 @@ class RingMember:
             membership.ready = False  # peers hand us nothing; we claim nothing
         self._drop_lost()
         plan = self._plan()
-        self.unowned = plan.unowned
+        self._report(plan.unowned)
         for bucket in plan.claims:
             if bucket not in self.claims:
                 self._start_claim(bucket)
@@ -227,6 +231,27 @@ class RingMember:
                 claim.state = ClaimState.RELEASING
                 claim.task = asyncio.get_running_loop().create_task(
                     self._hand_over(claim, to, drain=HAND_OVER_DRAIN))
+
+    def _report(self, unowned: tuple[int, ...]) -> None:
+        """The ring's gauges; a bucket unowned longer than a lease duration plus two passes
+        is overdue (``AutoscalerTargetsUnowned``)."""
+        now, ring_name, metrics = self.monotonic(), self.ring_name, self.telemetry
+        self.unowned = unowned
+        self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
+        periods = [t.sync_period for t in self.targets()] or [0.0]
+        bound = self.timings.lease_duration + 2 * max(periods)
+        metrics.ring_unowned.labels(ring=ring_name).set(len(unowned))
+        metrics.ring_overdue.labels(ring=ring_name).set(
+            sum(1 for since in self._unowned_since.values() if now - since > bound))
+        for state in ClaimState:
+            metrics.ring_buckets.labels(ring=ring_name, state=state.value).set(
+                sum(1 for c in self.claims.values() if c.state is state))
+        metrics.ring_targets.labels(ring=ring_name).set(
+            sum(1 for t in self.targets() if self.may_write(t.key)))
+        member = self.parts.membership
+        metrics.ring_member.clear()
+        metrics.ring_member.labels(ring=ring_name, member=member.incarnation).set(
+            1 if member.valid() else 0)
 
     def _plan(self) -> Plan:
         membership, now = self.parts.membership, self.monotonic()
@@ -290,6 +315,7 @@ class RingMember:
             return
         claim.state = ClaimState.ACTIVE
         self.moves += 1
+        self.telemetry.ring_moves.labels(ring=self.ring_name, reason="gained").inc()
         keys = self._keys(bucket)
         claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
         log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
@@ -297,10 +323,14 @@ class RingMember:
         self.run_now(keys)
 
     def _forget(self, claim: Claim) -> None:
+        """We no longer act for ``claim``'s targets: its history is someone else's to write,
+        and their series are someone else's to export."""
         if self.claims.get(claim.bucket) is claim:
             del self.claims[claim.bucket]
         if claim.keeper is not None:
             claim.keeper.invalidate()
+        for key in self._keys(claim.bucket):
+            self.telemetry.forget(key)
 
     # --- losing and handing over ----------------------------------------------------------
 
@@ -319,6 +349,8 @@ class RingMember:
             claim.task.cancel()
         log.warning("no longer holding a bucket of targets: nothing is written for them",
                     bucket=f"{claim.bucket:02x}", epoch=claim.epoch, why=why)
+        if claim.state is ClaimState.ACTIVE:
+            self.telemetry.ring_moves.labels(ring=self.ring_name, reason="lost").inc()
         self._forget(claim)
 
     def _drop_all(self, *, why: str) -> None:
@@ -341,6 +373,7 @@ class RingMember:
                         to=to, error=str(error) or type(error).__name__)
         if released:
             log.info("handed a bucket of targets over", bucket=f"{bucket:02x}", to=to)
+            self.telemetry.ring_moves.labels(ring=self.ring_name, reason="handed_over").inc()
         self._forget(claim)
 
     async def leave(self) -> None:
