@@ -250,7 +250,7 @@ async def scaled_to_four(rig: Rig, loads: dict[str, LoadModel],
         model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
 
 
-@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long"])
 async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_history(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, fault: str,
 ) -> None:
@@ -258,7 +258,10 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
     right after its targets' first step. Its targets have a new owner within 5 s; no target
     takes a second step inside the policy's 20 s period (the history moved with it), each
     takes it as soon as the period allows; and no write ever comes from a member that did
-    not hold the target's bucket when the write was applied."""
+    not hold the target's bucket when the write was applied. "SIGSTOP-long" wakes the
+    frozen member only after the new owners took the second step: by its own stale history
+    the next step is due, so only its fence (its renewal older than the renew deadline by its
+    own clock) keeps it from writing."""
     series = Series.watching(rig)
     watcher = asyncio.create_task(series.run())
     try:
@@ -268,7 +271,7 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             moved = victim.owned()
             assert victim.process.process is not None
             struck = time.monotonic()
-            victim.process.process.send_signal(getattr(signal, fault))
+            victim.process.process.send_signal(getattr(signal, fault.split("-")[0]))
             survivors = {n: m for n, m in running.items() if m is not victim}
 
             def taken_over() -> bool:
@@ -283,6 +286,9 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             await eventually(lambda: all(replicas(rig, ns) == 6 for ns in NAMESPACES),
                              timeout=POLICY_PERIOD + 15, what="every target 4 -> 6")
             await asyncio.sleep(0.3)  # the series samples every 0.1 s
+            if fault == "SIGSTOP-long":
+                victim.process.process.send_signal(signal.SIGCONT)
+                await asyncio.sleep(6.0)  # it wakes, finds itself evicted, rejoins
             for ns in NAMESPACES:
                 first, second = series.step_times(ns, 4), series.step_times(ns, 6)
                 assert first is not None, (ns, series.changes[ns])
@@ -291,7 +297,7 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
                     f"{ns}: 4 -> 6 came {second - first:.1f}s after 2 -> 4 (late)")
             assert series.forbidden() == []
             assert non_owner_writes(rig, running) == []
-            if fault == "SIGSTOP":  # woken, it rejoins and the ring settles again
+            if fault.startswith("SIGSTOP"):  # woken, it rejoins and the ring settles again
                 await eventually(lambda: every_target_has_one_owner(running), timeout=20,
                                  what="one owner per target after the frozen member woke")
     finally:
