@@ -1,0 +1,497 @@
+"""A replica's membership in a ring of dynamic sharding (issue 38; docs/design/active-active.md
+§4.1 member Lease, §4.3 rules M1-M7): its own member Lease, kept alive, and its view of the
+other members' Leases, from which it evicts the dead and collects the released.
+
+One member Lease per process, ``<ring>-member-<incarnation>`` (``<hostname>-<8 hex>``, fresh
+per process and per rejoin), in the ring's namespace, labelled with the ring and
+``autoscaler.dev/role=member``.
+
+- Renewal (M1) is a compare-and-swap chain: each PUT carries the resourceVersion of our own
+  previous successful write, never one read just before, so no write of anyone else can slip
+  in between unnoticed. Validity (M2) runs from the instant a successful renewal was *sent*
+  (``ring.renewed``), on the injected monotonic clock: a late answer never stretches it, and
+  each request's timeout is at most ``min(RP, LD - RD)``.
+- A 409 is read again: still ours and not evicted (someone edited a label; or our own timed
+  out write landed) → the chain goes on from the fresh resourceVersion; otherwise we were
+  evicted. A 404 is *discontinued* (deleted by hand), which counts as evicted too (M6):
+  ``evicted`` stays set until ``rejoin()`` starts a new incarnation.
+- Failed renewals only suspend (M5): a later success on our own chain makes us valid again,
+  with the same incarnation (an eviction would have broken the chain).
+- The view (M3) is *polled*, one LIST of the ring's member Leases per ``RP`` (a first step: a
+  watch would cost one stream instead of N lists/s; the arithmetic is the same). Each peer's
+  resourceVersion is timed from when this member first saw it (``ring.sighted``); a peer whose
+  Lease stood still for ``max(LD, its leaseDurationSeconds)`` is evicted (M4) by a CAS on the
+  version seen: holder emptied, ``leaseTransitions`` + 1, ``autoscaler.dev/evicted-by``; at
+  most one attempt per peer per ``RP``, and only while we are valid ourselves.
+- Released Leases (holder "") older than ``gc_grace`` on our clock are deleted with a
+  resourceVersion precondition (M7).
+- ``stop()`` is a graceful leave: the holder emptied by a CAS on our chain, so peers need not
+  wait a lease duration.
+
+``valid()``, ``members()``, ``evicted_members()`` are synchronous plain-attribute reads, safe
+from another thread: ``MembershipThread`` runs the loop in a thread of its own with its own
+event loop and API client, so a stalled main loop does not look like death to the peers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import structlog
+from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
+
+from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.leader import micro_time
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.config import KubernetesSettings
+from autoscaler.errors import AutoscalerError, ConflictError, InvalidConfigError, NotFoundError
+from autoscaler.runtime import ring
+from autoscaler.runtime.ring import Sighting, Timings
+
+log = structlog.get_logger("autoscaler.membership")
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+RING_LABEL = "autoscaler.dev/ring"
+ROLE_LABEL = "autoscaler.dev/role"
+READY_ANNOTATION = "autoscaler.dev/ready"
+EVICTED_BY_ANNOTATION = "autoscaler.dev/evicted-by"
+GC_GRACE = 60.0
+"""Seconds a member Lease stays released (holder "") before any valid member deletes it."""
+
+
+def new_incarnation() -> str:
+    """``<hostname>-<8 hex>``, lower-cased: a Lease name must be a DNS subdomain."""
+    return f"{socket.gethostname().lower()}-{uuid.uuid4().hex[:8]}"
+
+
+def member_prefix(ring_name: str) -> str:
+    return f"{ring_name}-member-"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberConfig:
+    namespace: str
+    ring: str
+    """The ring's name: ``daemon.leaderElection.leaseName``."""
+    timings: Timings = field(default_factory=Timings)
+    gc_grace: float = GC_GRACE
+
+    @property
+    def request_timeout(self) -> float:
+        """M1: a renewal's answer after ``LD - RD`` could no longer keep us safe."""
+        t = self.timings
+        return min(t.retry_period, t.lease_duration - t.renew_deadline)
+
+    def check(self) -> None:
+        """Refuse timings that cannot fence (``Timings.problem``), as a config error."""
+        problem = self.timings.problem()
+        if problem is not None:
+            raise InvalidConfigError(f"ring {self.ring}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """One member Lease as last listed."""
+
+    incarnation: str
+    holder: str
+    resource_version: str
+    duration: float | None
+    ready: bool
+    evicted_by: str | None
+    sighting: Sighting
+    lease: Any
+    """The V1Lease as listed (its fields are copied into an eviction)."""
+
+
+class Membership:
+    def __init__(self, api_client: ApiClient, config: MemberConfig, *,
+                 incarnation: str | None = None,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        config.check()
+        self._api = CoordinationV1Api(api_client)
+        self.config = config
+        self._monotonic = monotonic
+        self._now = wall_clock
+        self.incarnation = incarnation or new_incarnation()
+        self._last_ok_send: float | None = None
+        self._written: str | None = None
+        """The resourceVersion of our last successful write of our Lease (the CAS chain)."""
+        self._meta: dict[str, Any] = {}
+        """Labels and annotations our Lease carries (someone else's edits kept)."""
+        self._acquired = ""
+        self._transitions = 0
+        self.evicted = False
+        self.evicted_by: str | None = None
+        """Who evicted us; "" when our Lease was deleted (discontinued)."""
+        self.ready = False
+        self._rejoin = False
+        self._reported_valid = False
+        self._peers: Mapping[str, Peer] = {}
+        """Replaced whole on each observation, never mutated: readable from another thread."""
+        self._attempted: dict[str, float] = {}
+        self._released_since: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return member_prefix(self.config.ring) + self.incarnation
+
+    # --- what other threads read -----------------------------------------------------------
+    def valid(self) -> bool:
+        """M2: not evicted and the last successful renewal was *sent* less than RD ago."""
+        return ring.valid(now=self._monotonic(), last_ok_send=self._last_ok_send,
+                          evicted=self.evicted, renew_deadline=self.config.timings.renew_deadline)
+
+    def members(self) -> dict[str, bool]:
+        """Live members (incarnation → ready) in our view, ourselves included while valid."""
+        now, timings = self._monotonic(), self.config.timings
+        live = {p.incarnation: p.ready for p in self._peers.values()
+                if p.holder and not ring.expired(p.sighting, now=now,
+                                                 lease_duration=timings.lease_duration,
+                                                 their_duration=p.duration)}
+        if self.valid():
+            live[self.incarnation] = self.ready
+        return live
+
+    def evicted_members(self) -> set[str]:
+        """Members whose Lease a peer evicted (holder "" with ``evicted-by``): their buckets
+        are free to claim (design §4.4 rule C)."""
+        return {p.incarnation for p in self._peers.values()
+                if not p.holder and p.evicted_by is not None}
+
+    def rejoin(self) -> None:
+        """After an eviction: start over as a new incarnation (a new Lease), from the loop."""
+        self._rejoin = True
+
+    # --- the loop ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Join (or go on with our chain), renew, observe, evict, collect; until cancelled or
+        stopped. Never raises for an API fault (each is retried)."""
+        self._task = asyncio.current_task()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._renewing())
+            group.create_task(self._observing())
+
+    async def stop(self) -> None:
+        """Leave gracefully: stop the loop, then empty our holder by a CAS on our chain."""
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait({task})
+        was_valid, self._last_ok_send = self.valid(), None
+        if self._written is None or self.evicted:
+            return
+        for _ in range(2):  # a 409 of a hand edit: once more from the fresh version
+            try:
+                self._written = await self._put(holder="", annotations={})
+                log.info("ring member left", member=self.incarnation, ring=self.config.ring,
+                         was_valid=was_valid)
+                return
+            except ConflictError:
+                if not await self._still_ours():
+                    return
+            except AutoscalerError as error:
+                log.warning("ring member could not leave", member=self.incarnation,
+                            error=str(error))
+                return
+
+    async def _renewing(self) -> None:
+        timings = self.config.timings
+        while True:
+            if self._rejoin:
+                self._start_over()
+            if self.evicted:
+                await asyncio.sleep(timings.retry_period / 4)
+                continue
+            send = self._monotonic()
+            ok = await self._renew_once(send)
+            self._report()
+            if ok:
+                await asyncio.sleep(max(0.0, send + timings.retry_period - self._monotonic()))
+            else:
+                await asyncio.sleep(timings.retry_period / 4)
+
+    async def _renew_once(self, send: float) -> bool:
+        """One step of the chain: True once a write of ours succeeded (sent at ``send``)."""
+        try:
+            if self._written is None:
+                self._written = await self._create()
+                self._joined()
+            else:
+                self._written = await self._put(holder=self.incarnation, annotations={
+                    READY_ANNOTATION: "true" if self.ready else "false"})
+        except ConflictError:  # someone wrote since our last write: ours still?
+            await self._still_ours()
+            return False
+        except NotFoundError:
+            self._lost("")
+            return False
+        except Exception as error:  # a fault never stops the renewals
+            log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
+            return False
+        self._last_ok_send = ring.renewed(self._last_ok_send, send)
+        return True
+
+    def _joined(self) -> None:
+        log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
+                 lease=self.name)
+
+    async def _still_ours(self) -> bool:
+        """After a 409: read our Lease; go on from its version if no one evicted us."""
+        try:
+            with api_errors(f"read Lease {self.config.namespace}/{self.name}"):
+                lease = await self._api.read_namespaced_lease(
+                    self.name, self.config.namespace, _request_timeout=self.config.request_timeout)
+        except NotFoundError:
+            self._lost("")
+            return False
+        except AutoscalerError:
+            return False  # unknown yet: the next renewal asks again
+        annotations = dict(lease.metadata.annotations or {})
+        if (lease.spec.holder_identity or "") == self.incarnation \
+                and EVICTED_BY_ANNOTATION not in annotations:
+            self._written = lease.metadata.resource_version
+            self._meta = {"labels": dict(lease.metadata.labels or {}), "annotations": annotations}
+            if lease.spec.acquire_time is not None:
+                self._acquired = micro_time(lease.spec.acquire_time)
+            self._transitions = lease.spec.lease_transitions or 0
+            return True
+        self._lost(annotations.get(EVICTED_BY_ANNOTATION, lease.spec.holder_identity or "?"))
+        return False
+
+    def _lost(self, by: str) -> None:
+        if self.evicted:
+            return
+        self.evicted, self.evicted_by = True, by
+        if by:
+            log.warning("ring member evicted", member=self.incarnation, evicted_by=by)
+        else:
+            log.warning("ring member discontinued: its Lease was deleted",
+                        member=self.incarnation, lease=self.name)
+
+    def _start_over(self) -> None:
+        old, self.incarnation = self.incarnation, new_incarnation()
+        self._rejoin, self.evicted, self.evicted_by = False, False, None
+        self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
+        log.info("ring member rejoins as a new incarnation", member=self.incarnation,
+                 previous=old)
+
+    def _report(self) -> None:
+        """One log line per change of validity (not per renewal)."""
+        now = self.valid()
+        if now == self._reported_valid:
+            return
+        self._reported_valid = now
+        if not self.evicted:
+            log.info("ring member resumed" if now else "ring member suspended",
+                     member=self.incarnation)
+
+    # --- writes of our own Lease ------------------------------------------------------------
+    def _labels(self) -> dict[str, str]:
+        return {MANAGED_BY: "autoscaler", RING_LABEL: self.config.ring, ROLE_LABEL: "member"}
+
+    async def _create(self) -> str:
+        now = micro_time(self._now())
+        self._acquired = now
+        self._meta = {"labels": self._labels(), "annotations": {READY_ANNOTATION: "false"}}
+        body = self._body(None, holder=self.incarnation, renew=now, transitions=0)
+        with api_errors(f"create Lease {self.config.namespace}/{self.name}"):
+            written = await self._api.create_namespaced_lease(
+                self.config.namespace, cast(Any, body),
+                _request_timeout=self.config.request_timeout)
+        return str(written.metadata.resource_version)
+
+    async def _put(self, *, holder: str, annotations: dict[str, str]) -> str:
+        self._meta.setdefault("annotations", {}).update(annotations)
+        body = self._body(self._written, holder=holder, renew=micro_time(self._now()),
+                          transitions=self._transitions)
+        with api_errors(f"renew Lease {self.config.namespace}/{self.name}"):
+            written = await self._api.replace_namespaced_lease(
+                self.name, self.config.namespace, cast(Any, body),
+                _request_timeout=self.config.request_timeout)
+        return str(written.metadata.resource_version)
+
+    def _body(self, resource_version: str | None, *, holder: str, renew: str,
+              transitions: int) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "name": self.name, "namespace": self.config.namespace,
+            "labels": {**self._meta.get("labels", {}), **self._labels()},
+            "annotations": dict(self._meta.get("annotations", {}))}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": {"holderIdentity": holder,
+                         "leaseDurationSeconds": math.ceil(self.config.timings.lease_duration),
+                         "acquireTime": self._acquired or renew, "renewTime": renew,
+                         "leaseTransitions": transitions}}
+
+    # --- the view of the others -------------------------------------------------------------
+    async def _observing(self) -> None:
+        while True:
+            try:
+                await self._observe()
+            except Exception as error:  # a fault never stops the view
+                log.debug("ring view not refreshed", error=str(error))
+            await asyncio.sleep(self.config.timings.retry_period)
+
+    async def _observe(self) -> None:
+        cfg = self.config
+        selector = f"{RING_LABEL}={cfg.ring},{ROLE_LABEL}=member"
+        with api_errors(f"list Leases {cfg.namespace} {selector}"):
+            listed = await self._api.list_namespaced_lease(
+                cfg.namespace, label_selector=selector,
+                _request_timeout=max(cfg.request_timeout, cfg.timings.retry_period))
+        now, prefix = self._monotonic(), member_prefix(cfg.ring)
+        peers: dict[str, Peer] = {}
+        for lease in listed.items:
+            name = lease.metadata.name or ""
+            if not name.startswith(prefix) or name == self.name:
+                continue
+            peers[name] = self._peer(lease, name[len(prefix):], self._peers.get(name), now)
+        self._peers = peers
+        for gone in self._released_since.keys() - peers.keys():
+            del self._released_since[gone]
+        for name, peer in peers.items():
+            await self._judge(name, peer, now)
+
+    @staticmethod
+    def _peer(lease: Any, incarnation: str, previous: Peer | None, now: float) -> Peer:
+        annotations = lease.metadata.annotations or {}
+        version = str(lease.metadata.resource_version)
+        return Peer(incarnation=incarnation, holder=lease.spec.holder_identity or "",
+                    resource_version=version, duration=lease.spec.lease_duration_seconds,
+                    ready=annotations.get(READY_ANNOTATION) == "true",
+                    evicted_by=annotations.get(EVICTED_BY_ANNOTATION),
+                    sighting=ring.sighted(previous.sighting if previous else None, version, now),
+                    lease=lease)
+
+    async def _judge(self, name: str, peer: Peer, now: float) -> None:
+        """Evict a peer that stood still too long (M4); collect one released long ago (M7)."""
+        timings = self.config.timings
+        if peer.holder:
+            self._released_since.pop(name, None)
+            if ring.expired(peer.sighting, now=now, lease_duration=timings.lease_duration,
+                            their_duration=peer.duration) and self.valid() \
+                    and now - self._attempted.get(name, -math.inf) >= timings.retry_period:
+                self._attempted[name] = now
+                await self._evict(name, peer)
+            return
+        since = self._released_since.setdefault(name, now)
+        if now - since >= self.config.gc_grace and self.valid():
+            await self._collect(name, peer)
+
+    async def _evict(self, name: str, peer: Peer) -> None:
+        lease, cfg = peer.lease, self.config
+        annotations = {**(lease.metadata.annotations or {}),
+                       EVICTED_BY_ANNOTATION: self.incarnation}
+        spec = lease.spec
+        now = micro_time(self._now())
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
+            "name": name, "namespace": cfg.namespace, "resourceVersion": peer.resource_version,
+            "labels": dict(lease.metadata.labels or {}), "annotations": annotations},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": spec.lease_duration_seconds,
+                     "acquireTime": micro_time(spec.acquire_time) if spec.acquire_time else now,
+                     "renewTime": now, "leaseTransitions": (spec.lease_transitions or 0) + 1}}
+        try:
+            with api_errors(f"evict Lease {cfg.namespace}/{name}"):
+                await self._api.replace_namespaced_lease(
+                    name, cfg.namespace, cast(Any, body), _request_timeout=cfg.request_timeout)
+        except (ConflictError, NotFoundError):
+            return  # renewed, or evicted by someone else: the next observation says which
+        except AutoscalerError as error:
+            log.debug("ring eviction failed", peer=peer.incarnation, error=str(error))
+            return
+        log.warning("ring member evicted a peer", member=self.incarnation,
+                    peer=peer.incarnation, stood_for=round(self._monotonic()
+                                                           - peer.sighting.first_seen, 3))
+
+    async def _collect(self, name: str, peer: Peer) -> None:
+        cfg = self.config
+        options = {"preconditions": {"resourceVersion": peer.resource_version}}
+        try:
+            with api_errors(f"delete Lease {cfg.namespace}/{name}"):
+                await self._api.delete_namespaced_lease(
+                    name, cfg.namespace, body=cast(Any, options),
+                    _request_timeout=cfg.request_timeout)
+        except AutoscalerError:
+            return  # written since, gone already, or unanswered: looked at again next time
+        self._released_since.pop(name, None)
+        log.info("ring member collected a released Lease", member=self.incarnation, lease=name)
+
+
+ClientFactory = Callable[[], AbstractAsyncContextManager[ApiClient]]
+"""Opens an ``ApiClient`` inside the running loop (the membership thread's own)."""
+
+
+def client_factory(settings: KubernetesSettings) -> ClientFactory:
+    """A client built as the daemon builds its own (``KubeSession.connect``)."""
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ApiClient]:
+        async with KubeSession.connect(settings) as session:
+            yield session.api_client
+    return connect
+
+
+class MembershipThread:
+    """Runs a ``Membership`` in a dedicated thread with its own event loop and API client:
+    a main loop stalled by a long pass must not stop the renewals (design §4.3)."""
+
+    def __init__(self, factory: ClientFactory, config: MemberConfig, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        config.check()
+        self._factory, self.config, self._monotonic = factory, config, monotonic
+        self.membership: Membership | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="ring-membership", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> Membership:
+        """Start the thread; returns once its client and membership exist."""
+        self._thread.start()
+        if not self._started.wait(timeout) or self.membership is None:
+            raise RuntimeError(f"ring membership did not start: {self._failure!r}")
+        return self.membership
+
+    def valid(self) -> bool:
+        return self.membership is not None and self.membership.valid()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Leave gracefully (holder emptied), then end the thread; bounded by ``timeout``."""
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                loop.call_soon_threadsafe(stopping.set)
+        self._thread.join(timeout)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as error:  # reported to start(); the thread just ends
+            self._failure = error
+            self._started.set()
+
+    async def _serve(self) -> None:
+        self._stopping = asyncio.Event()
+        async with self._factory() as client:
+            membership = Membership(client, self.config, monotonic=self._monotonic)
+            self.membership = membership
+            self._loop = asyncio.get_running_loop()
+            self._started.set()
+            asyncio.create_task(membership.run())  # noqa: RUF006  # stop() cancels it
+            await self._stopping.wait()
+            await asyncio.wait_for(membership.stop(), self.config.timings.lease_duration)

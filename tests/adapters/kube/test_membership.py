@@ -1,0 +1,334 @@
+"""Ring membership (design §4.3 M1-M7), over real HTTPS against the simulated API server,
+with short timings (LD 1.5 s, RD 1 s, RP 0.25 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from autoscaler.adapters.kube.membership import (
+    EVICTED_BY_ANNOTATION,
+    MemberConfig,
+    Membership,
+    MembershipThread,
+    client_factory,
+)
+from autoscaler.adapters.kube.session import KubeSession
+from autoscaler.errors import InvalidConfigError
+from autoscaler.runtime.ring import Timings
+from tests.adapters.kube.conftest import Settings, apiserver
+from tests.sim.kube import SimApiServer, run_apiserver, wait_until
+
+__all__ = ["apiserver"]
+NS = "autoscaler"
+RING = "ring"
+FAST = Timings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.25)
+LD, RD, RP = FAST.lease_duration, FAST.renew_deadline, FAST.retry_period
+
+
+def config(timings: Timings = FAST, **changes: Any) -> MemberConfig:
+    return MemberConfig(namespace=NS, ring=RING, timings=timings, **changes)
+
+
+def lease_path(member: Membership) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{member.name}"
+
+
+def lease(api: SimApiServer, name: str) -> dict[str, Any] | None:
+    return api.get("coordination.k8s.io/v1", "Lease", NS, name)
+
+
+def holder(api: SimApiServer, member: Membership) -> str | None:
+    found = lease(api, member.name)
+    return None if found is None else str(found["spec"].get("holderIdentity") or "")
+
+
+@contextlib.asynccontextmanager
+async def running(api: SimApiServer, timings: Timings = FAST,
+                  **changes: Any) -> AsyncIterator[tuple[Membership, asyncio.Task[None]]]:
+    """A member on its own client, its loop running; cancelled (not stopped) at the end."""
+    api.create_namespace(NS)
+    async with KubeSession.connect(Settings(kubeconfig=api.kubeconfig)) as session:
+        member = Membership(session.api_client, config(timings, **changes))
+        task = asyncio.create_task(member.run())
+        try:
+            yield member, task
+        finally:
+            await cancel(task)
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def valid_for(member: Membership, seconds: float) -> float:
+    """Seconds from now until ``member`` is no longer valid (at most ``seconds``)."""
+    start = time.monotonic()
+    while member.valid() and time.monotonic() - start < seconds:  # noqa: ASYNC110
+        await asyncio.sleep(0.005)
+    return time.monotonic() - start
+
+
+def test_timings_that_cannot_fence_are_refused() -> None:
+    """A renew deadline not shorter than the lease duration is a config error, not a ring."""
+    with pytest.raises(InvalidConfigError, match="renewDeadline must be shorter"):
+        config(Timings(lease_duration=2, renew_deadline=2, retry_period=0.5)).check()
+
+
+async def test_join_creates_the_lease_and_renews_once_per_retry_period(
+    apiserver: SimApiServer,
+) -> None:
+    """The member Lease is created with the ring's labels and renewed ~1/RP, by PUTs."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        found = lease(apiserver, member.name)
+        assert found is not None
+        assert member.name == f"{RING}-member-{member.incarnation}"
+        assert found["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "autoscaler", "autoscaler.dev/ring": RING,
+            "autoscaler.dev/role": "member"}
+        assert found["spec"]["holderIdentity"] == member.incarnation
+        assert found["spec"]["leaseDurationSeconds"] == 2
+        before = apiserver.count(method="PUT", name=member.name, status=200)
+        await asyncio.sleep(2.0)
+        renewals = apiserver.count(method="PUT", name=member.name, status=200) - before
+        assert 2.0 / RP - 2 <= renewals <= 2.0 / RP + 1, renewals
+        assert apiserver.count(method="POST", resource="leases") == 1
+
+
+async def test_two_members_see_each_other_and_their_readiness(apiserver: SimApiServer) -> None:
+    """Each lists the other as live; a ready flag travels with the next renewal."""
+    async with running(apiserver) as (alpha, _), running(apiserver) as (beta, _):
+        both = {alpha.incarnation: False, beta.incarnation: False}
+        await wait_until(lambda: alpha.members() == both == beta.members(), timeout=5)
+        alpha.ready = True
+        await wait_until(lambda: beta.members()[alpha.incarnation], timeout=2 * RP + 0.5)
+        assert alpha.evicted_members() == beta.evicted_members() == set()
+
+
+async def test_a_paused_member_is_evicted_after_a_lease_duration_and_learns_it(
+    apiserver: SimApiServer,
+) -> None:
+    """A member that stops renewing without leaving is evicted by its peer about LD after its
+    last renewal (never before it stopped trusting itself), by a CAS carrying evicted-by; its
+    next renewal then finds it evicted: invalid for good, its Lease untouched."""
+    async with running(apiserver) as (alpha, alpha_task), running(apiserver) as (beta, _):
+        await wait_until(lambda: len(beta.members()) == 2 and alpha.valid(), timeout=5)
+        await cancel(alpha_task)  # paused: no renewal, no release
+        paused = time.monotonic()
+        evicted_while_valid: list[bool] = []
+        apiserver.after_next(verb="update", path_prefix=lease_path(alpha),
+                             action=lambda: evicted_while_valid.append(alpha.valid()))
+        await wait_until(lambda: holder(apiserver, alpha) == "", timeout=LD + 2)
+        took = time.monotonic() - paused
+        assert evicted_while_valid == [False]
+        assert LD - RP - 0.05 <= took <= LD + 2 * RP + 0.3, took
+        found = lease(apiserver, alpha.name)
+        assert found is not None
+        assert found["metadata"]["annotations"][EVICTED_BY_ANNOTATION] == beta.incarnation
+        assert found["spec"]["leaseTransitions"] == 1
+        await wait_until(lambda: beta.evicted_members() == {alpha.incarnation}, timeout=1)
+        assert alpha.incarnation not in beta.members()
+        version = found["metadata"]["resourceVersion"]
+        resumed = asyncio.create_task(alpha.run())
+        try:
+            await wait_until(lambda: alpha.evicted, timeout=2)
+        finally:
+            await cancel(resumed)
+        assert alpha.evicted_by == beta.incarnation
+        assert not alpha.valid()
+        after = lease(apiserver, alpha.name)
+        assert after is not None
+        assert after["metadata"]["resourceVersion"] == version
+
+
+async def test_failing_renewals_suspend_then_resume_the_same_incarnation(
+    apiserver: SimApiServer,
+) -> None:
+    """Renewals answered 503: invalid within RD of the last success; once they succeed again,
+    valid again at once, same incarnation and Lease, no rejoin (M5)."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        incarnation = member.incarnation
+        failing = apiserver.fail_next(1000, status=503, path_prefix=lease_path(member))
+        took = await valid_for(member, RD + 1)
+        assert not member.valid()
+        assert took <= RD + 0.1, took
+        failing.remaining = 0
+        await wait_until(member.valid, timeout=RP + 0.5)
+        assert member.incarnation == incarnation
+        assert not member.evicted
+        assert apiserver.count(method="POST", resource="leases") == 1
+
+
+async def test_a_late_answer_does_not_extend_validity(apiserver: SimApiServer) -> None:
+    """A renewal applied at once but answered 1.5 x RD late, no renewal after it: validity
+    ends RD after the renewal was sent (at most RD after it was applied), not later."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        applied: list[float] = []
+
+        def renewal_applied() -> None:
+            applied.append(time.monotonic())
+            apiserver.fail_next(1000, status=503, path_prefix=lease_path(member))
+
+        apiserver.after_next(verb="update", path_prefix=lease_path(member),
+                             action=renewal_applied, answer_after=1.5 * RD)
+        await wait_until(lambda: bool(applied), timeout=2)
+        await valid_for(member, 3 * RD)
+        assert time.monotonic() - applied[0] <= RD + 0.1
+
+
+async def test_a_slow_answer_inside_the_timeout_does_not_extend_validity(
+    apiserver: SimApiServer,
+) -> None:
+    """LD 3 s, RD 2 s, RP 1 s (timeout 1 s): a renewal answered 0.8 s late still counts, from
+    its send: validity ends at most RD after it was applied, not RD after its answer."""
+    timings = Timings(lease_duration=3.0, renew_deadline=2.0, retry_period=1.0)
+    async with running(apiserver, timings) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        applied: list[float] = []
+
+        def renewal_applied() -> None:
+            applied.append(time.monotonic())
+            apiserver.fail_next(1000, status=503, path_prefix=lease_path(member))
+
+        apiserver.after_next(verb="update", path_prefix=lease_path(member),
+                             action=renewal_applied, answer_after=0.8)
+        await wait_until(lambda: bool(applied), timeout=3)
+        await valid_for(member, 4.0)
+        assert time.monotonic() - applied[0] <= 2.0 + 0.15
+
+
+async def test_a_lease_deleted_by_hand_discontinues_then_rejoin_starts_anew(
+    apiserver: SimApiServer,
+) -> None:
+    """404 on renewal: discontinued (evicted, by no one) and invalid at once; rejoin() makes
+    a new incarnation with a new Lease (M6)."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        old = member.incarnation
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NS, member.name)
+        await wait_until(lambda: member.evicted, timeout=RP + 0.5)
+        assert member.evicted_by == ""
+        assert not member.valid()
+        member.rejoin()
+        await wait_until(member.valid, timeout=2)
+        assert member.incarnation != old
+        assert holder(apiserver, member) == member.incarnation
+
+
+async def test_two_observers_evicting_at_once_exactly_one_write_succeeds(
+    apiserver: SimApiServer,
+) -> None:
+    """Both peers send their eviction of the same version at once: one 200, one 409."""
+    async with running(apiserver) as (alpha, alpha_task), \
+            running(apiserver) as (beta, _), running(apiserver) as (gamma, _):
+        await wait_until(lambda: len(beta.members()) == len(gamma.members()) == 3, timeout=5)
+        await cancel(alpha_task)
+        held = apiserver.hold_next(2, verb="update", path_prefix=lease_path(alpha))
+        await wait_until(lambda: held.arrived == 2, timeout=LD + 2)
+        held.release()
+        await wait_until(lambda: holder(apiserver, alpha) == "", timeout=2)
+        await asyncio.sleep(0.2)
+        writes = apiserver.requests(method="PUT", name=alpha.name)[-2:]
+        assert sorted(r.status for r in writes) == [200, 409]
+        found = lease(apiserver, alpha.name)
+        assert found is not None
+        assert found["spec"]["leaseTransitions"] == 1
+
+
+async def test_graceful_stop_empties_the_holder_at_once(apiserver: SimApiServer) -> None:
+    """stop(): the holder is "" as soon as it returns, no evicted-by, and the peer no longer
+    counts the leaver as live."""
+    async with running(apiserver) as (alpha, _), running(apiserver) as (beta, _):
+        await wait_until(lambda: len(beta.members()) == 2, timeout=5)
+        await alpha.stop()
+        assert holder(apiserver, alpha) == ""
+        assert not alpha.valid()
+        found = lease(apiserver, alpha.name)
+        assert found is not None
+        assert EVICTED_BY_ANNOTATION not in (found["metadata"].get("annotations") or {})
+        await wait_until(lambda: alpha.incarnation not in beta.members(), timeout=RP + 0.5)
+        assert beta.evicted_members() == set()
+
+
+async def test_a_released_lease_is_collected_after_the_grace_not_before(
+    apiserver: SimApiServer,
+) -> None:
+    """A peer's released Lease is deleted once it stayed released for the grace (1 s here)."""
+    async with running(apiserver, gc_grace=1.0) as (alpha, _), \
+            running(apiserver) as (beta, _):
+        await wait_until(lambda: len(alpha.members()) == 2, timeout=5)
+        await beta.stop()
+        left = time.monotonic()
+        await wait_until(lambda: lease(apiserver, beta.name) is None, timeout=3)
+        took = time.monotonic() - left
+        assert 1.0 <= took <= 1.0 + 2 * RP + 0.3, took
+        assert lease(apiserver, alpha.name) is not None
+
+
+@contextlib.contextmanager
+def apiserver_in_a_thread() -> Iterator[SimApiServer]:
+    """The simulator on a loop of its own, so the test's main thread may block."""
+    ready: list[SimApiServer] = []
+    loop_box: list[asyncio.AbstractEventLoop] = []
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop_box.append(asyncio.get_running_loop())
+        async with run_apiserver() as api:
+            api.create_namespace(NS)
+            ready.append(api)
+            stopper.append(stop)
+            await stop.wait()
+
+    stopper: list[asyncio.Event] = []
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ready, "the simulator did not start"
+    try:
+        yield ready[0]
+    finally:
+        loop_box[0].call_soon_threadsafe(stopper[0].set)
+        thread.join(10)
+
+
+def test_the_thread_runner_keeps_renewing_while_the_main_thread_is_blocked() -> None:
+    """Two members in their own threads; the main thread blocked for 2 x LD: both stay valid,
+    neither is evicted, and renewals went on meanwhile; stop() leaves gracefully."""
+    with apiserver_in_a_thread() as api:
+        factory = client_factory(Settings(kubeconfig=api.kubeconfig))
+        runners = [MembershipThread(factory, config()) for _ in range(2)]
+        alpha, beta = (runner.start() for runner in runners)
+        try:
+            deadline = time.monotonic() + 5
+            while not (len(alpha.members()) == len(beta.members()) == 2) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(alpha.members()) == 2
+            before = api.count(method="PUT", name=alpha.name, status=200)
+            time.sleep(2 * LD)  # the main thread (and any loop it runs) is stuck
+            renewals = api.count(method="PUT", name=alpha.name, status=200) - before
+            assert runners[0].valid()
+            assert runners[1].valid()
+            assert renewals >= 2 * LD / RP - 3, renewals
+            assert api.count(method="PUT", name=alpha.name, status=409) == 0
+            assert holder(api, alpha) == alpha.incarnation
+            assert alpha.evicted_members() == beta.evicted_members() == set()
+        finally:
+            for runner in runners:
+                runner.stop()
+        assert holder(api, alpha) == ""
+        assert holder(api, beta) == ""
