@@ -17,12 +17,13 @@ per process and per rejoin), in the ring's namespace, labelled with the ring and
   ``evicted`` stays set until ``rejoin()`` starts a new incarnation.
 - Failed renewals only suspend (M5): a later success on our own chain makes us valid again,
   with the same incarnation (an eviction would have broken the chain).
-- The view (M3) is *polled*, one LIST of the ring's member Leases per ``RP`` (a first step: a
-  watch would cost one stream instead of N lists/s; the arithmetic is the same). Each peer's
-  resourceVersion is timed from when this member first saw it (``ring.sighted``); a peer whose
+- The view (M3) is one list+watch of the ring's member Leases (the house ``Informer``,
+  relisting on 410). Each peer's resourceVersion is timed from when this member first saw it
+  (``ring.sighted``, at the event's arrival); the view is judged every ``RP/4``: a peer whose
   Lease stood still for ``max(LD, its leaseDurationSeconds)`` is evicted (M4) by a CAS on the
   version seen: holder emptied, ``leaseTransitions`` + 1, ``autoscaler.dev/evicted-by``; at
-  most one attempt per peer per ``RP``, and only while we are valid ourselves.
+  most one attempt per peer per ``RP``, and only while we are valid ourselves. A stale view
+  only costs a refused write (409).
 - Released Leases (holder "") older than ``gc_grace`` on our clock are deleted with a
   resourceVersion precondition (M7).
 - ``stop()`` is a graceful leave: the holder emptied by a CAS on our chain, so peers need not
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import socket
 import threading
@@ -52,6 +54,13 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 
 from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.informer import (
+    Backoff,
+    Informer,
+    RawObject,
+    WatchCounters,
+    WatchOptions,
+)
 from autoscaler.adapters.kube.leader import micro_time
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.config import KubernetesSettings
@@ -102,17 +111,64 @@ class MemberConfig:
 
 @dataclass(frozen=True, slots=True)
 class Peer:
-    """One member Lease as last listed."""
+    """One member Lease as last seen."""
 
     incarnation: str
     holder: str
-    resource_version: str
     duration: float | None
     ready: bool
     evicted_by: str | None
     sighting: Sighting
-    lease: Any
-    """The V1Lease as listed (its fields are copied into an eviction)."""
+    lease: RawObject
+    """The Lease as seen (an eviction writes it back, changed)."""
+
+    @property
+    def resource_version(self) -> str:
+        return self.sighting.resource_version
+
+
+class MemberView:
+    """M3: the ring's member Leases (a watch ``Sink``), each timed from when this member first
+    saw its resourceVersion. ``peers`` is replaced whole on every change, never mutated, so
+    another thread may read it."""
+
+    def __init__(self, prefix: str, monotonic: Callable[[], float]) -> None:
+        self._prefix, self._monotonic = prefix, monotonic
+        self.peers: Mapping[str, Peer] = {}
+
+    def convert(self, obj: RawObject) -> RawObject | None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        return obj if name.startswith(self._prefix) else None
+
+    def replace(self, converted: list[RawObject]) -> None:
+        now, old = self._monotonic(), self.peers
+        peers = {}
+        for raw in converted:
+            name = raw["metadata"]["name"]
+            peers[name] = self._peer(raw, old.get(name), now)
+        self.peers = peers
+
+    def upsert(self, obj: RawObject) -> None:
+        if self.convert(obj) is not None:
+            name = obj["metadata"]["name"]
+            self.peers = {**self.peers,
+                          name: self._peer(obj, self.peers.get(name), self._monotonic())}
+
+    def delete(self, obj: RawObject) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        self.peers = {key: peer for key, peer in self.peers.items() if key != name}
+
+    def _peer(self, raw: RawObject, previous: Peer | None, now: float) -> Peer:
+        metadata, spec = raw["metadata"], raw.get("spec") or {}
+        annotations = metadata.get("annotations") or {}
+        version = str(metadata.get("resourceVersion") or "")
+        return Peer(incarnation=metadata["name"][len(self._prefix):],
+                    holder=str(spec.get("holderIdentity") or ""),
+                    duration=spec.get("leaseDurationSeconds"),
+                    ready=annotations.get(READY_ANNOTATION) == "true",
+                    evicted_by=annotations.get(EVICTED_BY_ANNOTATION),
+                    sighting=ring.sighted(previous.sighting if previous else None, version, now),
+                    lease=raw)
 
 
 class Membership:
@@ -139,8 +195,7 @@ class Membership:
         self.ready = False
         self._rejoin = False
         self._reported_valid = False
-        self._peers: Mapping[str, Peer] = {}
-        """Replaced whole on each observation, never mutated: readable from another thread."""
+        self._view = MemberView(member_prefix(config.ring), monotonic)
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -157,11 +212,9 @@ class Membership:
 
     def members(self) -> dict[str, bool]:
         """Live members (incarnation → ready) in our view, ourselves included while valid."""
-        now, timings = self._monotonic(), self.config.timings
-        live = {p.incarnation: p.ready for p in self._peers.values()
-                if p.holder and not ring.expired(p.sighting, now=now,
-                                                 lease_duration=timings.lease_duration,
-                                                 their_duration=p.duration)}
+        now, me = self._monotonic(), self.name
+        live = {peer.incarnation: peer.ready for name, peer in self._view.peers.items()
+                if name != me and peer.holder and not self._expired(peer, now)}
         if self.valid():
             live[self.incarnation] = self.ready
         return live
@@ -169,8 +222,13 @@ class Membership:
     def evicted_members(self) -> set[str]:
         """Members whose Lease a peer evicted (holder "" with ``evicted-by``): their buckets
         are free to claim (design §4.4 rule C)."""
-        return {p.incarnation for p in self._peers.values()
-                if not p.holder and p.evicted_by is not None}
+        return {p.incarnation for name, p in self._view.peers.items()
+                if name != self.name and not p.holder and p.evicted_by is not None}
+
+    def _expired(self, peer: Peer, now: float) -> bool:
+        return ring.expired(peer.sighting, now=now,
+                            lease_duration=self.config.timings.lease_duration,
+                            their_duration=peer.duration)
 
     def rejoin(self) -> None:
         """After an eviction: start over as a new incarnation (a new Lease), from the loop."""
@@ -181,9 +239,14 @@ class Membership:
         """Join (or go on with our chain), renew, observe, evict, collect; until cancelled or
         stopped. Never raises for an API fault (each is retried)."""
         self._task = asyncio.current_task()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._renewing())
-            group.create_task(self._observing())
+        informer = self._informer()
+        informer.start()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._renewing())
+                group.create_task(self._judging())
+        finally:
+            await informer.stop()
 
     async def stop(self) -> None:
         """Leave gracefully: stop the loop, then empty our holder by a CAS on our chain."""
@@ -246,6 +309,7 @@ class Membership:
         return True
 
     def _joined(self) -> None:
+        self._reported_valid = True  # "joined" says it: no "resumed" after it
         log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
                  lease=self.name)
 
@@ -285,6 +349,7 @@ class Membership:
     def _start_over(self) -> None:
         old, self.incarnation = self.incarnation, new_incarnation()
         self._rejoin, self.evicted, self.evicted_by = False, False, None
+        self._reported_valid = False
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,
                  previous=old)
@@ -339,52 +404,37 @@ class Membership:
                          "leaseTransitions": transitions}}
 
     # --- the view of the others -------------------------------------------------------------
-    async def _observing(self) -> None:
-        while True:
-            try:
-                await self._observe()
-            except Exception as error:  # a fault never stops the view
-                log.debug("ring view not refreshed", error=str(error))
-            await asyncio.sleep(self.config.timings.retry_period)
-
-    async def _observe(self) -> None:
-        cfg = self.config
+    def _informer(self) -> Informer:
+        cfg, timings = self.config, self.config.timings
         selector = f"{RING_LABEL}={cfg.ring},{ROLE_LABEL}=member"
-        with api_errors(f"list Leases {cfg.namespace} {selector}"):
-            listed = await self._api.list_namespaced_lease(
-                cfg.namespace, label_selector=selector,
-                _request_timeout=max(cfg.request_timeout, cfg.timings.retry_period))
-        now, prefix = self._monotonic(), member_prefix(cfg.ring)
-        peers: dict[str, Peer] = {}
-        for lease in listed.items:
-            name = lease.metadata.name or ""
-            if not name.startswith(prefix) or name == self.name:
-                continue
-            peers[name] = self._peer(lease, name[len(prefix):], self._peers.get(name), now)
-        self._peers = peers
-        for gone in self._released_since.keys() - peers.keys():
-            del self._released_since[gone]
-        for name, peer in peers.items():
-            await self._judge(name, peer, now)
+        return Informer(
+            resource="leases", namespace=cfg.namespace,
+            list_call=functools.partial(self._api.list_namespaced_lease, label_selector=selector),
+            sink=self._view, counters=WatchCounters(),
+            options=WatchOptions(backoff=Backoff(initial=timings.retry_period / 2,
+                                                 maximum=timings.lease_duration)))
 
-    @staticmethod
-    def _peer(lease: Any, incarnation: str, previous: Peer | None, now: float) -> Peer:
-        annotations = lease.metadata.annotations or {}
-        version = str(lease.metadata.resource_version)
-        return Peer(incarnation=incarnation, holder=lease.spec.holder_identity or "",
-                    resource_version=version, duration=lease.spec.lease_duration_seconds,
-                    ready=annotations.get(READY_ANNOTATION) == "true",
-                    evicted_by=annotations.get(EVICTED_BY_ANNOTATION),
-                    sighting=ring.sighted(previous.sighting if previous else None, version, now),
-                    lease=lease)
+    async def _judging(self) -> None:
+        """Judge the view every RP/4: expiry is a matter of time, not of events."""
+        while True:
+            now = self._monotonic()
+            for name, peer in self._view.peers.items():
+                if name != self.name:
+                    try:
+                        await self._judge(name, peer, now)
+                    except Exception as error:  # a fault never stops the judging
+                        log.debug("ring peer not judged", peer=name, error=str(error))
+            for seen in (self._released_since, self._attempted):
+                for gone in seen.keys() - self._view.peers.keys():
+                    del seen[gone]
+            await asyncio.sleep(self.config.timings.retry_period / 4)
 
     async def _judge(self, name: str, peer: Peer, now: float) -> None:
         """Evict a peer that stood still too long (M4); collect one released long ago (M7)."""
         timings = self.config.timings
         if peer.holder:
             self._released_since.pop(name, None)
-            if ring.expired(peer.sighting, now=now, lease_duration=timings.lease_duration,
-                            their_duration=peer.duration) and self.valid() \
+            if self._expired(peer, now) and self.valid() \
                     and now - self._attempted.get(name, -math.inf) >= timings.retry_period:
                 self._attempted[name] = now
                 await self._evict(name, peer)
@@ -394,29 +444,30 @@ class Membership:
             await self._collect(name, peer)
 
     async def _evict(self, name: str, peer: Peer) -> None:
-        lease, cfg = peer.lease, self.config
-        annotations = {**(lease.metadata.annotations or {}),
-                       EVICTED_BY_ANNOTATION: self.incarnation}
-        spec = lease.spec
-        now = micro_time(self._now())
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
-            "name": name, "namespace": cfg.namespace, "resourceVersion": peer.resource_version,
-            "labels": dict(lease.metadata.labels or {}), "annotations": annotations},
-            "spec": {"holderIdentity": "", "leaseDurationSeconds": spec.lease_duration_seconds,
-                     "acquireTime": micro_time(spec.acquire_time) if spec.acquire_time else now,
-                     "renewTime": now, "leaseTransitions": (spec.lease_transitions or 0) + 1}}
+        """M4: a CAS on the version we saw stand still; 409 means renewed, or evicted by
+        another observer first (the view will say which)."""
+        cfg, raw = self.config, peer.lease
+        metadata = {key: value for key, value in raw["metadata"].items()
+                    if key not in ("managedFields",)}
+        metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                   EVICTED_BY_ANNOTATION: self.incarnation}
+        spec = dict(raw.get("spec") or {})
+        spec.update(holderIdentity="", renewTime=micro_time(self._now()),
+                    leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": metadata, "spec": spec}
         try:
             with api_errors(f"evict Lease {cfg.namespace}/{name}"):
                 await self._api.replace_namespaced_lease(
                     name, cfg.namespace, cast(Any, body), _request_timeout=cfg.request_timeout)
         except (ConflictError, NotFoundError):
-            return  # renewed, or evicted by someone else: the next observation says which
+            return
         except AutoscalerError as error:
             log.debug("ring eviction failed", peer=peer.incarnation, error=str(error))
             return
         log.warning("ring member evicted a peer", member=self.incarnation,
-                    peer=peer.incarnation, stood_for=round(self._monotonic()
-                                                           - peer.sighting.first_seen, 3))
+                    peer=peer.incarnation,
+                    stood_for=round(self._monotonic() - peer.sighting.first_seen, 3))
 
     async def _collect(self, name: str, peer: Peer) -> None:
         cfg = self.config
