@@ -279,6 +279,7 @@ class Membership:
             if self.evicted:
                 await asyncio.sleep(timings.retry_period / 4)
                 continue
+            self._report()  # a lapse since the last attempt, seen before this one can mend it
             send = self._monotonic()
             ok = await self._renew_once(send)
             self._report()
