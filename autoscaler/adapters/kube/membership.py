@@ -194,6 +194,7 @@ class Membership:
         """Who evicted us; "" when our Lease was deleted (discontinued)."""
         self.ready = False
         self._rejoin = False
+        self._join_refused = False
         self._reported_valid = False
         self._view = MemberView(member_prefix(config.ring), monotonic)
         self._attempted: dict[str, float] = {}
@@ -300,8 +301,13 @@ class Membership:
         except ConflictError:  # someone wrote since our last write: ours still?
             await self._still_ours()
             return False
-        except NotFoundError:
-            self._lost("")
+        except NotFoundError as error:
+            if self._written is not None:
+                self._lost("")  # our Lease is gone: deleted by hand
+            elif not self._join_refused:  # a create refused: the namespace is missing
+                self._join_refused = True
+                log.warning("ring member cannot join yet", member=self.incarnation,
+                            error=str(error))
             return False
         except Exception as error:  # a fault never stops the renewals
             log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
@@ -516,6 +522,8 @@ class MembershipThread:
         """Start the thread; returns once its client and membership exist."""
         self._thread.start()
         if not self._started.wait(timeout) or self.membership is None:
+            if isinstance(self._failure, AutoscalerError):
+                raise self._failure  # e.g. the kubeconfig: its own one-line message
             raise RuntimeError(f"ring membership did not start: {self._failure!r}")
         return self.membership
 

@@ -9,6 +9,7 @@ import math
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +106,30 @@ async def test_join_creates_the_lease_and_renews_once_per_retry_period(
         renewals = apiserver.count(method="PUT", name=member.name, status=200) - before
         assert 2.0 / RP - 2 <= renewals <= 2.0 / RP + 1, renewals
         assert apiserver.count(method="POST", resource="leases") == 1
+
+
+async def test_a_missing_namespace_delays_the_join_and_is_no_eviction(
+    apiserver: SimApiServer,
+) -> None:
+    """A create answered 404 (the namespace does not exist yet) is retried, not taken for a
+    deleted Lease: once the namespace exists the member joins."""
+    async with KubeSession.connect(Settings(kubeconfig=apiserver.kubeconfig)) as session:
+        member = Membership(session.api_client, config())
+        task = asyncio.create_task(member.run())
+        try:
+            await wait_until(lambda: apiserver.count(method="POST", status=404) >= 2, timeout=3)
+            assert not member.evicted
+            apiserver.create_namespace(NS)
+            await wait_until(member.valid, timeout=2)
+        finally:
+            await cancel(task)
+
+
+def test_the_runner_reports_a_bad_kubeconfig_in_one_line(tmp_path: Path) -> None:
+    """A kubeconfig that cannot be loaded: start() raises the config error itself."""
+    factory = client_factory(Settings(kubeconfig=tmp_path / "missing"))
+    with pytest.raises(InvalidConfigError, match="kubeconfig"):
+        MembershipThread(factory, config()).start()
 
 
 async def test_two_members_see_each_other_and_their_readiness(apiserver: SimApiServer) -> None:
