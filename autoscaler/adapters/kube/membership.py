@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -132,9 +132,21 @@ class MemberView:
     saw its resourceVersion. ``peers`` is replaced whole on every change, never mutated, so
     another thread may read it."""
 
-    def __init__(self, prefix: str, monotonic: Callable[[], float]) -> None:
-        self._prefix, self._monotonic = prefix, monotonic
+    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float) -> None:
+        self._prefix, self._monotonic, self._memory = prefix, monotonic, memory
         self.peers: Mapping[str, Peer] = {}
+        self.synced_at: float | None = None
+        """When the first LIST completed: a Lease never seen has been absent since then."""
+        self._gone: Mapping[str, float] = {}
+        """Name → when its Lease was seen to vanish; kept ``memory`` seconds (after that,
+        ``synced_at`` gives the same answer to "absent for a lease duration?")."""
+
+    def absent_since(self, name: str) -> float | None:
+        """Since when (our clock) the Lease ``name`` has been missing from the view; None
+        while it is there, or before the view first synced (we know nothing yet)."""
+        if name in self.peers or self.synced_at is None:
+            return None
+        return self._gone.get(name, self.synced_at)
 
     def convert(self, obj: RawObject) -> RawObject | None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -146,7 +158,10 @@ class MemberView:
         for raw in converted:
             name = raw["metadata"]["name"]
             peers[name] = self._peer(raw, old.get(name), now)
+        self._forget(old.keys() - peers.keys(), now)
         self.peers = peers
+        if self.synced_at is None:
+            self.synced_at = now
 
     def upsert(self, obj: RawObject) -> None:
         if self.convert(obj) is not None:
@@ -155,8 +170,15 @@ class MemberView:
                           name: self._peer(obj, self.peers.get(name), self._monotonic())}
 
     def delete(self, obj: RawObject) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        self.peers = {key: peer for key, peer in self.peers.items() if key != name}
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if name in self.peers:
+            self._forget({name}, self._monotonic())
+            self.peers = {key: peer for key, peer in self.peers.items() if key != name}
+
+    def _forget(self, names: Iterable[str], now: float) -> None:
+        """Note when these Leases vanished; drop notes older than ``memory``."""
+        gone = {name: at for name, at in self._gone.items() if now - at < self._memory}
+        self._gone = gone | dict.fromkeys(names, now)
 
     def _peer(self, raw: RawObject, previous: Peer | None, now: float) -> Peer:
         metadata, spec = raw["metadata"], raw.get("spec") or {}
@@ -196,7 +218,8 @@ class Membership:
         self._rejoin = False
         self._join_refused = False
         self._reported_valid = False
-        self._view = MemberView(member_prefix(config.ring), monotonic)
+        self._view = MemberView(member_prefix(config.ring), monotonic,
+                                memory=config.timings.lease_duration)
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -225,6 +248,31 @@ class Membership:
         are free to claim (design §4.4 rule C)."""
         return {p.incarnation for name, p in self._view.peers.items()
                 if name != self.name and not p.holder and p.evicted_by is not None}
+
+    @property
+    def view_synced_at(self) -> float | None:
+        """When our view of the ring was first listed (our clock); None before: until then
+        we know nothing of the others."""
+        return self._view.synced_at
+
+    def holder_view(self, incarnation: str) -> ring.HolderView:
+        """What a bucket claim needs to know of the member holding the bucket (design §4.4
+        rule C, ``ring.claimable``): evicted by a peer (CAS, with evicted-by), or since when
+        its Lease has been absent from our view. A Lease emptied without evicted-by (a
+        graceful leave; a hand edit) counts as absent from when we saw it emptied, so it is
+        claimable a lease duration later, never at once: a hand edit is not proof that the
+        holder stopped trusting itself."""
+        if incarnation == self.incarnation:
+            return ring.HolderView(evicted=self.evicted)
+        name = member_prefix(self.config.ring) + incarnation
+        peer = self._view.peers.get(name)
+        if peer is None:
+            return ring.HolderView(absent_since=self._view.absent_since(name))
+        if peer.holder:
+            return ring.HolderView()
+        if peer.evicted_by is not None:
+            return ring.HolderView(evicted=True)
+        return ring.HolderView(absent_since=peer.sighting.first_seen)
 
     def _expired(self, peer: Peer, now: float) -> bool:
         return ring.expired(peer.sighting, now=now,

@@ -25,6 +25,7 @@ from autoscaler.adapters.kube.membership import (
 )
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.errors import InvalidConfigError
+from autoscaler.runtime import ring
 from autoscaler.runtime.ring import Timings
 from tests.adapters.kube.conftest import Settings, apiserver, assert_rbac_covers
 from tests.sim.kube import SimApiServer, run_apiserver, wait_until
@@ -195,6 +196,41 @@ async def test_a_suspended_observer_evicts_no_one_until_it_is_valid_again(
         healed = time.monotonic()
         await wait_until(lambda: holder(apiserver, alpha) == "", timeout=3)
         assert time.monotonic() - healed <= 2 * RP + 0.3
+
+
+async def test_holder_view_tells_bucket_claims_when_a_holder_is_gone(
+    apiserver: SimApiServer,
+) -> None:
+    """ring.claimable over holder_view: a live holder's bucket never; an evicted one's at
+    once; one whose Lease was deleted, emptied by a graceful leave, or never seen, only a
+    lease duration after that was observed (our clock)."""
+    def claimable(observer: Membership, holder_of: str) -> bool:
+        return ring.claimable(ring.BucketLease(holder=holder_of), observer.holder_view(holder_of),
+                              now=time.monotonic(), lease_duration=LD)
+
+    async with running(apiserver) as (alpha, _), running(apiserver) as (beta, beta_task), \
+            running(apiserver) as (gamma, _), running(apiserver) as (delta, _):
+        await wait_until(lambda: len(alpha.members()) == 4, timeout=5)
+        assert not any(claimable(alpha, m.incarnation) for m in (alpha, beta, gamma, delta))
+        synced = alpha.view_synced_at
+        assert synced is not None
+        assert claimable(alpha, "never-seen-00000000") == (time.monotonic() - synced >= LD)
+        await cancel(beta_task)
+        await gamma.stop()
+        left = time.monotonic()
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NS, delta.name)
+        deleted = time.monotonic()
+        await wait_until(lambda: not {gamma.incarnation, delta.incarnation} & set(
+            alpha.members()), timeout=1)
+        assert not claimable(alpha, gamma.incarnation), "left: claimable before LD"
+        assert not claimable(alpha, delta.incarnation), "deleted: claimable before LD"
+        await wait_until(lambda: claimable(alpha, delta.incarnation), timeout=LD + 0.5)
+        assert time.monotonic() - deleted >= LD - 0.02
+        await wait_until(lambda: claimable(alpha, gamma.incarnation), timeout=0.5)
+        assert time.monotonic() - left >= LD - 0.1
+        await wait_until(lambda: claimable(alpha, beta.incarnation), timeout=3)
+        assert alpha.holder_view(beta.incarnation).evicted
+        assert claimable(alpha, "never-seen-00000000")  # absent since the view synced
 
 
 async def test_failing_renewals_suspend_then_resume_the_same_incarnation(
