@@ -218,6 +218,8 @@ class Membership:
         self._rejoin = False
         self._join_refused = False
         self._reported_valid = False
+        self._announced = False
+        """Whether "joined" was said for this incarnation (its first valid moment)."""
         self._view = MemberView(member_prefix(config.ring), monotonic,
                                 memory=config.timings.lease_duration)
         self._attempted: dict[str, float] = {}
@@ -342,7 +344,6 @@ class Membership:
         try:
             if self._written is None:
                 self._written = await self._create()
-                self._joined()
             else:
                 self._written = await self._put(holder=self.incarnation, annotations={
                     READY_ANNOTATION: "true" if self.ready else "false"})
@@ -363,11 +364,6 @@ class Membership:
         self._last_ok_send = ring.renewed(self._last_ok_send, send)
         return True
 
-    def _joined(self) -> None:
-        self._reported_valid = True  # "joined" says it: no "resumed" after it
-        log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
-                 lease=self.name)
-
     async def _still_ours(self) -> bool:
         """After a 409: read our Lease; go on from its version if no one evicted us."""
         try:
@@ -382,7 +378,7 @@ class Membership:
         annotations = dict(lease.metadata.annotations or {})
         if (lease.spec.holder_identity or "") == self.incarnation \
                 and EVICTED_BY_ANNOTATION not in annotations:
-            self._written = lease.metadata.resource_version
+            self._written = lease.metadata.resource_version  # maybe our create's, unanswered
             self._meta = {"labels": dict(lease.metadata.labels or {}), "annotations": annotations}
             if lease.spec.acquire_time is not None:
                 self._acquired = micro_time(lease.spec.acquire_time)
@@ -404,7 +400,7 @@ class Membership:
     def _start_over(self) -> None:
         old, self.incarnation = self.incarnation, new_incarnation()
         self._rejoin, self.evicted, self.evicted_by = False, False, None
-        self._reported_valid = False
+        self._reported_valid = self._announced = self._join_refused = False
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,
                  previous=old)
@@ -415,7 +411,13 @@ class Membership:
         if now == self._reported_valid:
             return
         self._reported_valid = now
-        if not self.evicted:
+        if self.evicted:
+            return  # said by _lost
+        if now and not self._announced:
+            self._announced = True
+            log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
+                     lease=self.name)
+        else:
             log.info("ring member resumed" if now else "ring member suspended",
                      member=self.incarnation)
 
@@ -584,7 +586,8 @@ class MembershipThread:
         if loop is not None and stopping is not None:
             with contextlib.suppress(RuntimeError):  # the loop has ended already
                 loop.call_soon_threadsafe(stopping.set)
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout)
 
     def _main(self) -> None:
         try:

@@ -133,6 +133,21 @@ def test_the_runner_reports_a_bad_kubeconfig_in_one_line(tmp_path: Path) -> None
         MembershipThread(factory, config()).start()
 
 
+async def test_a_join_that_landed_unanswered_is_taken_up(apiserver: SimApiServer) -> None:
+    """The create lands but its answer comes after the timeout: the retry's 409 is read as
+    our own Lease, the chain goes on from it, and "joined" is said once."""
+    apiserver.create_namespace(NS)
+    apiserver.after_next(verb="create", resource="leases", answer_after=2 * RP)
+    with structlog.testing.capture_logs() as logs:
+        async with running(apiserver) as (member, _):
+            await wait_until(member.valid, timeout=3)
+            await asyncio.sleep(2 * RP)
+    assert apiserver.count(method="POST", resource="leases", status=201) == 1
+    assert apiserver.count(method="POST", resource="leases", status=409) >= 1
+    events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
+    assert events == ["ring member joined"], events
+
+
 async def test_two_members_see_each_other_and_their_readiness(apiserver: SimApiServer) -> None:
     """Each lists the other as live; a ready flag travels with the next renewal."""
     async with running(apiserver) as (alpha, _), running(apiserver) as (beta, _):
@@ -374,18 +389,22 @@ async def test_a_lease_deleted_by_hand_discontinues_then_rejoin_starts_anew(
     apiserver: SimApiServer,
 ) -> None:
     """404 on renewal: discontinued (evicted, by no one) and invalid at once; rejoin() makes
-    a new incarnation with a new Lease (M6)."""
-    async with running(apiserver) as (member, _):
-        await wait_until(member.valid, timeout=5)
-        old = member.incarnation
-        apiserver.delete("coordination.k8s.io/v1", "Lease", NS, member.name)
-        await wait_until(lambda: member.evicted, timeout=RP + 0.5)
-        assert member.evicted_by == ""
-        assert not member.valid()
-        member.rejoin()
-        await wait_until(member.valid, timeout=2)
-        assert member.incarnation != old
-        assert holder(apiserver, member) == member.incarnation
+    a new incarnation with a new Lease (M6); each step said once in the log."""
+    with structlog.testing.capture_logs() as logs:
+        async with running(apiserver) as (member, _):
+            await wait_until(member.valid, timeout=5)
+            old = member.incarnation
+            apiserver.delete("coordination.k8s.io/v1", "Lease", NS, member.name)
+            await wait_until(lambda: member.evicted, timeout=RP + 0.5)
+            assert member.evicted_by == ""
+            assert not member.valid()
+            member.rejoin()
+            await wait_until(member.valid, timeout=2)
+            assert member.incarnation != old
+            assert holder(apiserver, member) == member.incarnation
+    events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
+    assert events == ["ring member joined", "ring member discontinued: its Lease was deleted",
+                      "ring member rejoins as a new incarnation", "ring member joined"], events
 
 
 async def test_two_observers_evicting_at_once_exactly_one_write_succeeds(
