@@ -427,6 +427,23 @@ async def test_two_observers_evicting_at_once_exactly_one_write_succeeds(
         assert found["spec"]["leaseTransitions"] == 1
 
 
+async def test_a_refused_eviction_is_tried_again_once_per_retry_period(
+    apiserver: SimApiServer,
+) -> None:
+    """Evictions answered 409 (say, a stale view) are retried at most once per RP per peer,
+    not at every judging tick (RP/4); once one is let through, the peer is evicted."""
+    async with running(apiserver) as (alpha, alpha_task), running(apiserver) as (beta, _):
+        await wait_until(lambda: len(beta.members()) == 2, timeout=5)
+        await cancel(alpha_task)
+        refused = apiserver.fail_next(1000, status=409, verb="update",
+                                      path_prefix=lease_path(alpha))
+        await wait_until(lambda: refused.arrived >= 1, timeout=LD + 2)
+        await asyncio.sleep(8 * RP)
+        assert 8 <= refused.arrived <= 8 + 2, refused.arrived
+        refused.remaining = 0
+        await wait_until(lambda: holder(apiserver, alpha) == "", timeout=RP + 0.5)
+
+
 async def test_graceful_stop_empties_the_holder_at_once(apiserver: SimApiServer) -> None:
     """stop(): the holder is "" as soon as it returns, no evicted-by, and the peer no longer
     counts the leaver as live."""
