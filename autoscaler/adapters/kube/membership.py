@@ -109,6 +109,21 @@ class MemberConfig:
             raise InvalidConfigError(f"ring {self.ring}: {problem}")
 
 
+RENEWAL_RESULTS = ("ok", "conflict", "error", "timeout")
+WRITE_KINDS = ("join", "renew", "evict", "leave", "delete")
+
+
+@dataclass(slots=True)
+class MembershipCounters:
+    """Since this member started (mutable: these are counters), for the daemon's metrics
+    (design §8); plain ints, readable from another thread."""
+
+    renewals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RENEWAL_RESULTS, 0))
+    """Attempts to write our Lease (a join included), by result."""
+    writes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
+    """Successful Lease writes by kind (steady state: one ``renew`` per RP)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
     """One member Lease as last seen."""
@@ -225,6 +240,7 @@ class Membership:
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self.counters = MembershipCounters()
 
     @property
     def name(self) -> str:
@@ -235,6 +251,12 @@ class Membership:
         """M2: not evicted and the last successful renewal was *sent* less than RD ago."""
         return ring.valid(now=self._monotonic(), last_ok_send=self._last_ok_send,
                           evicted=self.evicted, renew_deadline=self.config.timings.renew_deadline)
+
+    def renewal_age(self) -> float | None:
+        """Seconds since our last successful renewal was sent (valid while < RD); None
+        before the first, and after a leave or a rejoin."""
+        last = self._last_ok_send
+        return None if last is None else self._monotonic() - last
 
     def members(self) -> dict[str, bool]:
         """Live members (incarnation → ready) in our view, ourselves included while valid."""
@@ -311,6 +333,7 @@ class Membership:
         for _ in range(2):  # a 409 of a hand edit: once more from the fresh version
             try:
                 self._written = await self._put(holder="", annotations={})
+                self.counters.writes["leave"] += 1
                 log.info("ring member left", member=self.incarnation, ring=self.config.ring,
                          was_valid=was_valid)
                 return
@@ -341,6 +364,7 @@ class Membership:
 
     async def _renew_once(self, send: float) -> bool:
         """One step of the chain: True once a write of ours succeeded (sent at ``send``)."""
+        renewals, kind = self.counters.renewals, "join" if self._written is None else "renew"
         try:
             if self._written is None:
                 self._written = await self._create()
@@ -348,9 +372,11 @@ class Membership:
                 self._written = await self._put(holder=self.incarnation, annotations={
                     READY_ANNOTATION: "true" if self.ready else "false"})
         except ConflictError:  # someone wrote since our last write: ours still?
+            renewals["conflict"] += 1
             await self._still_ours()
             return False
         except NotFoundError as error:
+            renewals["error"] += 1
             if self._written is not None:
                 self._lost("")  # our Lease is gone: deleted by hand
             elif not self._join_refused:  # a create refused: the namespace is missing
@@ -359,9 +385,12 @@ class Membership:
                             error=str(error))
             return False
         except Exception as error:  # a fault never stops the renewals
+            renewals["timeout" if isinstance(error.__cause__, TimeoutError) else "error"] += 1
             log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
             return False
         self._last_ok_send = ring.renewed(self._last_ok_send, send)
+        renewals["ok"] += 1
+        self.counters.writes[kind] += 1
         return True
 
     async def _still_ours(self) -> bool:
@@ -522,6 +551,7 @@ class Membership:
         except AutoscalerError as error:
             log.debug("ring eviction failed", peer=peer.incarnation, error=str(error))
             return
+        self.counters.writes["evict"] += 1
         log.warning("ring member evicted a peer", member=self.incarnation,
                     peer=peer.incarnation,
                     stood_for=round(self._monotonic() - peer.sighting.first_seen, 3))
@@ -537,6 +567,7 @@ class Membership:
         except AutoscalerError:
             return  # written since, gone already, or unanswered: looked at again next time
         self._released_since.pop(name, None)
+        self.counters.writes["delete"] += 1
         log.info("ring member collected a released Lease", member=self.incarnation, lease=name)
 
 

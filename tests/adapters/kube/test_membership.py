@@ -107,6 +107,12 @@ async def test_join_creates_the_lease_and_renews_once_per_retry_period(
         renewals = apiserver.count(method="PUT", name=member.name, status=200) - before
         assert 2.0 / RP - 3 <= renewals <= 2.0 / RP + 1, renewals
         assert apiserver.count(method="POST", resource="leases") == 1
+        puts = apiserver.count(method="PUT", name=member.name, status=200)
+        assert member.counters.writes["join"] == 1
+        assert member.counters.writes["renew"] in (puts, puts - 1)  # one may be in flight
+        age = member.renewal_age()
+        assert age is not None
+        assert 0 <= age < RP + 0.1
 
 
 async def test_a_missing_namespace_delays_the_join_and_is_no_eviction(
@@ -181,6 +187,7 @@ async def test_a_paused_member_is_evicted_after_a_lease_duration_and_learns_it(
         assert found["metadata"]["annotations"][EVICTED_BY_ANNOTATION] == beta.incarnation
         assert found["spec"]["leaseTransitions"] == 1
         await wait_until(lambda: beta.evicted_members() == {alpha.incarnation}, timeout=1)
+        assert beta.counters.writes["evict"] == 1
         assert alpha.incarnation not in beta.members()
         version = found["metadata"]["resourceVersion"]
         resumed = asyncio.create_task(alpha.run())
@@ -265,6 +272,7 @@ async def test_failing_renewals_suspend_then_resume_the_same_incarnation(
         assert member.incarnation == incarnation
         assert not member.evicted
         assert apiserver.count(method="POST", resource="leases") == 1
+        assert member.counters.renewals["error"] >= 3
 
 
 def hand_edit(api: SimApiServer, member: Membership) -> None:
@@ -362,6 +370,7 @@ async def test_a_late_answer_does_not_extend_validity(apiserver: SimApiServer) -
             again.append(member.valid())
             await asyncio.sleep(0.005)
         assert not any(again), "the late answer made the member valid again"
+        assert member.counters.renewals["timeout"] == 1
 
 
 async def test_a_slow_answer_inside_the_timeout_does_not_extend_validity(
@@ -457,6 +466,8 @@ async def test_graceful_stop_empties_the_holder_at_once(apiserver: SimApiServer)
         assert EVICTED_BY_ANNOTATION not in (found["metadata"].get("annotations") or {})
         await wait_until(lambda: alpha.incarnation not in beta.members(), timeout=RP + 0.5)
         assert beta.evicted_members() == set()
+        assert alpha.counters.writes["leave"] == 1
+        assert alpha.renewal_age() is None
 
 
 async def test_a_released_lease_is_collected_after_the_grace_not_before(
@@ -472,6 +483,7 @@ async def test_a_released_lease_is_collected_after_the_grace_not_before(
         took = time.monotonic() - left
         assert 1.0 <= took <= 1.0 + 2 * RP + 0.3, took
         assert lease(apiserver, alpha.name) is not None
+        assert alpha.counters.writes["delete"] == 1
 
 
 @pytest.mark.xfail(strict=True, reason="deploy/rbac.yaml (build-system area) grants leases "
