@@ -75,6 +75,9 @@ RING_LABEL = "autoscaler.dev/ring"
 ROLE_LABEL = "autoscaler.dev/role"
 READY_ANNOTATION = "autoscaler.dev/ready"
 EVICTED_BY_ANNOTATION = "autoscaler.dev/evicted-by"
+WALL_OFFSET_ANNOTATION = "autoscaler.dev/wall-offset-ms"
+"""Our wall clock minus the API server's (design §4.1, §4.7), for humans and peers; never
+read for a membership decision (those use our monotonic clock only)."""
 GC_GRACE = 60.0
 """Seconds a member Lease stays released (holder "") before any valid member deletes it."""
 
@@ -212,9 +215,13 @@ class Membership:
     def __init__(self, api_client: ApiClient, config: MemberConfig, *,
                  incarnation: str | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 wall_offset: Callable[[], float | None] = lambda: None) -> None:
+        """``wall_offset``: seconds our wall clock is ahead of the API server's, when known
+        (the daemon's ``Timeline.skew``), carried by each renewal."""
         config.check()
         self._api = CoordinationV1Api(api_client)
+        self._wall_offset = wall_offset
         self.config = config
         self._monotonic = monotonic
         self._now = wall_clock
@@ -369,8 +376,8 @@ class Membership:
             if self._written is None:
                 self._written = await self._create()
             else:
-                self._written = await self._put(holder=self.incarnation, annotations={
-                    READY_ANNOTATION: "true" if self.ready else "false"})
+                self._written = await self._put(holder=self.incarnation,
+                                                annotations=self._renewal_annotations())
         except ConflictError:  # someone wrote since our last write: ours still?
             renewals["conflict"] += 1
             await self._still_ours()
@@ -433,6 +440,13 @@ class Membership:
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,
                  previous=old)
+
+    def _renewal_annotations(self) -> dict[str, str]:
+        annotations = {READY_ANNOTATION: "true" if self.ready else "false"}
+        offset = self._wall_offset()
+        if offset is not None:
+            annotations[WALL_OFFSET_ANNOTATION] = str(round(offset * 1000))
+        return annotations
 
     def _report(self) -> None:
         """One log line per change of validity (not per renewal)."""
@@ -589,9 +603,11 @@ class MembershipThread:
     a main loop stalled by a long pass must not stop the renewals (design §4.3)."""
 
     def __init__(self, factory: ClientFactory, config: MemberConfig, *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wall_offset: Callable[[], float | None] = lambda: None) -> None:
         config.check()
         self._factory, self.config, self._monotonic = factory, config, monotonic
+        self._wall_offset = wall_offset
         self.membership: Membership | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -630,7 +646,8 @@ class MembershipThread:
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
         async with self._factory() as client:
-            membership = Membership(client, self.config, monotonic=self._monotonic)
+            membership = Membership(client, self.config, monotonic=self._monotonic,
+                                    wall_offset=self._wall_offset)
             self.membership = membership
             self._loop = asyncio.get_running_loop()
             self._started.set()

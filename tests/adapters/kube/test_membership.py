@@ -8,7 +8,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import structlog.testing
 
 from autoscaler.adapters.kube.membership import (
     EVICTED_BY_ANNOTATION,
+    WALL_OFFSET_ANNOTATION,
     MemberConfig,
     Membership,
     MembershipThread,
@@ -55,12 +56,14 @@ def holder(api: SimApiServer, member: Membership) -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def running(api: SimApiServer, timings: Timings = FAST,
+async def running(api: SimApiServer, timings: Timings = FAST, *,
+                  wall_offset: Callable[[], float | None] = lambda: None,
                   **changes: Any) -> AsyncIterator[tuple[Membership, asyncio.Task[None]]]:
     """A member on its own client, its loop running; cancelled (not stopped) at the end."""
     api.create_namespace(NS)
     async with KubeSession.connect(Settings(kubeconfig=api.kubeconfig)) as session:
-        member = Membership(session.api_client, config(timings, **changes))
+        member = Membership(session.api_client, config(timings, **changes),
+                            wall_offset=wall_offset)
         task = asyncio.create_task(member.run())
         try:
             yield member, task
@@ -152,6 +155,25 @@ async def test_a_join_that_landed_unanswered_is_taken_up(apiserver: SimApiServer
     assert apiserver.count(method="POST", resource="leases", status=409) >= 1
     events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
     assert events == ["ring member joined"], events
+
+
+async def test_renewals_carry_the_wall_offset_when_known(apiserver: SimApiServer) -> None:
+    """autoscaler.dev/wall-offset-ms (design §4.1): absent while unknown, then carried by
+    the next renewal, in milliseconds."""
+    offset: list[float | None] = [None]
+    async with running(apiserver, wall_offset=lambda: offset[0]) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        await asyncio.sleep(2 * RP)
+
+        def annotations() -> dict[str, str]:
+            found = lease(apiserver, member.name)
+            assert found is not None
+            return dict(found["metadata"].get("annotations") or {})
+
+        assert WALL_OFFSET_ANNOTATION not in annotations()
+        offset[0] = -0.25
+        await wait_until(lambda: annotations().get(WALL_OFFSET_ANNOTATION) == "-250",
+                         timeout=RP + 0.5)
 
 
 async def test_two_members_see_each_other_and_their_readiness(apiserver: SimApiServer) -> None:
