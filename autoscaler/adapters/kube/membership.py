@@ -29,9 +29,11 @@ per process and per rejoin), in the ring's namespace, labelled with the ring and
 - ``stop()`` is a graceful leave: the holder emptied by a CAS on our chain, so peers need not
   wait a lease duration.
 
-``valid()``, ``members()``, ``evicted_members()`` are synchronous plain-attribute reads, safe
-from another thread: ``MembershipThread`` runs the loop in a thread of its own with its own
-event loop and API client, so a stalled main loop does not look like death to the peers.
+``valid()``, ``members()``, ``evicted_members()``, ``holder_view()`` (what a bucket claim
+needs of a holder, design §4.4 rule C), ``renewal_age()`` and ``counters`` are synchronous
+plain-attribute reads, safe from another thread: ``MembershipThread`` runs the loop in a
+thread of its own with its own event loop and API client, so a stalled main loop does not
+look like death to the peers.
 """
 
 from __future__ import annotations
