@@ -17,7 +17,7 @@ from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
-    from autoscaler.runtime.ring import BucketLease
+    from autoscaler.runtime.ring import BucketLease, HolderView
     from autoscaler.snapshot import Snapshot
 
 
@@ -193,11 +193,9 @@ class RingMembershipPort(Protocol):
         """Live members (incarnation -> ready), us included while valid."""
         ...
 
-    def evicted_members(self) -> set[str]:
-        ...
-
-    def listed(self) -> set[str]:
-        """Every member Lease's incarnation in our last view, live or not."""
+    def holder_view(self, incarnation: str) -> HolderView:
+        """What rule C needs of a bucket holder: evicted, or since when its member Lease has
+        been absent (or emptied without an eviction) in our view."""
         ...
 
     def rejoin(self) -> None:

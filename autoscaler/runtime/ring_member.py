@@ -109,7 +109,6 @@ class RingMember:
     planner: RingPlanner | None = None
     moves: int = 0
     unowned: tuple[int, ...] = ()
-    _absent_since: dict[str, float] = field(default_factory=dict)
     _unowned_since: dict[int, float] = field(default_factory=dict)
     _last_problem: str | None = None
 
@@ -255,13 +254,9 @@ class RingMember:
 
     def _plan(self) -> Plan:
         membership, now = self.parts.membership, self.monotonic()
-        listed = membership.listed()
         leases = {b: o.lease for b, o in self.parts.leases.view.items()}
-        for holder in {lease.holder for lease in leases.values() if lease.holder}:
-            if holder in listed:
-                self._absent_since.pop(holder, None)
-            else:
-                self._absent_since.setdefault(holder, now)
+        holders = {lease.holder: membership.holder_view(lease.holder)
+                   for lease in leases.values() if lease.holder}
         weights: dict[int, int] = {}
         for target in self.targets():
             bucket = self.bucket_of(target)
@@ -269,8 +264,7 @@ class RingMember:
         assert self.planner is not None
         return self.planner.plan(RingView(
             me=self.me, now=now, valid=membership.valid(), ready=membership.ready,
-            members=membership.members(), evicted=frozenset(membership.evicted_members()),
-            absent_since=dict(self._absent_since), leases=leases, weights=weights,
+            members=membership.members(), holders=holders, leases=leases, weights=weights,
             held=frozenset(b for b, c in self.claims.items() if c.state is not
                            ClaimState.RELEASING),
             releasing=frozenset(b for b, c in self.claims.items()
@@ -402,7 +396,7 @@ class RingMember:
             bucket = self.bucket_of(target)
             weights[bucket] = weights.get(bucket, 0) + 1
         return RingView(me=self.me, now=self.monotonic(), valid=True, ready=True,
-                        members=membership.members(), evicted=frozenset(), absent_since={},
+                        members=membership.members(), holders={},
                         leases={b: o.lease for b, o in self.parts.leases.view.items()},
                         weights=weights, held=frozenset(self.claims))
 

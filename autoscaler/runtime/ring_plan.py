@@ -33,11 +33,10 @@ class RingView:
     """Our caches for what we own and stand by for are synced."""
     members: Mapping[str, bool]
     """Live members (not evicted, not expired in our view), us included: ready or not."""
-    evicted: Set[str]
-    """Members whose Lease an eviction emptied: their buckets are free (M4)."""
-    absent_since: Mapping[str, float]
-    """Members named as a bucket holder whose member Lease is missing from our view, since
-    when (a Lease deleted by hand)."""
+    holders: Mapping[str, ring.HolderView]
+    """What we know of each member named as a bucket holder: evicted (its buckets are free,
+    M4), or since when its member Lease has been missing from our view (a Lease deleted by
+    hand: free a lease duration later). A holder not in it is alive."""
     leases: Mapping[int, ring.BucketLease]
     """The bucket Leases we saw (absent: never created)."""
     weights: Mapping[int, int]
@@ -96,11 +95,8 @@ class RingPlanner:
     def _free(self, view: RingView, bucket: int) -> bool:
         lease = view.leases.get(bucket)
         holder = "" if lease is None else lease.holder
-        return ring.claimable(
-            lease,
-            ring.HolderView(evicted=holder in view.evicted,
-                            absent_since=view.absent_since.get(holder)),
-            now=view.now, lease_duration=self.timings.lease_duration)
+        return ring.claimable(lease, view.holders.get(holder, ring.HolderView()),
+                              now=view.now, lease_duration=self.timings.lease_duration)
 
     def _remember_claimable(self, view: RingView, unowned: tuple[int, ...]) -> None:
         for bucket in list(self._claimable_since):

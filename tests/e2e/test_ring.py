@@ -271,7 +271,7 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             moved = victim.owned()
             assert victim.process.process is not None
             struck = time.monotonic()
-            victim.process.process.send_signal(getattr(signal, fault.split("-")[0]))
+            victim.process.process.send_signal(getattr(signal, fault.removesuffix("-long")))
             survivors = {n: m for n, m in running.items() if m is not victim}
 
             def taken_over() -> bool:

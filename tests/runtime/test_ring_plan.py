@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from autoscaler.runtime import ring
-from autoscaler.runtime.ring import BucketLease
+from autoscaler.runtime.ring import BucketLease, HolderView
 from autoscaler.runtime.ring_plan import MAX_RELEASES_IN_FLIGHT, Plan, RingPlanner, RingView
 
 TIMINGS = ring.Timings()  # LD 3 s, RD 2 s, RP 1 s
@@ -20,7 +20,7 @@ TIMINGS = ring.Timings()  # LD 3 s, RD 2 s, RP 1 s
 def view(**fields: object) -> RingView:
     base: dict[str, object] = {
         "me": "a", "now": 100.0, "valid": True, "ready": True,
-        "members": {"a": True, "b": True}, "evicted": frozenset(), "absent_since": {},
+        "members": {"a": True, "b": True}, "holders": {},
         "leases": {}, "weights": {1: 5, 2: 5}, "held": frozenset()}
     base.update(fields)
     return RingView(**base)  # type: ignore[arg-type]
@@ -72,15 +72,15 @@ def test_a_dead_holders_bucket_is_claimed(gone: str) -> None:
     leases = {1: BucketLease(holder="b")}
     planner = RingPlanner(TIMINGS)
     if gone == "evicted":
-        plan = planner.plan(view(weights=weights, members={"a": True}, evicted={"b"},
-                                 leases=leases))
+        plan = planner.plan(view(weights=weights, members={"a": True},
+                                 holders={"b": HolderView(evicted=True)}, leases=leases))
         assert plan.claims == (1,)
         return
     # A member Lease deleted by hand: free only once it has been missing a lease duration.
-    absent = {"b": 99.0}
-    assert planner.plan(view(weights=weights, members={"a": True}, absent_since=absent,
+    absent = {"b": HolderView(absent_since=99.0)}
+    assert planner.plan(view(weights=weights, members={"a": True}, holders=absent,
                              leases=leases, now=101.9)).claims == ()
-    assert planner.plan(view(weights=weights, members={"a": True}, absent_since=absent,
+    assert planner.plan(view(weights=weights, members={"a": True}, holders=absent,
                              leases=leases, now=102.0)).claims == (1,)
 
 
@@ -191,7 +191,7 @@ class Ring:
                 members={m.name: True for m in self.members.values()
                          if m.name not in self.evicted and now - self.seen_at.get(
                              m.name, now) < TIMINGS.lease_duration},
-                evicted=frozenset(self.evicted), absent_since={},
+                holders={name: ring.HolderView(evicted=True) for name in self.evicted},
                 leases={b: lease for b, (lease, _) in snapshot.items()},
                 weights=self.weights, held=frozenset(member.held),
                 releasing=frozenset(member.releasing)))

@@ -17,32 +17,36 @@ per process and per rejoin), in the ring's namespace, labelled with the ring and
   ``evicted`` stays set until ``rejoin()`` starts a new incarnation.
 - Failed renewals only suspend (M5): a later success on our own chain makes us valid again,
   with the same incarnation (an eviction would have broken the chain).
-- The view (M3) is *polled*, one LIST of the ring's member Leases per ``RP`` (a first step: a
-  watch would cost one stream instead of N lists/s; the arithmetic is the same). Each peer's
-  resourceVersion is timed from when this member first saw it (``ring.sighted``); a peer whose
+- The view (M3) is one list+watch of the ring's member Leases (the house ``Informer``,
+  relisting on 410). Each peer's resourceVersion is timed from when this member first saw it
+  (``ring.sighted``, at the event's arrival); the view is judged every ``RP/4``: a peer whose
   Lease stood still for ``max(LD, its leaseDurationSeconds)`` is evicted (M4) by a CAS on the
   version seen: holder emptied, ``leaseTransitions`` + 1, ``autoscaler.dev/evicted-by``; at
-  most one attempt per peer per ``RP``, and only while we are valid ourselves.
+  most one attempt per peer per ``RP``, and only while we are valid ourselves. A stale view
+  only costs a refused write (409).
 - Released Leases (holder "") older than ``gc_grace`` on our clock are deleted with a
   resourceVersion precondition (M7).
 - ``stop()`` is a graceful leave: the holder emptied by a CAS on our chain, so peers need not
   wait a lease duration.
 
-``valid()``, ``members()``, ``evicted_members()`` are synchronous plain-attribute reads, safe
-from another thread: ``MembershipThread`` runs the loop in a thread of its own with its own
-event loop and API client, so a stalled main loop does not look like death to the peers.
+``valid()``, ``members()``, ``evicted_members()``, ``holder_view()`` (what a bucket claim
+needs of a holder, design §4.4 rule C), ``renewal_age()`` and ``counters`` are synchronous
+plain-attribute reads, safe from another thread: ``MembershipThread`` runs the loop in a
+thread of its own with its own event loop and API client, so a stalled main loop does not
+look like death to the peers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,6 +56,13 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 
 from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.informer import (
+    Backoff,
+    Informer,
+    RawObject,
+    WatchCounters,
+    WatchOptions,
+)
 from autoscaler.adapters.kube.leader import micro_time
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.config import KubernetesSettings
@@ -66,6 +77,9 @@ RING_LABEL = "autoscaler.dev/ring"
 ROLE_LABEL = "autoscaler.dev/role"
 READY_ANNOTATION = "autoscaler.dev/ready"
 EVICTED_BY_ANNOTATION = "autoscaler.dev/evicted-by"
+WALL_OFFSET_ANNOTATION = "autoscaler.dev/wall-offset-ms"
+"""Our wall clock minus the API server's (design §4.1, §4.7), for humans and peers; never
+read for a membership decision (those use our monotonic clock only)."""
 GC_GRACE = 60.0
 """Seconds a member Lease stays released (holder "") before any valid member deletes it."""
 
@@ -100,28 +114,116 @@ class MemberConfig:
             raise InvalidConfigError(f"ring {self.ring}: {problem}")
 
 
+RENEWAL_RESULTS = ("ok", "conflict", "error", "timeout")
+WRITE_KINDS = ("join", "renew", "evict", "leave", "delete")
+
+
+@dataclass(slots=True)
+class MembershipCounters:
+    """Since this member started (mutable: these are counters), for the daemon's metrics
+    (design §8); plain ints, readable from another thread."""
+
+    renewals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RENEWAL_RESULTS, 0))
+    """Attempts to write our Lease (a join included), by result."""
+    writes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
+    """Successful Lease writes by kind (steady state: one ``renew`` per RP)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
-    """One member Lease as last listed."""
+    """One member Lease as last seen."""
 
     incarnation: str
     holder: str
-    resource_version: str
     duration: float | None
     ready: bool
     evicted_by: str | None
     sighting: Sighting
-    lease: Any
-    """The V1Lease as listed (its fields are copied into an eviction)."""
+    lease: RawObject
+    """The Lease as seen (an eviction writes it back, changed)."""
+
+    @property
+    def resource_version(self) -> str:
+        return self.sighting.resource_version
+
+
+class MemberView:
+    """M3: the ring's member Leases (a watch ``Sink``), each timed from when this member first
+    saw its resourceVersion. ``peers`` is replaced whole on every change, never mutated, so
+    another thread may read it."""
+
+    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float) -> None:
+        self._prefix, self._monotonic, self._memory = prefix, monotonic, memory
+        self.peers: Mapping[str, Peer] = {}
+        self.synced_at: float | None = None
+        """When the first LIST completed: a Lease never seen has been absent since then."""
+        self._gone: Mapping[str, float] = {}
+        """Name → when its Lease was seen to vanish; kept ``memory`` seconds (after that,
+        ``synced_at`` gives the same answer to "absent for a lease duration?")."""
+
+    def absent_since(self, name: str) -> float | None:
+        """Since when (our clock) the Lease ``name`` has been missing from the view; None
+        while it is there, or before the view first synced (we know nothing yet)."""
+        if name in self.peers or self.synced_at is None:
+            return None
+        return self._gone.get(name, self.synced_at)
+
+    def convert(self, obj: RawObject) -> RawObject | None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        return obj if name.startswith(self._prefix) else None
+
+    def replace(self, converted: list[RawObject]) -> None:
+        now, old = self._monotonic(), self.peers
+        peers = {}
+        for raw in converted:
+            name = raw["metadata"]["name"]
+            peers[name] = self._peer(raw, old.get(name), now)
+        self._forget(old.keys() - peers.keys(), now)
+        self.peers = peers
+        if self.synced_at is None:
+            self.synced_at = now
+
+    def upsert(self, obj: RawObject) -> None:
+        if self.convert(obj) is not None:
+            name = obj["metadata"]["name"]
+            self.peers = {**self.peers,
+                          name: self._peer(obj, self.peers.get(name), self._monotonic())}
+
+    def delete(self, obj: RawObject) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if name in self.peers:
+            self._forget({name}, self._monotonic())
+            self.peers = {key: peer for key, peer in self.peers.items() if key != name}
+
+    def _forget(self, names: Iterable[str], now: float) -> None:
+        """Note when these Leases vanished; drop notes older than ``memory``."""
+        gone = {name: at for name, at in self._gone.items() if now - at < self._memory}
+        self._gone = gone | dict.fromkeys(names, now)
+
+    def _peer(self, raw: RawObject, previous: Peer | None, now: float) -> Peer:
+        metadata, spec = raw["metadata"], raw.get("spec") or {}
+        annotations = metadata.get("annotations") or {}
+        version = str(metadata.get("resourceVersion") or "")
+        return Peer(incarnation=metadata["name"][len(self._prefix):],
+                    holder=str(spec.get("holderIdentity") or ""),
+                    duration=spec.get("leaseDurationSeconds"),
+                    ready=annotations.get(READY_ANNOTATION) == "true",
+                    evicted_by=annotations.get(EVICTED_BY_ANNOTATION),
+                    sighting=ring.sighted(previous.sighting if previous else None, version, now),
+                    lease=raw)
 
 
 class Membership:
     def __init__(self, api_client: ApiClient, config: MemberConfig, *,
                  incarnation: str | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 wall_offset: Callable[[], float | None] = lambda: None) -> None:
+        """``wall_offset``: seconds our wall clock is ahead of the API server's, when known
+        (the daemon's ``Timeline.skew``), carried by each renewal."""
         config.check()
         self._api = CoordinationV1Api(api_client)
+        self._wall_offset = wall_offset
         self.config = config
         self._monotonic = monotonic
         self._now = wall_clock
@@ -138,12 +240,16 @@ class Membership:
         """Who evicted us; "" when our Lease was deleted (discontinued)."""
         self.ready = False
         self._rejoin = False
+        self._join_refused = False
         self._reported_valid = False
-        self._peers: Mapping[str, Peer] = {}
-        """Replaced whole on each observation, never mutated: readable from another thread."""
+        self._announced = False
+        """Whether "joined" was said for this incarnation (its first valid moment)."""
+        self._view = MemberView(member_prefix(config.ring), monotonic,
+                                memory=config.timings.lease_duration)
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self.counters = MembershipCounters()
 
     @property
     def name(self) -> str:
@@ -155,13 +261,17 @@ class Membership:
         return ring.valid(now=self._monotonic(), last_ok_send=self._last_ok_send,
                           evicted=self.evicted, renew_deadline=self.config.timings.renew_deadline)
 
+    def renewal_age(self) -> float | None:
+        """Seconds since our last successful renewal was sent (valid while < RD); None
+        before the first, and after a leave or a rejoin."""
+        last = self._last_ok_send
+        return None if last is None else self._monotonic() - last
+
     def members(self) -> dict[str, bool]:
         """Live members (incarnation → ready) in our view, ourselves included while valid."""
-        now, timings = self._monotonic(), self.config.timings
-        live = {p.incarnation: p.ready for p in self._peers.values()
-                if p.holder and not ring.expired(p.sighting, now=now,
-                                                 lease_duration=timings.lease_duration,
-                                                 their_duration=p.duration)}
+        now, me = self._monotonic(), self.name
+        live = {peer.incarnation: peer.ready for name, peer in self._view.peers.items()
+                if name != me and peer.holder and not self._expired(peer, now)}
         if self.valid():
             live[self.incarnation] = self.ready
         return live
@@ -169,13 +279,38 @@ class Membership:
     def evicted_members(self) -> set[str]:
         """Members whose Lease a peer evicted (holder "" with ``evicted-by``): their buckets
         are free to claim (design §4.4 rule C)."""
-        return {p.incarnation for p in self._peers.values()
-                if not p.holder and p.evicted_by is not None}
+        return {p.incarnation for name, p in self._view.peers.items()
+                if name != self.name and not p.holder and p.evicted_by is not None}
 
-    def listed(self) -> set[str]:
-        """Every member Lease's incarnation in our last view, live, expired or released: a
-        bucket holder not among them had its Lease deleted (design §4.4 rule C)."""
-        return {p.incarnation for p in self._peers.values()} | {self.incarnation}
+    @property
+    def view_synced_at(self) -> float | None:
+        """When our view of the ring was first listed (our clock); None before: until then
+        we know nothing of the others."""
+        return self._view.synced_at
+
+    def holder_view(self, incarnation: str) -> ring.HolderView:
+        """What a bucket claim needs to know of the member holding the bucket (design §4.4
+        rule C, ``ring.claimable``): evicted by a peer (CAS, with evicted-by), or since when
+        its Lease has been absent from our view. A Lease emptied without evicted-by (a
+        graceful leave; a hand edit) counts as absent from when we saw it emptied, so it is
+        claimable a lease duration later, never at once: a hand edit is not proof that the
+        holder stopped trusting itself."""
+        if incarnation == self.incarnation:
+            return ring.HolderView(evicted=self.evicted)
+        name = member_prefix(self.config.ring) + incarnation
+        peer = self._view.peers.get(name)
+        if peer is None:
+            return ring.HolderView(absent_since=self._view.absent_since(name))
+        if peer.holder:
+            return ring.HolderView()
+        if peer.evicted_by is not None:
+            return ring.HolderView(evicted=True)
+        return ring.HolderView(absent_since=peer.sighting.first_seen)
+
+    def _expired(self, peer: Peer, now: float) -> bool:
+        return ring.expired(peer.sighting, now=now,
+                            lease_duration=self.config.timings.lease_duration,
+                            their_duration=peer.duration)
 
     def rejoin(self) -> None:
         """After an eviction: start over as a new incarnation (a new Lease), from the loop."""
@@ -186,9 +321,14 @@ class Membership:
         """Join (or go on with our chain), renew, observe, evict, collect; until cancelled or
         stopped. Never raises for an API fault (each is retried)."""
         self._task = asyncio.current_task()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._renewing())
-            group.create_task(self._observing())
+        informer = self._informer()
+        informer.start()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._renewing())
+                group.create_task(self._judging())
+        finally:
+            await informer.stop()
 
     async def stop(self) -> None:
         """Leave gracefully: stop the loop, then empty our holder by a CAS on our chain."""
@@ -202,6 +342,7 @@ class Membership:
         for _ in range(2):  # a 409 of a hand edit: once more from the fresh version
             try:
                 self._written = await self._put(holder="", annotations={})
+                self.counters.writes["leave"] += 1
                 log.info("ring member left", member=self.incarnation, ring=self.config.ring,
                          was_valid=was_valid)
                 return
@@ -221,6 +362,7 @@ class Membership:
             if self.evicted:
                 await asyncio.sleep(timings.retry_period / 4)
                 continue
+            self._report()  # a lapse since the last attempt, seen before this one can mend it
             send = self._monotonic()
             ok = await self._renew_once(send)
             self._report()
@@ -231,28 +373,34 @@ class Membership:
 
     async def _renew_once(self, send: float) -> bool:
         """One step of the chain: True once a write of ours succeeded (sent at ``send``)."""
+        renewals, kind = self.counters.renewals, "join" if self._written is None else "renew"
         try:
             if self._written is None:
                 self._written = await self._create()
-                self._joined()
             else:
-                self._written = await self._put(holder=self.incarnation, annotations={
-                    READY_ANNOTATION: "true" if self.ready else "false"})
+                self._written = await self._put(holder=self.incarnation,
+                                                annotations=self._renewal_annotations())
         except ConflictError:  # someone wrote since our last write: ours still?
+            renewals["conflict"] += 1
             await self._still_ours()
             return False
-        except NotFoundError:
-            self._lost("")
+        except NotFoundError as error:
+            renewals["error"] += 1
+            if self._written is not None:
+                self._lost("")  # our Lease is gone: deleted by hand
+            elif not self._join_refused:  # a create refused: the namespace is missing
+                self._join_refused = True
+                log.warning("ring member cannot join yet", member=self.incarnation,
+                            error=str(error))
             return False
         except Exception as error:  # a fault never stops the renewals
+            renewals["timeout" if isinstance(error.__cause__, TimeoutError) else "error"] += 1
             log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
             return False
         self._last_ok_send = ring.renewed(self._last_ok_send, send)
+        renewals["ok"] += 1
+        self.counters.writes[kind] += 1
         return True
-
-    def _joined(self) -> None:
-        log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
-                 lease=self.name)
 
     async def _still_ours(self) -> bool:
         """After a 409: read our Lease; go on from its version if no one evicted us."""
@@ -268,7 +416,7 @@ class Membership:
         annotations = dict(lease.metadata.annotations or {})
         if (lease.spec.holder_identity or "") == self.incarnation \
                 and EVICTED_BY_ANNOTATION not in annotations:
-            self._written = lease.metadata.resource_version
+            self._written = lease.metadata.resource_version  # maybe our create's, unanswered
             self._meta = {"labels": dict(lease.metadata.labels or {}), "annotations": annotations}
             if lease.spec.acquire_time is not None:
                 self._acquired = micro_time(lease.spec.acquire_time)
@@ -290,9 +438,17 @@ class Membership:
     def _start_over(self) -> None:
         old, self.incarnation = self.incarnation, new_incarnation()
         self._rejoin, self.evicted, self.evicted_by = False, False, None
+        self._reported_valid = self._announced = self._join_refused = False
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,
                  previous=old)
+
+    def _renewal_annotations(self) -> dict[str, str]:
+        annotations = {READY_ANNOTATION: "true" if self.ready else "false"}
+        offset = self._wall_offset()
+        if offset is not None:
+            annotations[WALL_OFFSET_ANNOTATION] = str(round(offset * 1000))
+        return annotations
 
     def _report(self) -> None:
         """One log line per change of validity (not per renewal)."""
@@ -300,7 +456,13 @@ class Membership:
         if now == self._reported_valid:
             return
         self._reported_valid = now
-        if not self.evicted:
+        if self.evicted:
+            return  # said by _lost
+        if now and not self._announced:
+            self._announced = True
+            log.info("ring member joined", member=self.incarnation, ring=self.config.ring,
+                     lease=self.name)
+        else:
             log.info("ring member resumed" if now else "ring member suspended",
                      member=self.incarnation)
 
@@ -344,52 +506,37 @@ class Membership:
                          "leaseTransitions": transitions}}
 
     # --- the view of the others -------------------------------------------------------------
-    async def _observing(self) -> None:
-        while True:
-            try:
-                await self._observe()
-            except Exception as error:  # a fault never stops the view
-                log.debug("ring view not refreshed", error=str(error))
-            await asyncio.sleep(self.config.timings.retry_period)
-
-    async def _observe(self) -> None:
-        cfg = self.config
+    def _informer(self) -> Informer:
+        cfg, timings = self.config, self.config.timings
         selector = f"{RING_LABEL}={cfg.ring},{ROLE_LABEL}=member"
-        with api_errors(f"list Leases {cfg.namespace} {selector}"):
-            listed = await self._api.list_namespaced_lease(
-                cfg.namespace, label_selector=selector,
-                _request_timeout=max(cfg.request_timeout, cfg.timings.retry_period))
-        now, prefix = self._monotonic(), member_prefix(cfg.ring)
-        peers: dict[str, Peer] = {}
-        for lease in listed.items:
-            name = lease.metadata.name or ""
-            if not name.startswith(prefix) or name == self.name:
-                continue
-            peers[name] = self._peer(lease, name[len(prefix):], self._peers.get(name), now)
-        self._peers = peers
-        for gone in self._released_since.keys() - peers.keys():
-            del self._released_since[gone]
-        for name, peer in peers.items():
-            await self._judge(name, peer, now)
+        return Informer(
+            resource="leases", namespace=cfg.namespace,
+            list_call=functools.partial(self._api.list_namespaced_lease, label_selector=selector),
+            sink=self._view, counters=WatchCounters(),
+            options=WatchOptions(backoff=Backoff(initial=timings.retry_period / 2,
+                                                 maximum=timings.lease_duration)))
 
-    @staticmethod
-    def _peer(lease: Any, incarnation: str, previous: Peer | None, now: float) -> Peer:
-        annotations = lease.metadata.annotations or {}
-        version = str(lease.metadata.resource_version)
-        return Peer(incarnation=incarnation, holder=lease.spec.holder_identity or "",
-                    resource_version=version, duration=lease.spec.lease_duration_seconds,
-                    ready=annotations.get(READY_ANNOTATION) == "true",
-                    evicted_by=annotations.get(EVICTED_BY_ANNOTATION),
-                    sighting=ring.sighted(previous.sighting if previous else None, version, now),
-                    lease=lease)
+    async def _judging(self) -> None:
+        """Judge the view every RP/4: expiry is a matter of time, not of events."""
+        while True:
+            now = self._monotonic()
+            for name, peer in self._view.peers.items():
+                if name != self.name:
+                    try:
+                        await self._judge(name, peer, now)
+                    except Exception as error:  # a fault never stops the judging
+                        log.debug("ring peer not judged", peer=name, error=str(error))
+            for seen in (self._released_since, self._attempted):
+                for gone in seen.keys() - self._view.peers.keys():
+                    del seen[gone]
+            await asyncio.sleep(self.config.timings.retry_period / 4)
 
     async def _judge(self, name: str, peer: Peer, now: float) -> None:
         """Evict a peer that stood still too long (M4); collect one released long ago (M7)."""
         timings = self.config.timings
         if peer.holder:
             self._released_since.pop(name, None)
-            if ring.expired(peer.sighting, now=now, lease_duration=timings.lease_duration,
-                            their_duration=peer.duration) and self.valid() \
+            if self._expired(peer, now) and self.valid() \
                     and now - self._attempted.get(name, -math.inf) >= timings.retry_period:
                 self._attempted[name] = now
                 await self._evict(name, peer)
@@ -399,29 +546,31 @@ class Membership:
             await self._collect(name, peer)
 
     async def _evict(self, name: str, peer: Peer) -> None:
-        lease, cfg = peer.lease, self.config
-        annotations = {**(lease.metadata.annotations or {}),
-                       EVICTED_BY_ANNOTATION: self.incarnation}
-        spec = lease.spec
-        now = micro_time(self._now())
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
-            "name": name, "namespace": cfg.namespace, "resourceVersion": peer.resource_version,
-            "labels": dict(lease.metadata.labels or {}), "annotations": annotations},
-            "spec": {"holderIdentity": "", "leaseDurationSeconds": spec.lease_duration_seconds,
-                     "acquireTime": micro_time(spec.acquire_time) if spec.acquire_time else now,
-                     "renewTime": now, "leaseTransitions": (spec.lease_transitions or 0) + 1}}
+        """M4: a CAS on the version we saw stand still; 409 means renewed, or evicted by
+        another observer first (the view will say which)."""
+        cfg, raw = self.config, peer.lease
+        metadata = {key: value for key, value in raw["metadata"].items()
+                    if key not in ("managedFields",)}
+        metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                   EVICTED_BY_ANNOTATION: self.incarnation}
+        spec = dict(raw.get("spec") or {})
+        spec.update(holderIdentity="", renewTime=micro_time(self._now()),
+                    leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": metadata, "spec": spec}
         try:
             with api_errors(f"evict Lease {cfg.namespace}/{name}"):
                 await self._api.replace_namespaced_lease(
                     name, cfg.namespace, cast(Any, body), _request_timeout=cfg.request_timeout)
         except (ConflictError, NotFoundError):
-            return  # renewed, or evicted by someone else: the next observation says which
+            return
         except AutoscalerError as error:
             log.debug("ring eviction failed", peer=peer.incarnation, error=str(error))
             return
+        self.counters.writes["evict"] += 1
         log.warning("ring member evicted a peer", member=self.incarnation,
-                    peer=peer.incarnation, stood_for=round(self._monotonic()
-                                                           - peer.sighting.first_seen, 3))
+                    peer=peer.incarnation,
+                    stood_for=round(self._monotonic() - peer.sighting.first_seen, 3))
 
     async def _collect(self, name: str, peer: Peer) -> None:
         cfg = self.config
@@ -434,6 +583,7 @@ class Membership:
         except AutoscalerError:
             return  # written since, gone already, or unanswered: looked at again next time
         self._released_since.pop(name, None)
+        self.counters.writes["delete"] += 1
         log.info("ring member collected a released Lease", member=self.incarnation, lease=name)
 
 
@@ -455,9 +605,11 @@ class MembershipThread:
     a main loop stalled by a long pass must not stop the renewals (design §4.3)."""
 
     def __init__(self, factory: ClientFactory, config: MemberConfig, *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wall_offset: Callable[[], float | None] = lambda: None) -> None:
         config.check()
         self._factory, self.config, self._monotonic = factory, config, monotonic
+        self._wall_offset = wall_offset
         self.membership: Membership | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -469,6 +621,8 @@ class MembershipThread:
         """Start the thread; returns once its client and membership exist."""
         self._thread.start()
         if not self._started.wait(timeout) or self.membership is None:
+            if isinstance(self._failure, AutoscalerError):
+                raise self._failure  # e.g. the kubeconfig: its own one-line message
             raise RuntimeError(f"ring membership did not start: {self._failure!r}")
         return self.membership
 
@@ -481,7 +635,8 @@ class MembershipThread:
         if loop is not None and stopping is not None:
             with contextlib.suppress(RuntimeError):  # the loop has ended already
                 loop.call_soon_threadsafe(stopping.set)
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout)
 
     def _main(self) -> None:
         try:
@@ -493,7 +648,8 @@ class MembershipThread:
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
         async with self._factory() as client:
-            membership = Membership(client, self.config, monotonic=self._monotonic)
+            membership = Membership(client, self.config, monotonic=self._monotonic,
+                                    wall_offset=self._wall_offset)
             self.membership = membership
             self._loop = asyncio.get_running_loop()
             self._started.set()
