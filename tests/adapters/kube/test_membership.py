@@ -87,7 +87,7 @@ async def valid_for(member: Membership, seconds: float) -> float:
 
 def test_timings_that_cannot_fence_are_refused() -> None:
     """A renew deadline not shorter than the lease duration is a config error, not a ring."""
-    with pytest.raises(InvalidConfigError, match="renewDeadline must be shorter"):
+    with pytest.raises(InvalidConfigError, match="renewDeadline: must be shorter"):
         config(Timings(lease_duration=2, renew_deadline=2, retry_period=0.5)).check()
 
 
