@@ -250,7 +250,7 @@ async def scaled_to_four(rig: Rig, loads: dict[str, LoadModel],
         model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
 
 
-@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long"])
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long", "partition"])
 async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_history(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, fault: str,
 ) -> None:
@@ -261,7 +261,9 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
     not hold the target's bucket when the write was applied. "SIGSTOP-long" wakes the
     frozen member only after the new owners took the second step: by its own stale history
     the next step is due, so only its fence (its renewal older than the renew deadline by its
-    own clock) keeps it from writing."""
+    own clock) keeps it from writing. "partition" cuts it off from the API server instead
+    (its requests stall; it keeps running and deciding) until then: whatever it sent would
+    land at the heal."""
     series = Series.watching(rig)
     watcher = asyncio.create_task(series.run())
     try:
@@ -271,7 +273,10 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             moved = victim.owned()
             assert victim.process.process is not None
             struck = time.monotonic()
-            victim.process.process.send_signal(getattr(signal, fault.removesuffix("-long")))
+            if fault == "partition":
+                rig.api.partition(victim.user, mode="stall")
+            else:
+                victim.process.process.send_signal(getattr(signal, fault.removesuffix("-long")))
             survivors = {n: m for n, m in running.items() if m is not victim}
 
             def taken_over() -> bool:
@@ -289,6 +294,9 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             if fault == "SIGSTOP-long":
                 victim.process.process.send_signal(signal.SIGCONT)
                 await asyncio.sleep(6.0)  # it wakes, finds itself evicted, rejoins
+            if fault == "partition":
+                rig.api.heal(victim.user)
+                await asyncio.sleep(6.0)  # what it sent lands now; it finds itself evicted
             for ns in NAMESPACES:
                 first, second = series.step_times(ns, 4), series.step_times(ns, 6)
                 assert first is not None, (ns, series.changes[ns])
@@ -297,7 +305,7 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
                     f"{ns}: 4 -> 6 came {second - first:.1f}s after 2 -> 4 (late)")
             assert series.forbidden() == []
             assert non_owner_writes(rig, running) == []
-            if fault.startswith("SIGSTOP"):  # woken, it rejoins and the ring settles again
+            if fault != "SIGKILL":  # woken or healed, it rejoins and the ring settles again
                 await eventually(lambda: every_target_has_one_owner(running), timeout=20,
                                  what="one owner per target after the frozen member woke")
     finally:
