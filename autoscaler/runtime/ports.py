@@ -220,6 +220,10 @@ class BucketLeasesPort(Protocol):
         """The bucket Leases as last seen (kept current by a watch), by bucket."""
         ...
 
+    def get(self, bucket: int) -> ObservedBucketLease | None:
+        """``view.get(bucket)`` without copying the view."""
+        ...
+
     @property
     def synced(self) -> asyncio.Event:
         """Set once the view holds the first LIST."""

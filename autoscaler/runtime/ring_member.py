@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.errors import AutoscalerError
+from autoscaler.errors import AutoscalerError, StateSetAsideError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.history import HistoryKeeper
@@ -110,6 +110,8 @@ class RingMember:
     moves: int = 0
     unowned: tuple[int, ...] = ()
     _unowned_since: dict[int, float] = field(default_factory=dict)
+    _buckets: dict[str, int] = field(default_factory=dict)
+    """Each target key's bucket, computed once (every gate asks it, for every target)."""
     _last_problem: str | None = None
 
     def __post_init__(self) -> None:
@@ -122,17 +124,20 @@ class RingMember:
         return self.parts.membership.incarnation
 
     def bucket_of(self, target: TargetConfig) -> int:
-        return ring.target_bucket(namespace=target.namespace, key=target.key,
-                                  placement=self.placement)
+        return self._bucket_of_key(target.key)
 
     def _bucket_of_key(self, key: str) -> int:
-        namespace = key.split("/", 1)[0]
-        return ring.target_bucket(namespace=namespace, key=key, placement=self.placement)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            namespace = key.split("/", 1)[0]
+            bucket = self._buckets[key] = ring.target_bucket(
+                namespace=namespace, key=key, placement=self.placement)
+        return bucket
 
     def _fenced(self, bucket: int, epoch: int) -> bool:
         """The bucket is ours in ``epoch`` now, by our own clock and our view of its Lease."""
         claim = self.claims.get(bucket)
-        observed = self.parts.leases.view.get(bucket)
+        observed = self.parts.leases.get(bucket)
         return (claim is not None and claim.epoch == epoch
                 and self.parts.membership.valid()
                 and observed is not None and observed.lease.holder == self.me
@@ -200,11 +205,11 @@ class RingMember:
     # --- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Follow the ring until cancelled: every half retry period, read the bucket Leases,
+        """Follow the ring until cancelled: every quarter retry period, read the bucket Leases,
         drop what is no longer ours, claim and hand over as the planner says."""
         while True:
             await self._tick()
-            await asyncio.sleep(self.timings.retry_period / 2)
+            await asyncio.sleep(self.timings.retry_period / 4)
 
     async def _tick(self) -> None:
         membership = self.parts.membership
@@ -245,8 +250,10 @@ class RingMember:
         for state in ClaimState:
             metrics.ring_buckets.labels(ring=ring_name, state=state.value).set(
                 sum(1 for c in self.claims.values() if c.state is state))
+        acting = {b for b, c in self.claims.items()
+                  if c.state is ClaimState.ACTIVE and self._fenced(b, c.epoch)}
         metrics.ring_targets.labels(ring=ring_name).set(
-            sum(1 for t in self.targets() if self.may_write(t.key)))
+            sum(1 for t in self.targets() if self.bucket_of(t) in acting))
         member = self.parts.membership
         metrics.ring_member.clear()
         metrics.ring_member.labels(ring=ring_name, member=member.incarnation).set(
@@ -276,7 +283,7 @@ class RingMember:
     # --- claiming -------------------------------------------------------------------------
 
     def _start_claim(self, bucket: int) -> None:
-        observed = self.parts.leases.view.get(bucket)
+        observed = self.parts.leases.get(bucket)
         placeholder = Claim(bucket=bucket, epoch=-1)
         self.claims[bucket] = placeholder
         placeholder.task = asyncio.get_running_loop().create_task(
@@ -296,7 +303,8 @@ class RingMember:
                 return self._fenced(bucket, epoch)
 
             store = self.parts.store(bucket, fence)
-            await store.stamp(self.me, epoch, still_claimed=fence)
+            with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
+                await store.stamp(self.me, epoch, still_claimed=fence)
             keeper = claim.keeper = self.parts.keeper(
                 store, lambda key: self._bucket_of_key(key) == bucket, fence)
             restored = await keeper.restore(lambda: self._keys(bucket))
@@ -332,7 +340,7 @@ class RingMember:
         for claim in list(self.claims.values()):
             if claim.epoch < 0:
                 continue  # its claim write is under way
-            observed = self.parts.leases.view.get(claim.bucket)
+            observed = self.parts.leases.get(claim.bucket)
             if observed is None or observed.lease.holder != self.me or \
                     observed.epoch != claim.epoch:
                 holder = None if observed is None else observed.lease.holder

@@ -110,6 +110,8 @@ class BucketStateStore:
         self._last_saved: bytes | None = None
         self._clock = clock
         self._set_aside: tuple[str, StateSetAsideError] | None = None
+        self._just_stamped: tuple[Snapshot | None] | None = None
+        """What the last stamp read, for the one ``load`` that follows it."""
         """The version whose undecodable state was copied aside, and what that said: a
         read of the same version says it again without another copy."""
 
@@ -124,7 +126,7 @@ class BucketStateStore:
         and stamp again while ``still_claimed()``, else ``FencedError``. A state that cannot
         be decoded is copied aside first, then stamped as it is, then ``StateSetAsideError``:
         the bucket is ours, its history starts afresh (our first write replaces it)."""
-        self._stamp = None
+        self._stamp, self._just_stamped = None, None
         for _ in range(STAMP_ATTEMPTS):
             found = await self._get(self.name)
             kept_aside: StateSetAsideError | None = None
@@ -154,6 +156,7 @@ class BucketStateStore:
                 self._set_aside = (self._resource_version or "", kept_aside)
                 raise kept_aside
             self._last_saved = raw if found is not None else _raw(binary)
+            self._just_stamped = (snapshot,)
             return snapshot
         raise StateUnavailableError(f"{self.description} changed under each of "
                                     f"{STAMP_ATTEMPTS} stamps: try again")
@@ -161,6 +164,11 @@ class BucketStateStore:
     async def load(self) -> Snapshot | None:
         """The stored snapshot, read again; ``FencedError`` if the stamp on it is not ours."""
         stamp = self._stamped()
+        if self._just_stamped is not None:
+            # The keeper's read right after our stamp: the stamp's answer is that read (any
+            # later writer would have had to write over our version: our next write sees it).
+            (snapshot,), self._just_stamped = self._just_stamped, None
+            return snapshot
         found = await self._get(self.name)
         if found is None:  # deleted by hand since: a next write creates it, if still ours
             self._resource_version = None
@@ -175,6 +183,7 @@ class BucketStateStore:
     async def save(self, data: bytes) -> None:
         """A CAS on our last read or write; never an overwrite (§4.5 F2)."""
         stamp = self._stamped()
+        self._just_stamped = None
         if data == self._last_saved:
             return  # nothing changed: no write
         encoded = base64.b64encode(data).decode()

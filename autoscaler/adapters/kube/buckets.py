@@ -108,6 +108,11 @@ class BucketLeases:
         """The bucket Leases as last seen (listed, watched, or written by us), by bucket."""
         return dict(self._view)
 
+    def get(self, bucket: int) -> ObservedBucket | None:
+        """The bucket's Lease as last seen, without copying the view (the fence asks it
+        before every write)."""
+        return self._view.get(bucket)
+
     @property
     def problem(self) -> str | None:
         """Why this member must not act on the ring: a bucket Lease of other ring settings

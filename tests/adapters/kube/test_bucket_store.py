@@ -386,3 +386,19 @@ async def test_the_keeper_of_a_fenced_bucket_neither_folds_in_nor_retries(
     assert keeper.conflicts == 0
     assert writes(apiserver) == sent + 1  # the one refused PUT, nothing after it
     assert content(apiserver) == snapshot("new")
+
+
+async def test_the_read_right_after_a_stamp_is_the_stamps_own(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """A claim reads the state once: the keeper's load right after the stamp is answered by
+    the stamp's read (one GET fewer per move); any later load reads the server again."""
+    first = await stamped(kube, "alpha-1", 1)
+    await first.save(encode(snapshot("kept")))
+    second = store(kube)
+    await second.stamp("beta-1", 2, still_claimed=lambda: True)
+    gets = apiserver.count(verb="get", resource="configmaps")
+    assert await second.load() == snapshot("kept")
+    assert apiserver.count(verb="get", resource="configmaps") == gets
+    assert await second.load() == snapshot("kept")
+    assert apiserver.count(verb="get", resource="configmaps") == gets + 1
