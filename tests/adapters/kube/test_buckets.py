@@ -30,7 +30,7 @@ from autoscaler.errors import FencedError, InvalidConfigError, NotLeaderError, T
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.ring import BucketLease, Placement
 from autoscaler.runtime.status import TargetState
-from tests.adapters.kube.conftest import Settings, apiserver
+from tests.adapters.kube.conftest import Settings, apiserver, assert_rbac_covers
 from tests.adapters.kube.waiting import eventually
 from tests.sim.kube import SimApiServer
 
@@ -43,11 +43,11 @@ HISTORY = History(recommendations=(Recommendation(replicas=4, timestamp=1.7e9),)
 
 @pytest.fixture
 async def kube(apiserver: SimApiServer) -> AsyncIterator[KubeSession]:
-    """A session without the RBAC replay: the view LISTs Leases, which deploy/rbac.yaml does
-    not grant yet (dynamic mode's rules are the build engineer's, §4.9)."""
+    """A session whose every request deploy/rbac.yaml must allow (checked at the end)."""
     apiserver.create_namespace(NAMESPACE)
     async with KubeSession.connect(Settings(kubeconfig=apiserver.kubeconfig)) as session:
         yield session
+    assert_rbac_covers(apiserver)
 
 
 @pytest.fixture

@@ -508,11 +508,8 @@ async def test_a_released_lease_is_collected_after_the_grace_not_before(
         assert alpha.counters.writes["delete"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="deploy/rbac.yaml (build-system area) grants leases "
-                   "get/create/update only; membership also lists, watches and deletes them")
 async def test_deploy_rbac_allows_what_membership_does(apiserver: SimApiServer) -> None:
-    """Every request of a join, a watch, an eviction and a collection passes deploy/rbac.yaml
-    (strict xfail until the manifest grants list, watch and delete on leases)."""
+    """Every request of a join, a watch, an eviction and a collection passes deploy/rbac.yaml."""
     async with running(apiserver, gc_grace=0.2) as (alpha, _), \
             running(apiserver) as (beta, beta_task), running(apiserver) as (gamma, _):
         await wait_until(lambda: len(alpha.members()) == 3, timeout=5)
