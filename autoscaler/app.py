@@ -215,7 +215,8 @@ class Daemon:
                     self.config.daemon.sharding),
                 placement=self.config.daemon.sharding.placement,
                 targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
-                run_now=scheduler.run_now, idle=scheduler.idle, monotonic=time.monotonic,
+                run_now=scheduler.run_now, gained=self._gained, idle=scheduler.idle,
+                monotonic=time.monotonic,
                 telemetry=self.telemetry, ring_name=self._lease()[0])
         restore = HistoryRestore(
             keeper=keeper, backfill=backfill, scheduler=scheduler,
@@ -396,6 +397,14 @@ class Daemon:
         await watch_namespaces(running.components, {t.namespace for t in targets})
         return len(targets)
 
+    def _gained(self, keys: Sequence[str]) -> None:
+        """A ring member gained these targets, their history read: their forecast history is
+        looked at anew (the store may have had less than a season of it)."""
+        wanted = set(keys)
+        backfill = self.running.backfill
+        backfill.want([t for t in self.scheduler_targets if t.key in wanted], again=True)
+        backfill.poke()
+
     def _keeper_of(self, key: str) -> HistoryKeeper | None:
         """The history keeper that holds target ``key``'s history (a ring member: the one of
         its bucket, if held; a target of a bucket we do not hold gets its history when its
@@ -441,6 +450,8 @@ class Daemon:
         """Background work that ended when it should not have: the daemon's own tasks and
         the watches behind the caches."""
         dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
+        if self._membership is not None and (failure := self._membership.failure()):
+            dead.append(failure)
         if self._running is not None:
             components = self._running.components
             dead += [*components.pods.failures(), *components.target_cache.failures(),

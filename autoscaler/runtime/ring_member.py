@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.errors import AutoscalerError, StateSetAsideError
+from autoscaler.errors import FencedError, RejectedError, StateSetAsideError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.history import HistoryKeeper
@@ -57,6 +57,11 @@ HAND_OVER_DRAIN = 10.0
 """Seconds a hand-over waits for the passes in flight over the bucket's targets."""
 STOP_HAND_OVER = 5.0
 """Seconds a graceful stop gives the hand-over of every bucket (all at once)."""
+RESTORE_BOUND = 30.0
+"""Seconds a claim may take to read its bucket's history before it is given up (and tried
+again, backing off): a read that keeps failing must not hold the bucket forever."""
+CLAIM_BACKOFF_MAX = 8.0
+"""The longest wait before a bucket whose claims keep failing is tried again."""
 
 
 class ClaimState(enum.Enum):
@@ -101,6 +106,9 @@ class RingMember:
     ready: Callable[[], bool]
     """Our caches are synced: only then do we claim, and peers hand us buckets."""
     run_now: Callable[[Sequence[str]], None]
+    gained: Callable[[Sequence[str]], None]
+    """Told the targets of a bucket just gained, after their history was read (forecast
+    history is then looked at anew, as a leader does at the start of a term)."""
     idle: Callable[[Sequence[str], float], Awaitable[bool]]
     monotonic: Callable[[], float]
     telemetry: DaemonMetrics
@@ -110,6 +118,10 @@ class RingMember:
     moves: int = 0
     unowned: tuple[int, ...] = ()
     _unowned_since: dict[int, float] = field(default_factory=dict)
+    leaving: bool = False
+    """A graceful stop is handing everything over: nothing new is claimed."""
+    _retry_at: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Per bucket whose claim failed: when it may be tried again, and the backoff used."""
     _buckets: dict[str, int] = field(default_factory=dict)
     """Each target key's bucket, computed once (every gate asks it, for every target)."""
     _last_problem: str | None = None
@@ -167,13 +179,22 @@ class RingMember:
     async def persist(self) -> None:
         """Make every active bucket's history durable (before a pass's scale writes). A bucket
         whose write fails fails the call: the pass then sends none of its writes."""
-        keepers = [claim.keeper for claim in self.claims.values()
-                   if claim.state is ClaimState.ACTIVE and claim.keeper is not None
-                   and claim.keeper.restored.is_set()]
-        results = await asyncio.gather(*(k.persist() for k in keepers), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        claims = [claim for claim in self.claims.values()
+                  if claim.state is ClaimState.ACTIVE and claim.keeper is not None
+                  and claim.keeper.restored.is_set()]
+        results = await asyncio.gather(*(c.keeper.persist() for c in claims if c.keeper),
+                                       return_exceptions=True)
+        failure: BaseException | None = None
+        for claim, result in zip(claims, results, strict=True):
+            if isinstance(result, (FencedError, RejectedError)):
+                # Someone else stamped the bucket's state, or it cannot be stored at all: the
+                # bucket is not ours to act for; its targets' writes are refused from now
+                # (the fence) and the others' pass goes on. Claimed again by the ring's rules.
+                self._drop(claim, why=f"its history cannot be written: {result}")
+            elif isinstance(result, BaseException) and failure is None:
+                failure = result
+        if failure is not None:
+            raise failure
 
     def passed(self, keys: Sequence[str]) -> None:
         """A pass over ``keys`` completed: say when a gained bucket's targets were all first
@@ -208,26 +229,32 @@ class RingMember:
         """Follow the ring until cancelled: every quarter retry period, read the bucket Leases,
         drop what is no longer ours, claim and hand over as the planner says."""
         while True:
-            await self._tick()
+            try:
+                await self._tick()
+            except Exception as error:  # a bug here must not stop the ring's upkeep
+                log.exception("ring upkeep failed; trying again", error=str(error))
             await asyncio.sleep(self.timings.retry_period / 4)
 
     async def _tick(self) -> None:
         membership = self.parts.membership
-        membership.ready = self.ready() and self.parts.leases.synced.is_set()
+        if self.leaving:
+            membership.ready = False
+            return
+        problem = self.parts.leases.problem
+        membership.ready = (self.ready() and self.parts.leases.synced.is_set()
+                            and problem is None)
         if membership.evicted:
             self._drop_all(why="this member was evicted (it did not renew in time)")
             membership.rejoin()
             return
         self.parts.leases.identity = self.me
-        problem = self.parts.leases.problem
         self._say_problem(problem)
-        if problem is not None:
-            membership.ready = False  # peers hand us nothing; we claim nothing
         self._drop_lost()
         plan = self._plan()
         self._report(plan.unowned)
+        now = self.monotonic()
         for bucket in plan.claims:
-            if bucket not in self.claims:
+            if bucket not in self.claims and now >= self._retry_at.get(bucket, (0.0, 0.0))[0]:
                 self._start_claim(bucket)
         for bucket, to in plan.releases:
             claim = self.claims.get(bucket)
@@ -240,6 +267,16 @@ class RingMember:
         """The ring's gauges; a bucket unowned longer than a lease duration plus two passes
         is overdue (``AutoscalerTargetsUnowned``)."""
         now, ring_name, metrics = self.monotonic(), self.ring_name, self.telemetry
+        # A bucket whose Lease names us but that we do not serve (a claim under way, or one
+        # that failed after its Lease write) is as unowned for its targets as a free one.
+        weighted = {self.bucket_of(t) for t in self.targets()}
+        unserved = {b for b in weighted
+                    if (o := self.parts.leases.get(b)) is not None and o.lease.holder == self.me
+                    and (c := self.claims.get(b)) is not None and c.state is not
+                    ClaimState.ACTIVE} | {
+                    b for b in weighted if (o := self.parts.leases.get(b)) is not None
+                    and o.lease.holder == self.me and b not in self.claims}
+        unowned = tuple(sorted(set(unowned) | unserved))
         self.unowned = unowned
         self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
         periods = [t.sync_period for t in self.targets()] or [0.0]
@@ -295,44 +332,65 @@ class RingMember:
             epoch = await asyncio.wait_for(
                 self.parts.leases.claim(bucket, observed), self.timings.retry_period)
             if epoch is None:
-                self._forget(claim)
+                self._failed(claim, "someone else wrote its Lease first")
                 return
             claim.epoch = epoch
 
             def fence() -> bool:
                 return self._fenced(bucket, epoch)
 
+            # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
+            # drain timed out) end first: the history read next replaces their states.
+            await self.idle(self._keys(bucket), HAND_OVER_DRAIN)
             store = self.parts.store(bucket, fence)
             with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
                 await store.stamp(self.me, epoch, still_claimed=fence)
             keeper = claim.keeper = self.parts.keeper(
                 store, lambda key: self._bucket_of_key(key) == bucket, fence)
-            restored = await keeper.restore(lambda: self._keys(bucket))
-        except (AutoscalerError, TimeoutError) as error:
-            log.warning("could not claim a bucket of targets; it stays free for the ring's "
-                        "rules", bucket=f"{bucket:02x}", error=str(error) or type(error).__name__)
-            self._forget(claim)
+            restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
+                                              RESTORE_BOUND)
+        except Exception as error:  # whatever failed, the claim is not ours
+            self._failed(claim, str(error) or type(error).__name__)
             return
-        if self.claims.get(bucket) is not claim or not fence():
+        if self.claims.get(bucket) is not claim:
+            keeper.invalidate()
+            return
+        if not fence():  # lost while reading: stranded, claimed again (a new epoch)
+            self._failed(claim, "no longer ours while its history was read")
             return
         claim.state = ClaimState.ACTIVE
+        self._retry_at.pop(bucket, None)
         self.moves += 1
         self.telemetry.ring_moves.labels(ring=self.ring_name, reason="gained").inc()
         keys = self._keys(bucket)
         claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
         log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
                  targets=len(keys), history_targets=restored.targets, clean=restored.clean)
+        if restored.set_aside is not None:
+            log.error("a bucket's saved history could not be decoded: its targets start fresh",
+                      bucket=f"{bucket:02x}", kept_as=restored.set_aside.kept_as)
+            self.telemetry.errors.labels(reason="state_set_aside").inc()
+        self.gained(keys)
         self.run_now(keys)
+
+    def _failed(self, claim: Claim, why: str) -> None:
+        """A claim that did not complete: forgotten, and tried again later, backing off."""
+        now = self.monotonic()
+        backoff = min(CLAIM_BACKOFF_MAX, 2 * self._retry_at.get(claim.bucket, (0.0, 0.25))[1])
+        self._retry_at[claim.bucket] = (now + backoff, backoff)
+        log.warning("could not claim a bucket of targets; it stays free for the ring's rules",
+                    bucket=f"{claim.bucket:02x}", error=why, retry_in=round(backoff, 2))
+        self._forget(claim)
 
     def _forget(self, claim: Claim) -> None:
         """We no longer act for ``claim``'s targets: its history is someone else's to write,
         and their series are someone else's to export."""
-        if self.claims.get(claim.bucket) is claim:
-            del self.claims[claim.bucket]
         if claim.keeper is not None:
             claim.keeper.invalidate()
-        for key in self._keys(claim.bucket):
-            self.telemetry.forget(key)
+        if self.claims.get(claim.bucket) is claim:
+            del self.claims[claim.bucket]
+            for key in self._keys(claim.bucket):
+                self.telemetry.forget(key)
 
     # --- losing and handing over ----------------------------------------------------------
 
@@ -369,22 +427,29 @@ class RingMember:
                 await claim.keeper.persist(clean=True)
             released = await asyncio.wait_for(
                 self.parts.leases.release(bucket, claim.epoch, to), self.timings.retry_period)
-        except (AutoscalerError, TimeoutError) as error:
-            released = False
+            if released:
+                log.info("handed a bucket of targets over", bucket=f"{bucket:02x}", to=to)
+                self.telemetry.ring_moves.labels(ring=self.ring_name,
+                                                 reason="handed_over").inc()
+        except Exception as error:  # whatever failed, we no longer act for it
             log.warning("could not hand a bucket of targets over", bucket=f"{bucket:02x}",
                         to=to, error=str(error) or type(error).__name__)
-        if released:
-            log.info("handed a bucket of targets over", bucket=f"{bucket:02x}", to=to)
-            self.telemetry.ring_moves.labels(ring=self.ring_name, reason="handed_over").inc()
-        self._forget(claim)
+        finally:
+            self._forget(claim)
 
     async def leave(self) -> None:
         """A graceful stop: hand every bucket over to its preferred successor at once."""
+        self.leaving = True  # the upkeep claims nothing from now on
+        self.parts.membership.ready = False
         preference = (self.planner.preference(self._view_for_leave())
                       if self.planner is not None else {})
-        hand_overs = []
+        hand_overs: list[Awaitable[object]] = []
         for claim in list(self.claims.values()):
-            if claim.task is not None and claim.state is not ClaimState.RELEASING:
+            if claim.state is ClaimState.RELEASING:
+                if claim.task is not None:
+                    hand_overs.append(claim.task)  # under way: waited for, not started again
+                continue
+            if claim.task is not None:
                 claim.task.cancel()
             if claim.state is ClaimState.CLAIMING:
                 self._forget(claim)
@@ -395,7 +460,8 @@ class RingMember:
             claim.state = ClaimState.RELEASING
             hand_overs.append(self._hand_over(claim, to or "", drain=0.0))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*hand_overs), STOP_HAND_OVER)
+            await asyncio.wait_for(asyncio.gather(*hand_overs, return_exceptions=True),
+                                   STOP_HAND_OVER)
 
     def _view_for_leave(self) -> RingView:
         membership = self.parts.membership

@@ -629,6 +629,13 @@ class MembershipThread:
     def valid(self) -> bool:
         return self.membership is not None and self.membership.valid()
 
+    def failure(self) -> str | None:
+        """Why the membership thread ended, if it did while it should run (the daemon's
+        liveness probe says it: a member that never renews again is never valid)."""
+        if self._thread.is_alive() or self._stopping is None or self._stopping.is_set():
+            return None
+        return f"ring membership thread ended: {self._failure!r}"
+
     def stop(self, timeout: float = 5.0) -> None:
         """Leave gracefully (holder emptied), then end the thread; bounded by ``timeout``."""
         loop, stopping = self._loop, self._stopping
