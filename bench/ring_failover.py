@@ -39,18 +39,11 @@ sys.path.insert(0, str(ROOT))
 from bench.daemon_scale import cluster, config_text  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
 from tests.e2e.harness import DaemonProcess  # noqa: E402
+from tests.e2e.test_ring import RING  # noqa: E402
 from tests.sim.prometheus import free_port, start_prometheus  # noqa: E402
 
 NAMESPACES = 50
 PODS = 5
-RING = """
-[daemon.leaderElection]
-leaseName = "autoscaler"
-leaseNamespace = "default"
-
-[daemon.sharding]
-mode = "dynamic"
-"""
 
 
 class Replica:

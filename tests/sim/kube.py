@@ -236,3 +236,16 @@ async def api_client(api: SimApiServer, *, kubeconfig: Path | None = None) -> As
                                   client_configuration=configuration)
     async with client.ApiClient(configuration) as session:
         yield session
+
+
+MEMBER_B = "system:serviceaccount:autoscaler:member-b"
+
+
+@pytest.fixture
+async def other(apiserver: SimApiServer, tmp_path: Path) -> AsyncIterator[Any]:
+    """A kubernetes-asyncio session for a second user, ``MEMBER_B`` (whose requests the log
+    and the per-user faults tell apart from the default user's)."""
+    apiserver.add_token("b-token", MEMBER_B)
+    config = apiserver.write_kubeconfig(tmp_path / "b", token="b-token")
+    async with api_client(apiserver, kubeconfig=config) as session:
+        yield session

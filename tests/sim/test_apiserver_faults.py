@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -13,21 +11,11 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.sim.apiserver.access import RequestRecord
-from tests.sim.kube import SimApiServer, api_client, apiserver, wait_until
+from tests.sim.kube import MEMBER_B, SimApiServer, api_client, apiserver, other, wait_until
 
-__all__ = ["apiserver"]
+__all__ = ["apiserver", "other"]
 
 SCALE = ("apps", "v1", "default", "deployments", "web")
-MEMBER_B = "system:serviceaccount:autoscaler:member-b"
-
-
-@pytest.fixture
-async def other(apiserver: SimApiServer, tmp_path: Path) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio session for a second user, ``MEMBER_B``."""
-    apiserver.add_token("b-token", MEMBER_B)
-    config = apiserver.write_kubeconfig(tmp_path / "b", token="b-token")
-    async with api_client(apiserver, kubeconfig=config) as session:
-        yield session
 
 
 def _last(apiserver: SimApiServer, **criteria: Any) -> RequestRecord:

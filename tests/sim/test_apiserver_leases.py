@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,21 +11,11 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.sim.apiserver.server import DEFAULT_USER
-from tests.sim.kube import SimApiServer, api_client, apiserver, kubectl, wait_until
+from tests.sim.kube import MEMBER_B, SimApiServer, api_client, apiserver, kubectl, other, wait_until
 
-__all__ = ["apiserver"]
+__all__ = ["apiserver", "other"]
 
-MEMBER_B = "system:serviceaccount:autoscaler:member-b"
 MERGE = "application/merge-patch+json"
-
-
-@pytest.fixture
-async def other(apiserver: SimApiServer, tmp_path: Path) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio session for a second user, ``MEMBER_B``."""
-    apiserver.add_token("b-token", MEMBER_B)
-    config = apiserver.write_kubeconfig(tmp_path / "b", token="b-token")
-    async with api_client(apiserver, kubeconfig=config) as session:
-        yield session
 
 
 def _lease(name: str, holder: str) -> dict[str, Any]:
