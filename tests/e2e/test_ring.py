@@ -311,3 +311,45 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_targets_over(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """Two members hold the six targets; a third joins and receives a share by hand-over
+    (moving no more than a fair share, 2 targets, plus the bound's slack); then one member is
+    stopped with SIGTERM: its targets are handed over at once (a new owner within a second,
+    not a lease duration), with their history, and nothing is written by a non-owner."""
+    series = Series.watching(rig)
+    watcher = asyncio.create_task(series.run())
+    try:
+        async with members(rig, tmp_path, ["a", "b"]) as running:
+            await eventually(lambda: every_target_has_one_owner(running), timeout=40,
+                             what="two members hold the targets")
+            before = {name: m.owned() for name, m in running.items()}
+            running["c"] = start_member(rig, tmp_path, "c")
+            await eventually(lambda: every_target_has_one_owner(running)
+                             and bool(running["c"].owned()), timeout=40,
+                             what="the newcomer holds a share")
+            await asyncio.sleep(3.0)  # the ring settles (hand-overs a few at a time)
+            assert every_target_has_one_owner(running)
+            after = {name: m.owned() for name, m in running.items()}
+            moved = sum(len(before[n] - after[n]) for n in before)
+            assert 1 <= moved <= 3, (before, after)
+            assert max(len(t) for t in after.values()) <= 3, after
+            leaving = max(running.values(), key=lambda m: len(m.owned()))
+            handed = leaving.owned()
+            assert leaving.process.process is not None
+            stopped = time.monotonic()
+            leaving.process.process.send_signal(signal.SIGTERM)
+            rest = {n: m for n, m in running.items() if m is not leaving}
+            await eventually(lambda: all(len(owners(rest)[k]) == 1 for k in handed),
+                             timeout=10, interval=0.05, what="the leaver's targets taken over")
+            took = time.monotonic() - stopped
+            assert await leaving.process.stop_async() == 0
+            assert took < 3.0, f"a graceful hand-over took {took:.2f}s"
+            assert series.forbidden() == []
+            assert non_owner_writes(rig, running) == []
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
