@@ -28,6 +28,8 @@ import structlog
 
 from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.leader import default_identity
+from autoscaler.adapters.kube.membership import MembershipThread
+from autoscaler.adapters.local_state import MemoryStateStore
 from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.config import Config, TargetConfig
 from autoscaler.observability.addresses import status_address
@@ -42,6 +44,8 @@ from autoscaler.runtime.leadership import Leadership, campaigns
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.reload import ConfigReloader
 from autoscaler.runtime.restore import HistoryRestore
+from autoscaler.runtime.ring import Timings
+from autoscaler.runtime.ring_member import RingMember, RingParts
 from autoscaler.runtime.scheduler import Scheduler
 from autoscaler.runtime.shards import targets_for_shard
 from autoscaler.runtime.status import target_status
@@ -52,6 +56,8 @@ from autoscaler.wiring import (
     connect,
     lease_elector,
     lease_names,
+    ring_parts,
+    start_membership,
     state_store,
     wait_synced,
     watch_namespaces,
@@ -148,6 +154,12 @@ class Daemon:
             dry_run=daemon.dry_run, telemetry=self.telemetry, supervisor=self.supervisor)
         self._running: Running | None = None
         """The running parts, once the adapters are connected (``_start``)."""
+        self.dynamic = daemon.sharding.mode == "dynamic" and not daemon.dry_run
+        """A member of a ring of dynamic sharding (``runtime/ring_member.py``): it acts for
+        the buckets of targets it holds, each with its own history. A dry run writes
+        nothing and holds nothing: it plans every target, as in leader mode."""
+        self.ring: RingMember | None = None
+        self._membership: MembershipThread | None = None
 
     @property
     def config(self) -> Config:
@@ -187,6 +199,8 @@ class Daemon:
             options=self._options(self.config), telemetry=self.telemetry,
             clock=self.timeline.now, wall=self.wall)
         keeper = HistoryKeeper(
+            # A ring member keeps its history per bucket (``_ring_parts``), not here.
+            MemoryStateStore() if self.dynamic else
             state_store(self.config, client=components.api_client, lock=self.state_lock,
                         lease=self._lease),
             reconciler.states, clock=self.timeline.now, skew=self.timeline.skew,
@@ -195,6 +209,15 @@ class Daemon:
         backfill = HistoryBackfill(components.history, reconciler.state,
                                    may_run=self._may_fill)
         scheduler = Scheduler(self._run_pass, may_run=self._may_run)
+        if self.dynamic:
+            self.ring = RingMember(
+                parts=self._ring_parts(components, reconciler), timings=Timings.of(
+                    self.config.daemon.sharding),
+                placement=self.config.daemon.sharding.placement,
+                targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
+                run_now=scheduler.run_now, gained=self._gained, idle=scheduler.idle,
+                monotonic=time.monotonic,
+                telemetry=self.telemetry, ring_name=self._lease()[0])
         restore = HistoryRestore(
             keeper=keeper, backfill=backfill, scheduler=scheduler,
             history_read=self.leadership.history_read, server_answered=self.server_answered,
@@ -204,7 +227,20 @@ class Daemon:
         return Running(components=components, reconciler=reconciler, keeper=keeper,
                        backfill=backfill, scheduler=scheduler, restore=restore)
 
+    def _ring_parts(self, components: Components, reconciler: Reconciler) -> RingParts:
+        assert self._membership is not None  # joined in _serve, before _start
+        return ring_parts(
+            self.config, client=components.api_client, lease=self._lease(),
+            membership=self._membership,
+            keeper=lambda store, scope, fence: HistoryKeeper(
+                store, reconciler.states, clock=self.timeline.now, skew=self.timeline.skew,
+                corrected=self.telemetry.clock_steps.labels(source="history").inc,
+                leader=fence, scope=scope))
+
     async def _serve(self, components: Components) -> int:
+        if self.dynamic:
+            self._membership = await asyncio.to_thread(
+                start_membership, self.config, lease=self._lease())
         running = self._running = self._start(components)
         await self._check_store()
         self._install_probes()
@@ -221,7 +257,10 @@ class Daemon:
             start("passes", running.scheduler.run(self.stop))
             start("forecast history", running.backfill.run())
             start("cache sync", self._sync_pods(), finishes=True)
-            start("leadership", self._lead(), finishes=not self.leadership.elected)
+            if self.ring is not None:
+                start("ring", self.ring.run())
+            else:
+                start("leadership", self._lead(), finishes=not self.leadership.elected)
             self.notifier.ready(f"{len(self.scheduler_targets)} targets")
             await self.stop.wait()
             await self._shut_down()
@@ -242,7 +281,10 @@ class Daemon:
             log.warning("in-flight passes did not finish in time: cancelling them",
                         grace=DRAIN_GRACE)
             await running.scheduler.cancel(timeout=CANCEL_GRACE)
-        if running.keeper.restored.is_set() and self.leadership.may_write():
+        if self.ring is not None:
+            await self._leave_ring(self.ring)
+            return
+        if running.keeper.restored.is_set() and self.leadership.leads():
             try:
                 await asyncio.wait_for(self._save_at_stop(), SAVE_GRACE)
             except Exception as error:  # the last intents written stay; the next start bridges
@@ -256,11 +298,19 @@ class Daemon:
             except TimeoutError:
                 log.warning("releasing the lease took too long; it will expire instead")
 
+    async def _leave_ring(self, member: RingMember) -> None:
+        """Hand every bucket over (its history written clean first), then leave the ring
+        (our member Lease released), each bounded: peers need not wait a lease duration."""
+        await member.leave()
+        await member.parts.leases.stop()  # type: ignore[attr-defined]
+        if self._membership is not None:
+            await asyncio.to_thread(self._membership.stop, RELEASE_GRACE)
+
     async def _check_store(self) -> None:
         """Refuse, before anything starts, a state ConfigMap another daemon owns (the
         restore checks again; a read that fails now is left to it)."""
         store = self.running.keeper.store
-        if isinstance(store, ConfigMapStateStore):
+        if isinstance(store, ConfigMapStateStore) and self.ring is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(store.check(), self.config.kubernetes.request_timeout)
 
@@ -274,11 +324,15 @@ class Daemon:
     def _options(self, config: Config) -> ReconcileOptions:
         return ReconcileOptions(
             algorithm=config.daemon.algorithm, dry_run=config.daemon.dry_run,
-            concurrency=config.daemon.concurrency, may_write=self.leadership.may_write,
+            concurrency=config.daemon.concurrency,
+            may_write=self.ring.may_write if self.ring is not None else self.leadership.may_write,
             persist=self._persist)
 
     async def _persist(self) -> None:
-        await self.running.keeper.persist()
+        if self.ring is not None:
+            await self.ring.persist()
+        else:
+            await self.running.keeper.persist()
 
     # --- leadership ---------------------------------------------------------------------
 
@@ -299,16 +353,23 @@ class Daemon:
         if not await self.running.scheduler.drain(DRAIN_GRACE):
             await self.running.scheduler.cancel(timeout=CANCEL_GRACE)
 
-    def _may_run(self) -> bool:
-        return self._may_fill() and self.leadership.history_read.is_set()
+    def _may_run(self, key: str) -> bool:
+        """The scheduler's gate of target ``key``."""
+        if self.ring is not None:
+            return self.ring.may_run(key)
+        return self._may_fill(key) and self.leadership.history_read.is_set()
 
-    def _may_fill(self) -> bool:
-        """Forecast history may be applied: the saved history is read (it would overwrite
-        it) and this instance leads."""
-        return self.leadership.may_write() and self.running.keeper.restored.is_set()
+    def _may_fill(self, key: str) -> bool:
+        """Forecast history of target ``key`` may be applied: the saved history is read (it
+        would overwrite it) and this instance may write the target."""
+        if self.ring is not None:
+            return self.ring.may_run(key)
+        return self.leadership.may_write(key) and self.running.keeper.restored.is_set()
 
     async def _run_pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         await self.running.reconciler.run_pass(targets, deadline=deadline)
+        if self.ring is not None:
+            self.ring.passed([t.key for t in targets])
 
     # --- config -------------------------------------------------------------------------
 
@@ -320,19 +381,35 @@ class Daemon:
         self.scheduler_targets = targets
         removed = running.scheduler.set_targets(targets)
         for key in removed:
+            keeper = self._keeper_of(key)
             state = running.reconciler.remove(key)
-            if state is not None:
-                running.keeper.retire(state)
+            if state is not None and keeper is not None:
+                keeper.retire(state)
             self.telemetry.forget(key)
         for target in targets:
-            if target.key not in running.reconciler.states:
-                running.keeper.revive(running.reconciler.state(target.key))
+            keeper = self._keeper_of(target.key)
+            if target.key not in running.reconciler.states and keeper is not None:
+                keeper.revive(running.reconciler.state(target.key))
         self.telemetry.targets.set(len(targets))
         self.telemetry.set_periods({t.sync_period for t in targets})
         self.telemetry.set_dry_run(config.daemon.dry_run)
         running.backfill.want(targets)
         await watch_namespaces(running.components, {t.namespace for t in targets})
         return len(targets)
+
+    def _gained(self, keys: Sequence[str]) -> None:
+        """A ring member gained these targets, their history read: their forecast history is
+        looked at anew (the store may have had less than a season of it)."""
+        wanted = set(keys)
+        backfill = self.running.backfill
+        backfill.want([t for t in self.scheduler_targets if t.key in wanted], again=True)
+        backfill.poke()
+
+    def _keeper_of(self, key: str) -> HistoryKeeper | None:
+        """The history keeper that holds target ``key``'s history (a ring member: the one of
+        its bucket, if held; a target of a bucket we do not hold gets its history when its
+        bucket is claimed)."""
+        return self.ring.keeper_of(key) if self.ring is not None else self.running.keeper
 
     async def _apply_config(self, config: Config) -> int:
         """A reloaded config to work (``runtime/reload.py``)."""
@@ -373,6 +450,8 @@ class Daemon:
         """Background work that ended when it should not have: the daemon's own tasks and
         the watches behind the caches."""
         dead = [f"{name}: {why}" for name, why in self.supervisor.failures.items()]
+        if self._membership is not None and (failure := self._membership.failure()):
+            dead.append(failure)
         if self._running is not None:
             components = self._running.components
             dead += [*components.pods.failures(), *components.target_cache.failures(),
@@ -391,21 +470,29 @@ class Daemon:
         def ready() -> tuple[bool, str]:
             if not self.synced:
                 return False, "pod and workload caches not synced yet"
-            return True, "leader" if self.leadership.may_write() else "standby"
+            if self.ring is not None:
+                held = self.ring.status()["buckets"]
+                return True, f"ring member holding {len(held)} buckets"  # type: ignore[arg-type]
+            return True, "leader" if self.leadership.leads() else "standby"
 
         self.probes.healthy, self.probes.ready, self.probes.status = healthy, ready, self._status
 
     def _status(self) -> dict[str, Any]:
-        running = self.running
-        return {
-            "identity": self.identity,
-            "leader": self.leadership.may_write(),
+        running, member = self.running, self.ring
+        shown = self.scheduler_targets if member is None else [
+            t for t in self.scheduler_targets if member.may_write(t.key)]
+        status: dict[str, Any] = {
+            "identity": self.identity if member is None else member.me,
+            "leader": self.leadership.leads() if member is None else member.leads(),
             "dryRun": self.config.daemon.dry_run,
             "shard": self.overrides.shard,
             "totalShards": self.overrides.total_shards,
             "config": str(self.config_path),
-            "history": running.keeper.status(),
+            "history": running.keeper.status() if member is None else None,
             "targets": {t.key: target_status(running.reconciler.state(t.key), t,
                                              planned=self.config.daemon.dry_run)
-                        for t in self.scheduler_targets},
+                        for t in shown},
         }
+        if member is not None:
+            status["ring"] = member.status()
+        return status

@@ -93,6 +93,14 @@ class StateInUseError(AutoscalerError):
     field names another): refused, never shared; the message names the other."""
 
 
+class FencedError(StateInUseError):
+    """A bucket's state was stamped by a newer owner (another incarnation, or a later epoch)
+    since we read it: the bucket is no longer ours. Nothing was written, and the caller must
+    not retry: it drops the bucket and claims it again through the ring's rules (issue 38,
+    docs/design/active-active.md §4.5 F2). A kind of ``StateInUseError``, so the history
+    keeper neither retries it nor folds it in."""
+
+
 E = TypeVar("E", bound=BaseException)
 
 

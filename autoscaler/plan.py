@@ -40,7 +40,7 @@ async def plan(config: Config, *, targets: Sequence[TargetConfig]) -> dict[str, 
         reconciler = components.reconciler(
             options=ReconcileOptions(algorithm=config.daemon.algorithm, dry_run=True,
                                      concurrency=config.daemon.concurrency,
-                                     may_write=lambda: False, record_events=False),
+                                     may_write=lambda key: False, record_events=False),
             telemetry=DaemonMetrics())
         await _load_history(config, reconciler)
         # Forecast history from Prometheus, as the daemon reads it at start: a prediction

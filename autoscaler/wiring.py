@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import structlog
 from kubernetes_asyncio.client import ApiClient
 
+from autoscaler.adapters.kube.bucket_store import BucketStateStore, Legacy
+from autoscaler.adapters.kube.buckets import BucketLeases
 from autoscaler.adapters.kube.configmap_store import (
     ConfigMapStateStore,
     host_owner,
@@ -27,6 +29,7 @@ from autoscaler.adapters.kube.configmap_store import (
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
+from autoscaler.adapters.kube.membership import MemberConfig, MembershipThread, client_factory
 from autoscaler.adapters.kube.owners import OwnerCache
 from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
@@ -44,8 +47,11 @@ from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMet
 from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.config import Config
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime import ring
+from autoscaler.runtime.history import HistoryKeeper
+from autoscaler.runtime.ports import BucketStatePort, StateStore
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.runtime.ring_member import RingParts
 
 log = structlog.get_logger("autoscaler.app")  # the daemon's lines, as before the split
 
@@ -161,3 +167,44 @@ def state_store(config: Config, *, client: ApiClient, lock: StoreLock | None,
                     "(set daemon.stateFile)")
         return MemoryStateStore()
     return ReadOnceStore(store) if daemon.dry_run else store
+
+
+def start_membership(config: Config, *, lease: tuple[str, str]) -> MembershipThread:
+    """Join the ring named by the Lease's name, in its namespace: a member Lease renewed
+    from a thread of its own, with its own client (a main loop stalled by a long pass must
+    not look like death to the peers). Blocks until it runs: call it in a thread."""
+    name, namespace = lease
+    thread = MembershipThread(client_factory(config.kubernetes), MemberConfig(
+        namespace=namespace, ring=name, timings=ring.Timings.of(config.daemon.sharding)))
+    thread.start()
+    return thread
+
+
+def ring_parts(
+    config: Config, *, client: ApiClient, lease: tuple[str, str], membership: MembershipThread,
+    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]],
+                     HistoryKeeper],
+) -> RingParts:
+    """The ring's adapters over the daemon's client: the bucket Leases (watched) and one
+    state ConfigMap per bucket; a bucket with no state of its own takes its targets' entries
+    from the single-leader store of the same name (read only) the first time."""
+    sharding = config.daemon.sharding
+    name, namespace = lease
+    member = membership.membership
+    assert member is not None  # started
+    leases = BucketLeases(
+        client, namespace=namespace, ring=name, identity=member.incarnation,
+        placement=sharding.placement, lease_duration=sharding.lease_duration,
+        may_write=member.valid, request_timeout=sharding.retry_period)
+    leases.start()
+
+    def store(bucket: int, may_write: Callable[[], bool]) -> BucketStatePort:
+        def in_bucket(key: str) -> bool:
+            return ring.target_bucket(namespace=key.split("/", 1)[0], key=key,
+                                      placement=sharding.placement) == bucket
+        return BucketStateStore(
+            client, namespace=namespace, ring=name, bucket=bucket, may_write=may_write,
+            legacy=Legacy(name=f"{name}-state", in_bucket=in_bucket),
+            request_timeout=config.kubernetes.request_timeout)
+
+    return RingParts(membership=member, leases=leases, store=store, keeper=keeper)

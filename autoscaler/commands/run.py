@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run, listen=args.listen, shard=args.shard,
         total_shards=args.total_shards)
     config = overrides.apply(config)
+    if args.total_shards is not None and config.daemon.sharding.mode == "dynamic":
+        raise UsageError("--shard and --total-shards split the targets by hand; "
+                         "daemon.sharding.mode = \"dynamic\" spreads them by itself: use one")
     _check_listen(config.daemon.listen_address)
     _check_state_file(config.daemon.state_file)
     configure_logging(log_format=config.daemon.log_format, level=config.daemon.log_level)

@@ -40,12 +40,14 @@ from autoscaler.config.validated import (
     PrometheusServer,
     RequestsSource,
     ScaleTargetRef,
+    ShardingSettings,
     TargetConfig,
 )
 
 __all__ = [
     "DEFAULT_SERVER", "PLACEHOLDERS", "Config", "ConfigError",
     "ConfigIssue", "DaemonSettings", "Fallback", "KubernetesSettings", "LeaderElectionSettings",
-    "MetricQuery", "PrometheusServer", "RequestsSource", "ScaleTargetRef", "TargetConfig",
+    "MetricQuery", "PrometheusServer", "RequestsSource", "ScaleTargetRef", "ShardingSettings",
+    "TargetConfig",
     "format_duration", "load_config", "parse_config", "parse_duration", "render_query",
 ]

@@ -97,6 +97,14 @@ class LeaderElectionModel(Model):
     retry_period: PositiveUpToAnHour | None = None
 
 
+class ShardingModel(Model):
+    mode: Literal["leader", "dynamic"] | None = None
+    placement: Literal["namespace", "target"] | None = None
+    lease_duration: LeaseDuration | None = None
+    renew_deadline: PositiveUpToAnHour | None = None
+    retry_period: PositiveUpToAnHour | None = None
+
+
 UtilizationRequests = Literal["applied", "spec"]
 """Which requests Utilization divides by while a pod is resized in place (``RequestsBasis``)."""
 
@@ -115,6 +123,7 @@ class DaemonModel(Model):
     log_level: LogLevel | None = None
     state_file: NonEmpty | None = None
     leader_election: LeaderElectionModel | None = None
+    sharding: ShardingModel | None = None
 
 
 class BasicAuthModel(Model):

@@ -19,6 +19,7 @@ from autoscaler.config.schema import (
     LeaderElectionModel,
     PrometheusModel,
     ServerModel,
+    ShardingModel,
 )
 from autoscaler.config.validated import (
     DEFAULT_SERVER,
@@ -26,6 +27,7 @@ from autoscaler.config.validated import (
     KubernetesSettings,
     LeaderElectionSettings,
     PrometheusServer,
+    ShardingSettings,
 )
 
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
@@ -55,6 +57,7 @@ def daemon_settings(model: DaemonModel | None, problems: Problems) -> DaemonSett
         listen_address=m.listen_address, dry_run=m.dry_run, log_format=m.log_format,
         log_level=m.log_level, state_file=_path(m.state_file),
         leader_election=_leader_election(m.leader_election, problems),
+        sharding=_sharding(m.sharding, problems),
     ))
 
 
@@ -75,6 +78,17 @@ def _leader_election(
     if settings.renew_deadline <= settings.retry_period:
         problems.add((*loc, "renewDeadline"), f"must be greater than retryPeriod "
                      f"({settings.retry_period:g}s), got {settings.renew_deadline:g}s")
+    return settings
+
+
+def _sharding(model: ShardingModel | None, problems: Problems) -> ShardingSettings:
+    m = model or ShardingModel()
+    settings = ShardingSettings(**given(
+        mode=m.mode, placement=m.placement, lease_duration=m.lease_duration,
+        renew_deadline=m.renew_deadline, retry_period=m.retry_period))
+    problem = settings.timing_problem()
+    if problem is not None:
+        problems.add(("daemon", "sharding", problem[0]), problem[1])
     return settings
 
 

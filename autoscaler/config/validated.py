@@ -44,6 +44,37 @@ class LeaderElectionSettings:
     retry_period: float = 2.0
 
 
+ShardingMode = Literal["leader", "dynamic"]
+RingPlacement = Literal["namespace", "target"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardingSettings:
+    """``daemon.sharding``: ``leader`` (one replica acts, the others stand by; static shards
+    by ``--shard``) or ``dynamic`` (the targets spread over the live replicas by bucket
+    Leases; ``daemon.leaderElection``'s leaseName and leaseNamespace name the ring). The
+    timings are the ring's, much shorter than a single leader's: a member writes one Lease
+    per ``retry_period`` whatever it holds (docs/design/active-active.md §5)."""
+
+    mode: ShardingMode = "leader"
+    placement: RingPlacement = "namespace"
+    lease_duration: float = 3.0
+    renew_deadline: float = 2.0
+    retry_period: float = 1.0
+
+    def timing_problem(self) -> tuple[str, str] | None:
+        """(field, why) when these timings cannot fence: a member must stop trusting itself
+        before a peer may evict it, and a renewal must time out within that margin."""
+        if self.renew_deadline >= self.lease_duration:
+            return ("renewDeadline", f"must be shorter than leaseDuration "
+                    f"({self.lease_duration:g}s), got {self.renew_deadline:g}s")
+        margin = self.lease_duration - self.renew_deadline
+        if self.retry_period > margin:
+            return ("retryPeriod", f"must be at most leaseDuration - renewDeadline "
+                    f"({margin:g}s), got {self.retry_period:g}s")
+        return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonSettings:
     sync_period: float = DEFAULT_SYNC_PERIOD
@@ -51,6 +82,7 @@ class DaemonSettings:
     concurrency: int = 10
     listen_address: str = "127.0.0.1:8080"
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    sharding: ShardingSettings = field(default_factory=ShardingSettings)
     dry_run: bool = False
     log_format: LogFormat = "json"
     log_level: str = "info"

@@ -128,6 +128,28 @@ class DaemonMetrics:
             f"{_NS}_leader", "1 while this instance holds the lease (or runs unelected).",
             ["lease"], registry=r)
         self.targets = Gauge(f"{_NS}_targets", "Targets in the loaded config.", registry=r)
+        self.ring_member = Gauge(
+            f"{_NS}_ring_member_valid",
+            "1 while this ring member's Lease is renewed within its renew deadline (dynamic "
+            "sharding).", ["ring", "member"], registry=r)
+        self.ring_buckets = Gauge(
+            f"{_NS}_ring_buckets", "Buckets of targets this ring member holds, by state.",
+            ["ring", "state"], registry=r)
+        self.ring_targets = Gauge(
+            f"{_NS}_ring_targets", "Targets this ring member acts for.", ["ring"], registry=r)
+        self.ring_unowned = Gauge(
+            f"{_NS}_ring_unowned_buckets",
+            "Buckets with targets that no ring member holds, in this member's view.",
+            ["ring"], registry=r)
+        self.ring_overdue = Gauge(
+            f"{_NS}_ring_overdue_buckets",
+            "Buckets with targets unowned longer than a lease duration plus two sync "
+            "periods, in this member's view.", ["ring"], registry=r)
+        self.ring_moves = Counter(
+            f"{_NS}_ring_moves_total",
+            'Buckets of targets that moved to or from this member: "gained" (claimed), '
+            '"handed_over" (released to another), "lost" (taken while we could not renew).',
+            ["ring", "reason"], registry=r)
         self.config_reloads = Counter(
             f"{_NS}_config_reloads_total", "Config reloads by result.", ["result"], registry=r)
         self.last_reload_successful = Gauge(

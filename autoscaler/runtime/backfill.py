@@ -79,14 +79,14 @@ class HistoryBackfill:
         port: HistoryPort,
         state_of: Callable[[str], TargetState],
         *,
-        may_run: Callable[[], bool] = lambda: True,
+        may_run: Callable[[str], bool] = lambda key: True,
         clock: Callable[[], float] = time.time,
         concurrency: int = CONCURRENCY,
         backoff: tuple[float, float] = (BACKOFF_INITIAL, BACKOFF_MAX),
     ) -> None:
-        """``state_of`` gives (or makes) a target's state; ``may_run`` is false while the
-        saved history is not read (an answer applied before it would be overwritten) or
-        another instance leads."""
+        """``state_of`` gives (or makes) a target's state; ``may_run(key)`` is false while
+        the saved history is not read (an answer applied before it would be overwritten) or
+        another instance acts for that target."""
         self._port, self._state_of, self._may_run = port, state_of, may_run
         self._clock = clock
         self._limit = asyncio.Semaphore(max(1, concurrency))
@@ -116,11 +116,10 @@ class HistoryBackfill:
 
     def start_due(self) -> list[asyncio.Task[None]]:
         """Start the queries due now; the tasks in flight."""
-        if not self._may_run():
-            return []
         now = self._clock()
         for item in self._wanted.values():
-            if item.done or item.task is not None or item.retry_at > now:
+            if (item.done or item.task is not None or item.retry_at > now
+                    or not self._may_run(item.target.key)):
                 continue
             state = self._state_of(item.target.key)
             season = item.target.predictions[item.index]

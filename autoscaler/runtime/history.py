@@ -97,9 +97,13 @@ class HistoryKeeper:
         leader: Callable[[], bool] | None = None,
         skew: Callable[[], Interval | None] = lambda: None,
         corrected: Callable[[], None] = lambda: None,
+        scope: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self._states = states
+        self._scope = scope
+        """Which of ``states`` this store holds (None: all). A ring member keeps one store
+        per bucket of targets over the one ``states`` of its reconciler."""
         self._clock = clock
         self._skew = skew
         """Our clock minus the API server's (``runtime.timeline``): written with the store,
@@ -342,7 +346,7 @@ class HistoryKeeper:
         """
         cache, self._fragments = self._fragments, {}
         for key, state in self._states.items():
-            if not _worth_keeping(state):
+            if not _worth_keeping(state) or (self._scope is not None and not self._scope(key)):
                 continue
             history, intent, zero = state.history, state.intent, state.zero
             recs, up, down = history.recommendations, history.scale_up_events, \

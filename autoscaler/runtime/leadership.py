@@ -7,8 +7,10 @@ on a new term the earlier term's passes end first (they write nothing meanwhile:
 name the term), then the history is read again before any pass; on losing the Lease the
 history keeper is invalidated, so nothing is written until the next restore.
 
-The fences, ``may_write`` and ``holds_lease``, are checked right before every ``/scale`` PUT
-and every store write, and hold only in the term whose history was read.
+The fences, ``may_write(key)`` and ``holds_lease``, are checked right before every ``/scale``
+PUT and every store write, and hold only in the term whose history was read. ``may_write``
+takes the target's key so that a mode which splits targets between instances can answer per
+target; leadership answers for all of them alike (``leads``).
 """
 
 from __future__ import annotations
@@ -45,8 +47,15 @@ class Leadership:
         """Set once the saved history is read and the forecast history waited for: passes
         may run."""
 
-    def may_write(self) -> bool:
+    def leads(self) -> bool:
+        """Whether this instance acts for every target now: no elector, or it leads in the
+        term whose history it read."""
         return self.elector is None or self.elector.leads(self.term)
+
+    def may_write(self, key: str) -> bool:
+        """The write gate of target ``key``: a leader writes every target."""
+        del key  # one Lease covers every target
+        return self.leads()
 
     def holds_lease(self) -> bool:
         """With leader election: the fence of every history write (no elector yet: no).

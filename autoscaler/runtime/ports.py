@@ -7,16 +7,17 @@ tested against any implementation that speaks these few methods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from autoscaler.algorithm import MetricValues, Pod
 from autoscaler.record import record
 
 if TYPE_CHECKING:
     from autoscaler.config import ScaleTargetRef, TargetConfig
+    from autoscaler.runtime.ring import BucketLease, HolderView
     from autoscaler.snapshot import Snapshot
 
 
@@ -170,3 +171,81 @@ class LeasePort(Protocol):
     async def release(self) -> None:
         """Stop campaigning and give the Lease up if it is held."""
         ...
+
+
+class RingMembershipPort(Protocol):
+    """This replica's member Lease in a ring of dynamic sharding
+    (``adapters/kube/membership.py``): read from any thread, without awaiting."""
+
+    incarnation: str
+    """Our name in the ring (bucket Leases name it as holder); new at each rejoin."""
+    evicted: bool
+    """A peer evicted us, or our Lease was deleted: every claim is void (rejoin)."""
+    ready: bool
+    """Written into our Lease at the next renewal: peers hand buckets only to ready members."""
+
+    def valid(self) -> bool:
+        """Our last successful renewal was sent less than the renew deadline ago, by our own
+        monotonic clock, and we were not evicted."""
+        ...
+
+    def members(self) -> dict[str, bool]:
+        """Live members (incarnation -> ready), us included while valid."""
+        ...
+
+    def holder_view(self, incarnation: str) -> HolderView:
+        """What rule C needs of a bucket holder: evicted, or since when its member Lease has
+        been absent (or emptied without an eviction) in our view."""
+        ...
+
+    def rejoin(self) -> None:
+        ...
+
+
+class ObservedBucketLease(Protocol):
+    @property
+    def lease(self) -> BucketLease: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+
+class BucketLeasesPort(Protocol):
+    """The ring's bucket Leases (``adapters/kube/buckets.py``): claimed and released by CAS."""
+
+    identity: str
+
+    @property
+    def view(self) -> Mapping[int, ObservedBucketLease]:
+        """The bucket Leases as last seen (kept current by a watch), by bucket."""
+        ...
+
+    def get(self, bucket: int) -> ObservedBucketLease | None:
+        """``view.get(bucket)`` without copying the view."""
+        ...
+
+    @property
+    def synced(self) -> asyncio.Event:
+        """Set once the view holds the first LIST."""
+        ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why this member must not act on the ring (a bucket Lease of other ring
+        settings), or None."""
+        ...
+
+    async def claim(self, bucket: int, observed: Any) -> int | None:
+        """The new epoch, or None if someone else wrote the Lease since ``observed``: one
+        of this port's own ``view`` values (or None: absent), the one the decision to claim
+        was made on, never a newer one."""
+        ...
+
+    async def release(self, bucket: int, epoch: int, handed_to: str) -> bool: ...
+
+
+class BucketStatePort(StateStore, Protocol):
+    """A bucket's history (``adapters/kube/bucket_store.py``), stamped by its claimant."""
+
+    async def stamp(self, owner: str, epoch: int, *,
+                    still_claimed: Callable[[], bool]) -> Snapshot | None: ...

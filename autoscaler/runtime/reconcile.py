@@ -342,15 +342,19 @@ class Reconciler:
         persist = self.options.persist
         if not writes or persist is None or self.options.dry_run:
             return False
-        if not self.options.may_write():
+        refused = [item for item in writes if item.write is not None
+                   and not self.options.may_write(item.write.target.key)]
+        if refused:
             # Not the leader now: none of these goes on record, so none may be sent, even
             # if the lease comes back before they would have been (the restore it starts
             # would forget them).
             log.info("not the leader any more: this pass's writes are not sent",
-                     targets=len(writes))
-            for item in writes:
+                     targets=len(refused))
+            for item in refused:
                 item.write = None
-            return False
+            writes = [item for item in writes if item.write is not None]
+            if not writes:
+                return False
         try:
             await put_on_record([(item.write.state, item.write.scale, item.write.desired)
                                  for item in writes if item.write is not None], persist, now=now)

@@ -16,8 +16,9 @@ class ReconcileOptions:
     algorithm: AlgorithmSettings = field(default_factory=AlgorithmSettings)
     dry_run: bool = False
     concurrency: int = 10
-    may_write: Callable[[], bool] = lambda: True
-    """Checked right before every write: false once this instance is no longer the leader."""
+    may_write: Callable[[str], bool] = lambda key: True
+    """``may_write(target_key)``, checked right before every write of that target: false once
+    this instance may no longer write it (no longer the leader; later: no longer its owner)."""
     record_events: bool = True
     persist: Persist | None = None
     """Makes every target's history and intents durable; a pass calls it once before its

@@ -30,6 +30,7 @@ RESTART_ONLY = {
     "listen_address": "daemon.listenAddress",
     "state_file": "daemon.stateFile",
     "leader_election": "daemon.leaderElection",
+    "sharding": "daemon.sharding",
     "concurrency": "daemon.concurrency",
     # A dry run takes neither the Lease nor the store at start: a reload must not make it a
     # writer without them (nor a writer give them up).

@@ -11,6 +11,10 @@ its group's next start (upstream enqueues an HPA without delay when it is create
 ``metadata.generation`` moves, kubernetes#138294). Its group keeps its phase, so the target
 also runs at the group's next start, as upstream's pending periodic reconcile also still
 fires. One still in flight runs as soon as its pass ends.
+
+``may_run(key)`` gates each target at launch: a pass includes only the targets it allows. A
+group none of whose targets may run is not launched and keeps its due time, so it runs as soon
+as the gate opens (as after gaining the Lease).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,7 +50,7 @@ class Scheduler:
         run_pass: RunPass,
         *,
         jitter: float = 0.1,
-        may_run: Callable[[], bool] = lambda: True,
+        may_run: Callable[[str], bool] = lambda key: True,
         monotonic: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
@@ -90,11 +94,10 @@ class Scheduler:
         """Launch passes as they fall due until ``stop`` is set."""
         while not stop.is_set():
             now = self._now()
-            if self._may_run():
-                for group in self._groups.values():
-                    if group.next_due <= now:
-                        self._launch(group, now)
-                self._launch_changed(now)
+            for group in self._groups.values():
+                if group.next_due <= now and (runnable := self._runnable(group)):
+                    self._launch(group, runnable, now)
+            self._launch_changed(now)
             self._wake.clear()
             delay = self._sleep_time(now)
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
@@ -107,6 +110,24 @@ class Scheduler:
     def poke(self) -> None:
         """Re-evaluate now (e.g. after gaining leadership)."""
         self._wake.set()
+
+    def run_now(self, keys: Collection[str]) -> None:
+        """The configured targets among ``keys`` are due at once, in a pass of their own
+        (targets a ring member just gained), their groups keeping their phase."""
+        self._changed.update(key for key in keys if key in self._targets)
+        self._wake.set()
+
+    async def idle(self, keys: Collection[str], timeout: float) -> bool:
+        """Wait until no pass over any of ``keys`` is in flight (a bucket being handed
+        over); True if none is, False if ``timeout`` passed first."""
+        deadline = self._now() + timeout
+        while self._in_flight & set(keys):
+            running = set(self._tasks)
+            left = deadline - self._now()
+            if not running or left <= 0:
+                return False
+            await asyncio.wait(running, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        return True
 
     async def drain(self, timeout: float) -> bool:
         """Wait for in-flight passes (their writes) to finish; True if they all did."""
@@ -124,25 +145,31 @@ class Scheduler:
             await asyncio.wait(tasks, timeout=timeout)
 
     def _sleep_time(self, now: float) -> float:
-        if not self._groups or not self._may_run():
+        due_times = [group.next_due for group in self._groups.values()
+                     if any(self._may_run(key) for key in group.keys)]
+        if not due_times:
             return 1.0
-        soonest = min(group.next_due for group in self._groups.values())
-        return min(max(soonest - now, 0.01), 1.0)
+        return min(max(min(due_times) - now, 0.01), 1.0)
 
-    def _launch(self, group: _Group, now: float) -> None:
+    def _runnable(self, group: _Group) -> list[str]:
+        """The group's targets the gate lets run now."""
+        return [key for key in group.keys if self._may_run(key)]
+
+    def _launch(self, group: _Group, runnable: Sequence[str], now: float) -> None:
         spread = self._rng.uniform(-self._jitter, self._jitter) * group.period
         group.next_due = now + group.period + spread
-        due = [self._targets[k] for k in group.keys if k not in self._in_flight]
-        if len(due) < len(group.keys):
+        due = [self._targets[k] for k in runnable if k not in self._in_flight]
+        if len(due) < len(runnable):
             log.warning("targets still in flight from the previous pass were skipped",
-                        skipped=len(group.keys) - len(due), period=group.period)
+                        skipped=len(runnable) - len(due), period=group.period)
         self._start(due, group.period, now)
 
     def _launch_changed(self, now: float) -> None:
-        """A pass for the added or changed targets not in flight, one per period."""
+        """A pass for the added or changed targets not in flight that the gate lets run,
+        one per period."""
         for group in self._groups.values():
             due = [self._targets[k] for k in group.keys
-                   if k in self._changed and k not in self._in_flight]
+                   if k in self._changed and k not in self._in_flight and self._may_run(k)]
             self._start(due, group.period, now)
 
     def _start(self, due: Sequence[TargetConfig], period: float, now: float) -> None:

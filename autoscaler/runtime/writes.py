@@ -137,7 +137,7 @@ class ScaleWriter:
         """
         target, state, scale, desired = write.target, write.state, write.scale, write.desired
         for attempt in range(CONFLICT_RETRIES + 1):
-            if (refused := self._refused(state, scale, desired, options)) is not None:
+            if (refused := self._refused(target, state, scale, desired, options)) is not None:
                 log.info(f"not writing the scale: {refused}", desired=desired)
                 return None
             try:
@@ -162,11 +162,11 @@ class ScaleWriter:
             return scale.spec_replicas, desired
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _refused(self, state: TargetState, scale: Scale, desired: int,
+    def _refused(self, target: TargetConfig, state: TargetState, scale: Scale, desired: int,
                  options: ReconcileOptions) -> str | None:
         """Why this PUT may not go out now, or None. Checked right before every PUT, the
         first and each retry after a 409, since any await before it may have changed it."""
-        if not options.may_write():
+        if not options.may_write(target.key):
             return "not the leader any more"
         if not self.configured(state):
             return "the target was removed from the config"

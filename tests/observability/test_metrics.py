@@ -72,6 +72,13 @@ def populated() -> DaemonMetrics:
     metrics.kube_request("watch", "200")
     metrics.set_leader("autoscaler", True)
     metrics.config_loaded(None, at=1.7e9)
+    # A ring member's series (dynamic sharding; one process is either, filled here together).
+    metrics.ring_member.labels(ring="autoscaler", member="host-1a2b3c4d").set(1)
+    metrics.ring_buckets.labels(ring="autoscaler", state="active").set(12)
+    metrics.ring_targets.labels(ring="autoscaler").set(340)
+    metrics.ring_unowned.labels(ring="autoscaler").set(0)
+    metrics.ring_overdue.labels(ring="autoscaler").set(0)
+    metrics.ring_moves.labels(ring="autoscaler", reason="gained").inc()
     return metrics
 
 

@@ -36,7 +36,7 @@ def filler(history: PastDepth, *, clock: Callable[[], float] | None = None, may_
     def state_of(key: str) -> TargetState:
         return states.setdefault(key, TargetState(key=key))
 
-    made = HistoryBackfill(history, state_of, clock=clock or Clock(), may_run=lambda: may_run,
+    made = HistoryBackfill(history, state_of, clock=clock or Clock(), may_run=lambda key: may_run,
                            backoff=backoff)
     return made, states
 

@@ -494,3 +494,17 @@ async def test_every_write_says_our_clocks_skew() -> None:
     await history.restore([WEB])
     await history.persist()
     assert store.saved[-1].skew == (-3.5, -3.25)
+
+
+async def test_a_scoped_keeper_writes_only_its_targets() -> None:
+    """A keeper over part of the targets (a bucket of a ring) writes only that part's
+    history, from the same states the reconciler holds for all."""
+    states = {WEB: TargetState(key=WEB), API: TargetState(key=API)}
+    store = Store(reads=[None])
+    history = HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
+                            scope=lambda key: key == WEB)
+    await history.restore([WEB])
+    for state in states.values():
+        state.history = HISTORY
+    await history.persist()
+    assert set(store.saved[-1].targets) == {WEB}

@@ -19,6 +19,8 @@ from autoscaler.snapshot import Snapshot
 
 BOUND = 5.0
 """Seconds any step here may take: each happens at once, or the test fails."""
+TARGET = "default/Deployment/web"
+"""Any target: leadership gates every target alike."""
 
 
 class Lease:
@@ -86,10 +88,10 @@ class Follower:
         """(what, whether a write was allowed while it ran)."""
 
     async def end_passes(self) -> None:
-        self.calls.append(("end", self.leadership.may_write()))
+        self.calls.append(("end", self.leadership.may_write(TARGET)))
 
     async def restore(self) -> None:
-        self.calls.append(("restore", self.leadership.may_write()))
+        self.calls.append(("restore", self.leadership.may_write(TARGET)))
         self.keeper.restored.set()
         self.leadership.history_read.set()
 
@@ -111,12 +113,12 @@ async def test_a_new_term_ends_the_earlier_passes_then_reads_the_history_before_
     task = asyncio.create_task(follower.follow())
     try:
         await until(lambda: follower.leadership.elector is not None)
-        assert not follower.leadership.may_write()
+        assert not follower.leadership.may_write(TARGET)
         assert not follower.leadership.holds_lease()
         follower.lease.lead()
         await until(follower.leadership.history_read.is_set)
         assert follower.calls == [("end", False), ("restore", True)]
-        assert follower.leadership.may_write()
+        assert follower.leadership.may_write(TARGET)
         assert follower.leadership.holds_lease()
         assert follower.leader_gauge() == 1
     finally:
@@ -136,7 +138,7 @@ async def test_a_lost_lease_stops_writes_at_once_and_a_new_term_reads_the_histor
         await until(follower.leadership.history_read.is_set)
         follower.lease.lose()
         await until(lambda: not follower.leadership.history_read.is_set())
-        assert not follower.leadership.may_write()
+        assert not follower.leadership.may_write(TARGET)
         assert not follower.keeper.restored.is_set()
         assert follower.leader_gauge() == 0
         follower.lease.lead()
@@ -159,6 +161,6 @@ async def test_without_an_election_the_history_is_read_once_and_writes_are_allow
     await asyncio.wait_for(follower.follow(), BOUND)
     assert follower.calls == [("restore", True)]
     assert follower.leadership.elector is None
-    assert follower.leadership.may_write()
+    assert follower.leadership.may_write(TARGET)
     assert not follower.leadership.holds_lease()
     assert follower.leader_gauge() == gauge

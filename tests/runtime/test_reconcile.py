@@ -308,7 +308,7 @@ async def test_the_retry_after_a_conflict_is_not_sent_if_things_changed_while_on
     reconciler = Reconciler(
         scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
         owners=Owners(), telemetry=DaemonMetrics(),
-        options=ReconcileOptions(persist=persist, may_write=lambda: leader[0]))
+        options=ReconcileOptions(persist=persist, may_write=lambda key: leader[0]))
     async with asyncio.timeout(10):
         await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
         await asyncio.sleep(0.01)

@@ -110,7 +110,7 @@ async def test_no_pass_while_not_leader() -> None:
     """With the gate closed (standby), nothing runs; opening it starts passes."""
     recorder = Recorder()
     leader = False
-    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda: leader)
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: leader)
     scheduler.set_targets([Target("a", 0.1)])
     await run_for(scheduler, 5.0)  # fifty periods
     assert recorder.passes == []
@@ -118,6 +118,21 @@ async def test_no_pass_while_not_leader() -> None:
     scheduler.poke()
     await run_for(scheduler, 0.15)
     assert recorder.passes
+
+
+async def test_the_gate_is_per_target() -> None:
+    """A pass includes only the targets the gate lets run; a target let in later runs at
+    once, not a period later (its group kept its due time while none of it could run)."""
+    recorder = Recorder()
+    allowed = {"a"}
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: key in allowed)
+    scheduler.set_targets([Target("a", 10), Target("b", 10), Target("c", 60)])
+    await run_for(scheduler, 1.0)
+    assert recorder.passes == [["a"]]
+    allowed.add("c")
+    scheduler.poke()
+    await run_for(scheduler, 0.5)
+    assert recorder.passes == [["a"], ["c"]]
 
 
 async def test_the_jitter_spreads_a_group_within_its_share_of_the_period() -> None:
@@ -260,7 +275,7 @@ async def test_a_changed_target_waits_for_leadership() -> None:
     """A standby runs nothing, changed or not; once leader, the change runs at once."""
     recorder = Recorder()
     leader = True
-    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda: leader)
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: leader)
     scheduler.set_targets(targets_with({"a": ""}, daemon="syncPeriod = 10"))
     await run_for(scheduler, 1.0)
     leader = False
@@ -271,3 +286,40 @@ async def test_a_changed_target_waits_for_leadership() -> None:
     scheduler.poke()
     await run_for(scheduler, 1.0)
     assert starts_of(recorder, "a") == pytest.approx([0.0, 3.0], abs=0.011)
+
+
+async def test_targets_gained_run_at_once_and_their_group_keeps_its_phase() -> None:
+    """A ring member that gains a bucket at 3 s runs its targets then, not at the group's
+    next start (10 s); the group still starts at 10 s."""
+    recorder = Recorder()
+    a, b = "shop/Deployment/a", "shop/Deployment/b"
+    owned = {a}
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: key in owned)
+    scheduler.set_targets(targets_with({"a": "", "b": ""}, daemon="syncPeriod = 10"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(3.0)
+    owned.add(b)
+    scheduler.run_now([b, "shop/Deployment/not-configured"])
+    await asyncio.sleep(8.0)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert starts_of(recorder, "b") == pytest.approx([3.0, 10.0], abs=0.011)
+    assert starts_of(recorder, "a") == pytest.approx([0.0, 10.0], abs=0.011)
+
+
+async def test_idle_waits_for_the_passes_over_the_given_targets_only() -> None:
+    """A bucket handed over waits for its own targets' pass (to 2 s), bounded."""
+    recorder = Recorder(hold=2.0)
+    scheduler = scheduler_for(recorder, jitter=0)
+    scheduler.set_targets(targets_with({"a": ""}, daemon="syncPeriod = 10"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(0.5)
+    assert await scheduler.idle(["other"], timeout=5.0)
+    assert now() == pytest.approx(0.5, abs=0.011)
+    assert not await scheduler.idle(["shop/Deployment/a"], timeout=0.5)
+    assert await scheduler.idle(["shop/Deployment/a"], timeout=5.0)
+    assert now() == pytest.approx(2.0, abs=0.011)
+    stop.set()
+    await asyncio.wait_for(task, 2)

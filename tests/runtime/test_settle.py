@@ -123,7 +123,7 @@ async def test_a_write_not_put_on_record_is_not_sent_when_leadership_comes_back(
 
     reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=cluster, events=cluster,
                             owners=cluster, telemetry=DaemonMetrics(), options=ReconcileOptions(
-                                concurrency=1, persist=persist, may_write=lambda: cluster.leader))
+                                concurrency=1, persist=persist, may_write=lambda key: cluster.leader))
     async with asyncio.timeout(10):
         await reconciler.run_pass(targets("blind", "busy"), deadline=time.monotonic() + 5)
     assert ("blind", "FailedGetExternalMetric") in cluster.log  # leadership came back here

@@ -30,6 +30,10 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.delay_next(1, seconds=5, resource="pods", verb="list")
     api.after_next(verb="get", resource="deployments/scale",   # a genuine race: the next
                    action=lambda: api.touch("apps/v1", "Deployment", ns, "web"))  # PUT is a 409
+    api.delay_next(1, seconds=2, verb="update", user=u)   # held, then applied and answered
+    api.fail_next(1, status=503, user=u)      # every rule takes user=: only that user's requests
+    api.partition(u, mode="stall")            # cut user u off ("reset": fail fast, watches cut)
+    api.heal(u)                               # stalled requests and watch events go through
     api.deny("update", "deployments/scale")   # 403 for the default token
     api.add_token("other", user="someone")    # a second identity; api.write_kubeconfig(...)
     api.revoke_token(api.token)               # 401 from now on (a rotated-away token)
@@ -41,10 +45,19 @@ Fixture API (import what you need: ``from tests.sim.kube import apiserver, kubec
     api.watches.default_timeout = 5           # watches without timeoutSeconds (default 1800 s)
     run_apiserver(history_limit=50)           # a short watch window: old versions expire
     api.add_custom_resource(rollout_type("argoproj.io", "v1alpha1"))  # kind appears later
+    api.shard_selector_mode = "on"   # KEP-5866 shardSelector (apiserver/sharding.py): "on"
+                                     # filters LIST and WATCH and echoes metadata.shardInfo;
+                                     # "off", "list-only" (HA mid-rollout), "old-grammar"
 
     # introspection
     api.count(verb="list", resource="pods"); api.requests(verb="watch")
+    record.arrived, record.applied, record.answered  # the sim clock's monotonic readings;
+                                     # applied None: nothing written; answered None: never sent
     api.open_watches; api.store.resource_version
+    api.bytes_sent[user]  # bytes of answers and watch events sent to a user
+    api.lease_history   # every committed Lease write: applied (same clock as the log), verb,
+                        # user, holder, transitions, renew_time, resourceVersion, annotations
+    api.lease_at(ns, name, record.applied)   # that Lease as it stood then (None: absent)
 
 Pods are simulated: a workload's replicas become pods (labels and container requests from the
 template) that go Pending -> Running -> Ready after ``start_delay``/``ready_delay`` and vanish
@@ -222,4 +235,17 @@ async def api_client(api: SimApiServer, *, kubeconfig: Path | None = None) -> As
     await config.load_kube_config(config_file=str(kubeconfig or api.kubeconfig),
                                   client_configuration=configuration)
     async with client.ApiClient(configuration) as session:
+        yield session
+
+
+MEMBER_B = "system:serviceaccount:autoscaler:member-b"
+
+
+@pytest.fixture
+async def other(apiserver: SimApiServer, tmp_path: Path) -> AsyncIterator[Any]:
+    """A kubernetes-asyncio session for a second user, ``MEMBER_B`` (whose requests the log
+    and the per-user faults tell apart from the default user's)."""
+    apiserver.add_token("b-token", MEMBER_B)
+    config = apiserver.write_kubeconfig(tmp_path / "b", token="b-token")
+    async with api_client(apiserver, kubeconfig=config) as session:
         yield session

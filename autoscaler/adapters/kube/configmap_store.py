@@ -95,7 +95,7 @@ class ConfigMapStateStore:
         if raw is None:
             return None  # created empty by someone else: nothing of ours to lose
         try:
-            data = _unbase64(raw)
+            data = unbase64(raw)
             snapshot = decode(data)
         except StateFormatError as error:
             await self._set_aside(cm, str(error))
@@ -151,24 +151,8 @@ class ConfigMapStateStore:
     async def _set_aside(self, cm: Any, problem: str) -> NoReturn:
         if self._read_only:
             raise StateUnavailableError(f"{self.description} cannot be decoded: {problem}")
-        kept = set_aside_name(self.name, self._clock())
-        body = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": kept, "namespace": self.namespace, "labels": MANAGED_BY,
-                         "annotations": {SET_ASIDE_ANNOTATION: f"{self.name}: {problem}"}},
-            "binaryData": dict(cm.binary_data or {}),
-            "data": dict(cm.data or {}),
-        }
-        try:
-            with api_errors(f"copy {self.description} to {kept}"):
-                await self._api.create_namespaced_config_map(
-                    self.namespace, cast(Any, body), _request_timeout=self._timeout)
-        except AutoscalerError as error:
-            raise StateUnavailableError(
-                f"{self.description} cannot be decoded ({problem}) and cannot be copied "
-                f"aside: {error}") from error
-        raise StateSetAsideError(f"{self.description} cannot be decoded: {problem}",
-                            kept_as=f"ConfigMap {self.namespace}/{kept}")
+        await set_aside(self._api, cm, namespace=self.namespace, name=self.name,
+                        now=self._clock(), problem=problem, timeout=self._timeout)
 
     async def save(self, data: bytes) -> None:
         """One write, carrying the version last read or written (none: a create)."""
@@ -203,7 +187,35 @@ class ConfigMapStateStore:
                 self.name, self.namespace, cast(Any, body), _request_timeout=self._timeout)
 
 
-def _unbase64(raw: str) -> bytes:
+async def set_aside(api: CoreV1Api, cm: Any, *, namespace: str, name: str, now: float,
+                    problem: str, timeout: float) -> NoReturn:
+    """Copy the undecodable ConfigMap ``cm`` to ``<name>.unreadable-<UTC time>`` with the
+    reason, then ``StateSetAsideError``; ``StateUnavailableError`` if it cannot be copied
+    (then nothing may replace it). The bucket stores set theirs aside the same way."""
+    description = f"ConfigMap {namespace}/{name}"
+    kept = set_aside_name(name, now)
+    body = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": kept, "namespace": namespace, "labels": MANAGED_BY,
+                     "annotations": {SET_ASIDE_ANNOTATION: f"{name}: {problem}"}},
+        "binaryData": dict(cm.binary_data or {}),
+        "data": dict(cm.data or {}),
+    }
+    try:
+        with api_errors(f"copy {description} to {kept}"):
+            await api.create_namespaced_config_map(
+                namespace, cast(Any, body), _request_timeout=timeout)
+    except AutoscalerError as error:
+        raise StateUnavailableError(
+            f"{description} cannot be decoded ({problem}) and cannot be copied "
+            f"aside: {error}") from error
+    raise StateSetAsideError(f"{description} cannot be decoded: {problem}",
+                             kept_as=f"ConfigMap {namespace}/{kept}")
+
+
+def unbase64(raw: str) -> bytes:
+    """A stored state's bytes from its ``binaryData`` text, refused over the size limit
+    before decoding (``StateFormatError``); the bucket stores read theirs the same way."""
     if len(raw) > MAX_STORED_BYTES * 4 // 3 + 4:
         raise StateFormatError("state is over the size limit")
     try:

@@ -11,10 +11,12 @@ import asyncio
 import contextlib
 import time
 
+from autoscaler.adapters.kube.buckets import BucketLeases
 from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.events import EventRecorder
 from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
+from autoscaler.adapters.kube.membership import MemberConfig, Membership
 from autoscaler.adapters.kube.owners import OwnerCache, OwnerCheck
 from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
@@ -24,6 +26,7 @@ from autoscaler.algorithm import History
 from autoscaler.config import parse_config
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
+from autoscaler.runtime.ring import Timings
 from autoscaler.snapshot import SavedTarget, Snapshot, encode
 from tests.adapters.kube.conftest import Ref, _as_resource_request
 from tests.adapters.kube.rbac import custom_resource_template, granted
@@ -93,6 +96,35 @@ async def exercise_leader_and_state(kube: KubeSession) -> None:
                                               "shop/api": SavedTarget(history=History())})))
 
 
+async def exercise_ring(kube: KubeSession) -> None:
+    """Dynamic sharding: two members watch each other, one leaves, the other collects its
+    Lease (a delete); the bucket Leases are watched too."""
+    config = MemberConfig(namespace="autoscaler", ring="autoscaler", gc_grace=0.1,
+                          timings=Timings(lease_duration=1.5, renew_deadline=1.0,
+                                          retry_period=0.25))
+    staying, leaving = Membership(kube.api_client, config), Membership(kube.api_client, config)
+    tasks = [asyncio.create_task(m.run()) for m in (staying, leaving)]
+    buckets = BucketLeases(kube.api_client, namespace="autoscaler", ring="autoscaler",
+                           identity=staying.incarnation, placement="namespace",
+                           lease_duration=1.5, may_write=staying.valid)
+    buckets.start()
+    try:
+        async with asyncio.timeout(10):
+            while len(staying.members()) < 2:  # noqa: ASYNC110 - a plain view
+                await asyncio.sleep(0.05)
+            await buckets.synced.wait()
+            await leaving.stop()
+            while staying.members().keys() & {leaving.incarnation}:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # past the grace: collected
+    finally:
+        await buckets.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await staying.stop()
+
+
 def used(apiserver: SimApiServer) -> set[tuple[str, str, str]]:
     calls = set()
     for record in apiserver.log.records:
@@ -108,6 +140,7 @@ async def test_rules_match_the_calls_exactly(kube: KubeSession, apiserver: SimAp
     apiserver.create_namespace("autoscaler")
     await exercise_targets(kube, apiserver)
     await exercise_leader_and_state(kube)
+    await exercise_ring(kube)
     grants = {(p.verb, p.group, p.resource) for p in granted()}
     assert used(apiserver) == grants
 

@@ -3,9 +3,12 @@
 Tokens map to users; a user may be denied a (verb, resource) pair, which answers 403 as RBAC
 would. Fault rules make the next N matching requests fail (and may then run an action: another
 writer right after a failed write), stall, or wait until the test releases them (a request in
-flight for as long as a test needs). Every request, whether it
-succeeded or not, is appended to the log with its Kubernetes verb (get, list, watch, create,
-update, patch, delete, deletecollection) so tests can count calls.
+flight for as long as a test needs); a rule with ``user`` matches only that user's requests.
+A ``Partition`` cuts one user off until healed: its requests stall, or fail fast as a reset
+connection. Every request, whether it succeeded or not, is appended to the log with its
+Kubernetes verb (get, list, watch, create, update, patch, delete, deletecollection) and the
+sim clock's monotonic readings of when it arrived, when its effect was applied and when it
+was answered, so tests can count calls and an oracle can say what landed when.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+PartitionMode = Literal["stall", "reset"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,30 +51,49 @@ class RequestRecord:
     content_type: str
     accept: str
     user_agent: str = ""
+    arrived: float = 0.0
+    """The sim clock's monotonic reading when the request reached the handler, before any
+    fault rule held or delayed it."""
+    applied: float | None = None
+    """When its effect was written to the store; None if nothing was (a read, a failure, a
+    no-op update, a dry run)."""
+    answered: float | None = None
+    """When its answer was sent (a watch: when its stream started); None if it never was
+    (the client hung up first, or a partition reset the connection)."""
 
 
 @dataclass(slots=True, kw_only=True)
-class FaultRule:
+class RequestMatch:
+    """Which requests a rule applies to, while it has ``remaining`` uses; None matches all."""
+
     remaining: int
+    path_prefix: str | None = None
+    verb: str | None = None
+    resource: str | None = None
+    user: str | None = None
+    """Only the requests of this user (a token's ``Principal.user``)."""
+
+    def matches(self, path: str, verb: str, resource: str | None, user: str | None) -> bool:
+        return self.remaining > 0 and \
+            (self.path_prefix is None or path.startswith(self.path_prefix)) and \
+            (self.verb is None or self.verb == verb) and \
+            (self.resource is None or self.resource == resource) and \
+            (self.user is None or self.user == user)
+
+
+@dataclass(slots=True, kw_only=True)
+class FaultRule(RequestMatch):
     status: int | None = None
     retry_after: int | None = None
     """With status 429: the Retry-After the answer carries (default 1)."""
     delay: float = 0.0
-    path_prefix: str | None = None
-    verb: str | None = None
-    resource: str | None = None
+    """Seconds each matching request waits before it is served (applied, then answered)."""
     then: Callable[[], object] | None = None
     """Run right after the injected failure, before it is answered (nothing was applied)."""
     held: asyncio.Event | None = None
     """Set: each matching request waits until it is set (``release``), then is served."""
     arrived: int = 0
     """How many matching requests reached the rule (for a held one: are waiting or were)."""
-
-    def matches(self, path: str, verb: str, resource: str | None) -> bool:
-        return self.remaining > 0 and \
-            (self.path_prefix is None or path.startswith(self.path_prefix)) and \
-            (self.verb is None or self.verb == verb) and \
-            (self.resource is None or self.resource == resource)
 
     def release(self) -> None:
         """Serve the held requests now (and any later match at once)."""
@@ -78,22 +102,41 @@ class FaultRule:
 
 
 @dataclass(slots=True, kw_only=True)
-class AfterRule:
+class AfterRule(RequestMatch):
     """Run ``action`` right after the next ``remaining`` matching requests were answered."""
 
-    remaining: int
     action: Callable[[], object]
     answer_after: float = 0.0
     """Seconds the answer then waits before it is sent: applied at once, answered late."""
-    path_prefix: str | None = None
-    verb: str | None = None
-    resource: str | None = None
 
-    def matches(self, path: str, verb: str, resource: str | None) -> bool:
-        return self.remaining > 0 and \
-            (self.path_prefix is None or path.startswith(self.path_prefix)) and \
-            (self.verb is None or self.verb == verb) and \
-            (self.resource is None or self.resource == resource)
+
+@dataclass(slots=True, kw_only=True)
+class Partition:
+    """One user cut off from the API server until ``heal()``: in mode ``stall`` each of its
+    requests (and the events of its open watches) waits unserved, and is served after the
+    heal if its client still waits; in mode ``reset`` each fails at once as a reset
+    connection and its open watches are cut."""
+
+    user: str
+    mode: PartitionMode
+    healed: asyncio.Event = field(default_factory=asyncio.Event)
+    cut: int = 0
+    """How many requests of the user it stalled or reset."""
+
+    def heal(self) -> None:
+        self.healed.set()
+
+    async def cross(self, transport: asyncio.Transport | None) -> None:
+        """Let one request or watch event of the user through: once healed, at once; until
+        then, ``stall`` waits for the heal and ``reset`` aborts the connection and raises
+        ``ConnectionResetError``."""
+        if self.healed.is_set():
+            return
+        if self.mode == "reset":
+            if transport is not None:
+                transport.abort()
+            raise ConnectionResetError(f"user {self.user!r} is partitioned from the API server")
+        await self.healed.wait()
 
 
 class RequestLog:

@@ -2,8 +2,10 @@
 
 One catch-all aiohttp handler parses the path as the real server's RequestInfo resolver does
 (``/api/v1/...`` and ``/apis/<group>/<version>/...``, optional ``namespaces/<ns>/``, name,
-subresource), authenticates the bearer token (401), authorizes the verb (403), applies injected
-faults, then dispatches to discovery, the REST storage, Table output or a watch stream.
+subresource), authenticates the bearer token (401), holds or cuts a partitioned user's request,
+authorizes the verb (403), applies injected faults, then dispatches to discovery, the REST
+storage, Table output or a watch stream. Each request is logged once, when its answer is sent
+(or known never to be), with when it arrived, was applied and was answered.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from . import discovery, managed
+from . import discovery, leases, managed, sharding
 from .access import Principal, RequestRecord, access_review
 from .apply import server_side_apply
 from .errors import (
@@ -55,6 +57,14 @@ class RequestInfo:
     @property
     def resource(self) -> str:
         return f"{self.plural}/{self.subresource}" if self.subresource else self.plural
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestTimes:
+    """The sim clock's monotonic readings of one request, filled in as it is served."""
+
+    arrived: float
+    applied: float | None = None
 
 
 @dataclass(slots=True)
@@ -143,14 +153,18 @@ class Router:
     # the one handler ---------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
         server = self.server
+        clock = server.clock
+        times = RequestTimes(arrived=clock.monotonic())
         info: RequestInfo | None = None
         user: str | None = None
         logged: list[int] = []
+        due: int | None = None  # the status of an answer computed but not yet sent
 
-        def log(code: int) -> None:
+        def log(code: int, *, answered: bool = True) -> None:
             if not logged:
                 logged.append(code)
-                server.log.append(_record(request, info, user, code))
+                server.log.append(_record(request, info, user, code, times,
+                                          answered=clock.monotonic() if answered else None))
 
         try:
             principal = server.authenticate(request.headers.get("Authorization", ""))
@@ -158,33 +172,48 @@ class Router:
                 raise unauthorized()
             user = principal.user
             info = self.request_info(request.method, request.path, request.query)
+            await self._cross_partition(request, user)
             # Authorization comes before the lookup, as upstream: a denied request for a
             # resource that does not exist is a 403, not a 404.
             if info is not None and not principal.allows(info.verb, info.resource,
                                                          info.namespace):
                 raise forbidden(user=user, verb=info.verb, resource=info.resource,
                                 group=info.group, namespace=info.namespace, name=info.name)
-            await self._faults(request.path, info)
+            await self._faults(request.path, info, user)
             target = self.resolve(info) if info is not None else None
             if target is not None and target.verb == "watch":
                 # A watch is logged when its stream starts, so tests can wait for it.
-                return await server.watches.serve(request, target, lambda: log(200))
-            response = await self._dispatch(request, target, principal)
-            log(response.status)
-            if response.status < 400 and (late := self._after(request.path, info)):
+                return await server.watches.serve(request, target, lambda: log(200), user)
+            response = await self._dispatch(request, target, principal, times)
+            due = response.status
+            if response.status < 400 and (late := self._after(request.path, info, user)):
                 await asyncio.sleep(late)
-            return response
+            log(response.status)
+            return server.count_sent(user, response)
         except ApiError as error:
             log(error.code)
-            return error_response(error)
+            return server.count_sent(user, error_response(error))
+        except ConnectionResetError:
+            log(0, answered=False)  # a partition cut it: no status ever reached the client
+            return web.Response(status=500)  # never sent: aiohttp drops it on the closed socket
+        except asyncio.CancelledError:
+            # The client hung up (a timeout) before the answer was sent; 499 as nginx logs it.
+            log(due if due is not None else 499, answered=False)
+            raise
         finally:
             log(500)  # only if nothing above logged: an unexpected exception
 
-    async def _faults(self, path: str, info: RequestInfo | None) -> None:
+    async def _cross_partition(self, request: web.Request, user: str) -> None:
+        partition = self.server.partitions.get(user)
+        if partition is not None and not partition.healed.is_set():
+            partition.cut += 1
+            await partition.cross(request.transport)
+
+    async def _faults(self, path: str, info: RequestInfo | None, user: str) -> None:
         verb = info.verb if info else "get"
         resource = info.resource if info else None
         for rule in self.server.faults:
-            if rule.matches(path, verb, resource):
+            if rule.matches(path, verb, resource, user):
                 rule.remaining -= 1
                 rule.arrived += 1
                 if rule.delay:
@@ -197,20 +226,20 @@ class Router:
                     raise injected(rule.status, retry_after=rule.retry_after)
                 return
 
-    def _after(self, path: str, info: RequestInfo | None) -> float:
+    def _after(self, path: str, info: RequestInfo | None, user: str) -> float:
         """Run the actions due after this request; how long its answer is then held."""
         verb = info.verb if info else "get"
         resource = info.resource if info else None
         late = 0.0
         for rule in self.server.after_rules:
-            if rule.matches(path, verb, resource):
+            if rule.matches(path, verb, resource, user):
                 rule.remaining -= 1
                 rule.action()
                 late = max(late, rule.answer_after)
         return late
 
     async def _dispatch(self, request: web.Request, target: Target | None,
-                        principal: Principal) -> web.StreamResponse:
+                        principal: Principal, times: RequestTimes) -> web.StreamResponse:
         if target is None:
             return self._non_resource(request)
         if request.method == "GET":
@@ -226,7 +255,11 @@ class Router:
         operation = "Apply" if request.method == "PATCH" and applying else "Update"
         with self.server.store.dry_run() if dry_run else contextlib.nullcontext(), \
                 managed.manager(writer, operation):
-            status, result = self._mutate(request, target, body, principal)
+            before = self.server.store.resource_version
+            with leases.request(target.verb, principal.user):
+                status, result = self._mutate(request, target, body, principal)
+            if self.server.store.resource_version != before:
+                times.applied = self.server.clock.monotonic()
         return json_response(result, status)
 
     def _mutate(self, request: web.Request, target: Target, body: Any,
@@ -282,10 +315,12 @@ class Router:
             raise bad_request(f"couldn't get version/kind; json parse error: {error}") from None
 
     # reads -------------------------------------------------------------------------------
-    def _matcher(self, request: web.Request, rt: ResourceType) -> Any:
+    def _matcher(self, request: web.Request, rt: ResourceType,
+                 shard: sharding.ShardSelector | None) -> Any:
         labels = parse_label_selector(request.query.get("labelSelector", ""))
         fields = parse_field_selector(request.query.get("fieldSelector", ""), rt.field_labels)
-        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj)
+        return lambda obj: labels(obj["metadata"].get("labels") or {}) and fields(obj) and (
+            shard is None or shard.matches(obj))
 
     def _get(self, request: web.Request, target: Target) -> web.Response:
         rt, server = target.rt, self.server
@@ -322,8 +357,9 @@ class Router:
                                    "reason": "ResourceVersionTooLarge",
                                    "message": "Too large resource version"}],
                                    "retryAfterSeconds": 1})
+        shard = sharding.requested(query, self.server.shard_selector_mode, watch=False)
         items = self.server.rest.list(target.rt, target.namespace,
-                                      self._matcher(request, target.rt))
+                                      self._matcher(request, target.rt, shard))
         meta: dict[str, Any] = {"resourceVersion": str(store.resource_version)}
         limit = int(query.get("limit", "0") or 0)
         start = _decode_continue(query.get("continue", ""))
@@ -334,6 +370,8 @@ class Router:
                                                 store.resource_version)
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if shard is not None:
+            meta["shardInfo"] = {"selector": shard.text}  # the echo: the server honoured it
         return items, meta
 
     # non-resource paths ------------------------------------------------------------------
@@ -357,7 +395,7 @@ class Router:
 
 
 def _record(request: web.Request, info: RequestInfo | None, user: str | None,
-            code: int) -> RequestRecord:
+            code: int, times: RequestTimes, *, answered: float | None) -> RequestRecord:
     verb = info.verb if info else ("get" if request.method == "GET" else request.method.lower())
     return RequestRecord(
         method=request.method, path=request.path, query=dict(request.query), verb=verb,
@@ -365,7 +403,8 @@ def _record(request: web.Request, info: RequestInfo | None, user: str | None,
         namespace=info.namespace if info else None, name=info.name if info else None,
         user=user, status=code, content_type=request.headers.get("Content-Type", ""),
         accept=request.headers.get("Accept", ""),
-        user_agent=request.headers.get("User-Agent", ""))
+        user_agent=request.headers.get("User-Agent", ""), arrived=times.arrived,
+        applied=times.applied, answered=answered)
 
 
 def _patch_type(request: web.Request) -> str:

@@ -3,7 +3,8 @@
 It serves the real REST protocol over HTTPS on 127.0.0.1 (see routes.py, watches.py) from an
 in-memory store (store.py) with simulated controllers and kubelet (workloads.py). Tests reach
 into it directly to seed state (``create_deployment``), steer pods (``set_pod_ready``), inject
-faults (``fail_next``, ``delay_next``, ``hold_next``, ``deny``), expire watches (``expire_watches``,
+faults (``fail_next``, ``delay_next``, ``hold_next``, ``deny``, each optionally for one
+``user``), cut a user off (``partition``, ``heal``), expire watches (``expire_watches``,
 ``compact``) and count what clients asked (``count``). Start it with
 ``tests.sim.kube.run_apiserver`` or the ``apiserver`` fixture.
 """
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import copy
 import tempfile
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,16 +23,26 @@ from typing import Any
 from aiohttp import web
 
 from . import managed
-from .access import AfterRule, FaultRule, Principal, RequestLog, RequestRecord
+from .access import (
+    AfterRule,
+    FaultRule,
+    Partition,
+    PartitionMode,
+    Principal,
+    RequestLog,
+    RequestRecord,
+)
 from .clock import Clock, ManualClock, SystemClock
 from .errors import ApiError, expired
 from .kubeconfig import write_kubeconfig
 from .kubelet import PodTiming
+from .leases import LeaseHistory, LeaseWrite
 from .patch import STRATEGIC
 from .resources import Registry, ResourceType, builtin_types, rollout_type, scaledobject_type
 from .rest import Rest
 from .routes import Router
 from .selectors import parse_label_selector
+from .sharding import ShardMode
 from .store import Store
 from .tls import server_tls
 from .watches import Watches
@@ -53,8 +65,17 @@ class SimApiServer:
         self.store = Store(history_limit=history_limit)
         self.rest = Rest(self.registry, self.store, self.clock)
         self.log = RequestLog()
+        self.bytes_sent: Counter[str] = Counter()
+        """Bytes of answer bodies and watch events sent to each user: what a client's
+        filtering costs on the wire (a KEP-5866 selector honoured or not)."""
+        self._leases = LeaseHistory(self.clock)
+        self.store.listeners.append(self._leases)
         self.faults: list[FaultRule] = []
         self.after_rules: list[AfterRule] = []
+        self.partitions: dict[str, Partition] = {}
+        self.shard_selector_mode: ShardMode = "on"
+        """What a LIST or WATCH's KEP-5866 ``shardSelector`` gets (apiserver/sharding.py):
+        on, off (gate off / old server), list-only (HA mid-rollout), old-grammar."""
         self.token = token
         self.tokens: dict[str, Principal] = {token: Principal(user=DEFAULT_USER)}
         self.watches = Watches(self)
@@ -113,6 +134,8 @@ class SimApiServer:
         self.store.end_watches()
         for rule in self.faults:
             rule.release()  # a held request is answered, not left to the cancellation
+        for partition in self.partitions.values():
+            partition.heal()
         crash: BaseException | None = None
         controller, self._controller = self._controller, None
         if controller is not None:
@@ -134,6 +157,12 @@ class SimApiServer:
             task.cancel()
         if stuck:
             await asyncio.wait(stuck, timeout=self.stop_timeout)
+
+    def count_sent(self, user: str | None, response: web.Response) -> web.Response:
+        """Add an answer's body to ``bytes_sent`` of ``user`` (known once authenticated)."""
+        if user is not None and isinstance(response.body, bytes):
+            self.bytes_sent[user] += len(response.body)
+        return response
 
     def authenticate(self, header: str) -> Principal | None:
         scheme, _, token = header.partition(" ")
@@ -166,42 +195,48 @@ class SimApiServer:
 
     def fail_next(self, n: int = 1, *, status: int = 500, path_prefix: str | None = None,
                   verb: str | None = None, resource: str | None = None,
-                  retry_after: int | None = None,
-                  then: Callable[[], object] | None = None, hold: bool = False) -> FaultRule:
+                  retry_after: int | None = None, then: Callable[[], object] | None = None,
+                  hold: bool = False, user: str | None = None) -> FaultRule:
         """The next ``n`` matching requests answer ``status`` with a Status body (a 429 with
         ``Retry-After: retry_after``, 1 by default), without applying anything. ``then`` runs
         right after each failure, before it is answered: ``fail_next(verb="update",
         resource="deployments/scale", then=lambda: api.touch(...))`` is a failed write
         followed by another writer's, whose new resourceVersion the client sees next. With
-        ``hold``, each waits for ``rule.release()`` first (see ``hold_next``)."""
+        ``hold``, each waits for ``rule.release()`` first (see ``hold_next``). ``user``: only
+        that user's requests match (as do other rules' ``user``)."""
         rule = FaultRule(remaining=n, status=status, path_prefix=path_prefix, verb=verb,
                          resource=resource, retry_after=retry_after, then=then,
-                         held=asyncio.Event() if hold else None)
+                         held=asyncio.Event() if hold else None, user=user)
         self.faults.append(rule)
         return rule
 
     def hold_next(self, n: int = 1, *, path_prefix: str | None = None, verb: str | None = None,
-                  resource: str | None = None) -> FaultRule:
+                  resource: str | None = None, user: str | None = None) -> FaultRule:
         """The next ``n`` matching requests wait, unserved, until ``rule.release()``; then
         each is served against the objects as they are by then (``rule.arrived`` counts
         those that came). A request in flight for as long as the test needs, by design
         rather than by a delay."""
         rule = FaultRule(remaining=n, held=asyncio.Event(), path_prefix=path_prefix,
-                         verb=verb, resource=resource)
+                         verb=verb, resource=resource, user=user)
         self.faults.append(rule)
         return rule
 
     def delay_next(self, n: int = 1, *, seconds: float, path_prefix: str | None = None,
-                   verb: str | None = None, resource: str | None = None) -> FaultRule:
-        """The next ``n`` matching requests stall ``seconds`` before being served."""
+                   verb: str | None = None, resource: str | None = None,
+                   user: str | None = None) -> FaultRule:
+        """The next ``n`` matching requests stall ``seconds`` before being served: each is
+        applied, then answered, only then (the API server holding a request before it
+        applies it; ``after_next(answer_after=...)`` is the opposite: applied at once,
+        answered late)."""
         rule = FaultRule(remaining=n, delay=seconds, path_prefix=path_prefix, verb=verb,
-                         resource=resource)
+                         resource=resource, user=user)
         self.faults.append(rule)
         return rule
 
     def after_next(self, n: int = 1, *, action: Callable[[], object] = lambda: None,
                    path_prefix: str | None = None, verb: str | None = None,
-                   resource: str | None = None, answer_after: float = 0.0) -> AfterRule:
+                   resource: str | None = None, answer_after: float = 0.0,
+                   user: str | None = None) -> AfterRule:
         """Run ``action`` right after the next ``n`` matching requests succeed: a race.
         ``answer_after``: then hold each answer that long (applied at once, answered late:
         a slow network on the way back).
@@ -211,9 +246,28 @@ class SimApiServer:
         client's next PUT of that Scale a genuine 409, whatever code path it runs.
         """
         rule = AfterRule(remaining=n, action=action, path_prefix=path_prefix, verb=verb,
-                         resource=resource, answer_after=answer_after)
+                         resource=resource, answer_after=answer_after, user=user)
         self.after_rules.append(rule)
         return rule
+
+    def partition(self, user: str, *, mode: PartitionMode = "stall") -> Partition:
+        """Cut ``user`` off from the API server until ``heal(user)``: with ``stall`` each of
+        its requests waits unserved (served after the heal if its client still waits) and
+        its open watches deliver nothing; with ``reset`` each request fails at once as a
+        reset connection (logged with status 0) and its open watches are cut now. Other
+        users are served as before."""
+        partition = Partition(user=user, mode=mode)
+        self.heal(user)
+        self.partitions[user] = partition
+        if mode == "reset":
+            self.watches.cut(user)
+        return partition
+
+    def heal(self, user: str) -> None:
+        """End ``user``'s partition: stalled requests and watch events go through now."""
+        partition = self.partitions.pop(user, None)
+        if partition is not None:
+            partition.heal()
 
     # introspection -----------------------------------------------------------------------
     def count(self, *, verb: str | None = None, resource: str | None = None,
@@ -226,6 +280,18 @@ class SimApiServer:
 
     def requests(self, **criteria: Any) -> list[RequestRecord]:
         return self.log.select(**criteria)
+
+    @property
+    def lease_history(self) -> list[LeaseWrite]:
+        """Every committed Lease write so far, in order (apiserver/leases.py)."""
+        return self._leases.writes
+
+    def lease_at(self, namespace: str, name: str, when: float) -> LeaseWrite | None:
+        """A Lease as it stood at ``when`` (as ``RequestRecord.applied`` reads the clock):
+        its last write by then, None if it did not exist then. For an oracle: "the PUT
+        applied at x was made while B held bucket 17" is ``lease_at(ns, "...-17",
+        x).holder == "B"``."""
+        return self._leases.at(namespace, name, when)
 
     # watches -----------------------------------------------------------------------------
     def expire_watches(self, *, gone: bool = False) -> int:

@@ -5,7 +5,8 @@ events for the current state; a resourceVersion replays the retained history aft
 older than the window is an HTTP 200 stream with a single ERROR event carrying a 410 Expired
 Status. ``timeoutSeconds`` ends the stream; ``allowWatchBookmarks`` adds BOOKMARK events every
 ``bookmark_interval`` seconds and before the timeout ends the stream; ``sendInitialEvents``
-ends the initial state with a bookmark annotated ``k8s.io/initial-events-end``.
+ends the initial state with a bookmark annotated ``k8s.io/initial-events-end``, which carries
+``metadata.shardInfo`` when the watch honoured a ``shardSelector`` (sharding.py).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from . import sharding
 from .errors import ApiError, bad_request
 from .objects import to_view
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
+from .sharding import ShardSelector
 from .store import Watcher
 from .tables import table, wants_table
 from .wire import encode
@@ -30,26 +33,42 @@ if TYPE_CHECKING:
     from .server import SimApiServer
 
 
-def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False) -> dict[str, Any]:
+def _bookmark(rt: ResourceType, rv: int, *, initial_end: bool = False,
+              shard: ShardSelector | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
     if initial_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    if shard is not None:
+        meta["shardInfo"] = {"selector": shard.text}
     return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class _Stream:
     """One open watch response and how its events are shaped."""
 
     server: SimApiServer
+    request: web.Request
     response: web.StreamResponse
+    user: str
     rt: ResourceType
     watcher: Watcher
     as_table: bool
     include_object: str
+    shard: ShardSelector | None
 
     async def write(self, event: dict[str, Any]) -> None:
-        await self.response.write(encode(event))
+        partition = self.server.partitions.get(self.user)
+        if partition is not None:
+            await partition.cross(self.request.transport)
+        data = encode(event)
+        self.server.bytes_sent[self.user] += len(data)
+        await self.response.write(data)
+
+    def cut(self) -> None:
+        """Abort the connection, as a network reset would."""
+        if self.request.transport is not None:
+            self.request.transport.abort()
 
     async def event(self, item: tuple[str, Any]) -> None:
         kind, payload = item
@@ -76,7 +95,7 @@ class _Stream:
                 return
             await self.event(item)
         await self.write({"type": "BOOKMARK", "object": _bookmark(
-            self.rt, self.server.store.resource_version, initial_end=True)})
+            self.rt, self.server.store.resource_version, initial_end=True, shard=self.shard)})
 
     async def follow(self, timeout: float, bookmark_interval: float) -> None:
         loop = asyncio.get_running_loop()
@@ -106,8 +125,10 @@ class Watches:
         self.server = server
         self.bookmark_interval = 60.0
         self.default_timeout = 1800.0
+        self.streams: set[_Stream] = set()
 
-    def _open(self, request: web.Request, target: Target) -> Watcher:
+    def _open(self, request: web.Request, target: Target,
+              shard: ShardSelector | None) -> Watcher:
         query, rt = request.query, target.rt
         labels = parse_label_selector(query.get("labelSelector", ""))
         fields = parse_field_selector(query.get("fieldSelector", ""), rt.field_labels)
@@ -117,7 +138,8 @@ class Watches:
 
         def matches(stored: dict[str, Any]) -> bool:
             obj = to_view(rt, stored)
-            return labels(obj["metadata"].get("labels") or {}) and fields(obj)
+            return labels(obj["metadata"].get("labels") or {}) and fields(obj) and (
+                shard is None or shard.matches(obj))
 
         rv = query.get("resourceVersion", "")
         if rv not in ("", "0") and not rv.isdigit():
@@ -127,13 +149,21 @@ class Watches:
             rt.storage_key, namespace=target.namespace, matches=matches, since=since,
             bookmarks=query.get("allowWatchBookmarks", "").lower() in ("true", "1"))
 
+    def cut(self, user: str) -> int:
+        """Abort the open watch connections of ``user``; returns how many."""
+        cut = [stream for stream in self.streams if stream.user == user]
+        for stream in cut:
+            stream.cut()
+        return len(cut)
+
     async def serve(self, request: web.Request, target: Target,
-                    started: Callable[[], None]) -> web.StreamResponse:
+                    started: Callable[[], None], user: str) -> web.StreamResponse:
         query = request.query
         timeout = float(query.get("timeoutSeconds") or self.default_timeout)
         gone: ApiError | None = None
+        shard = sharding.requested(query, self.server.shard_selector_mode, watch=True)
         try:
-            watcher: Watcher | None = self._open(request, target)
+            watcher: Watcher | None = self._open(request, target, shard)
         except ApiError as error:
             if error.code != 410:
                 raise
@@ -147,9 +177,11 @@ class Watches:
             await response.write(encode({"type": "ERROR", "object": gone.status()}))
             await response.write_eof()
             return response
-        stream = _Stream(server=self.server, response=response, rt=target.rt, watcher=watcher,
+        stream = _Stream(server=self.server, request=request, response=response, user=user,
+                         rt=target.rt, watcher=watcher,
                          as_table=wants_table(request.headers.get("Accept", "")),
-                         include_object=query.get("includeObject", "Metadata"))
+                         include_object=query.get("includeObject", "Metadata"), shard=shard)
+        self.streams.add(stream)
         try:
             if query.get("sendInitialEvents", "").lower() == "true":
                 await stream.drain_initial()
@@ -158,5 +190,6 @@ class Watches:
         except ConnectionResetError:
             pass
         finally:
+            self.streams.discard(stream)
             self.server.store.watchers.discard(watcher)
         return response

@@ -1,0 +1,480 @@
+"""This replica as a member of a ring of dynamic sharding (issue 38;
+docs/design/active-active.md §4.4-4.6): which buckets of targets it holds, claiming and
+handing them over as ``ring_plan`` says, each with its own history, and the fences every
+write of its targets passes.
+
+A bucket is held in an *epoch*: the claim is a CAS on the bucket's Lease that names us with
+the next epoch (``BucketLeasesPort.claim``), then the bucket's state object is stamped with
+(us, epoch) and read (``BucketStatePort.stamp``, then ``HistoryKeeper.restore``), and only
+then may its targets run (``may_run``): a new owner decides nothing before it holds the
+history its predecessor wrote, so a move is never a fresh start. Its targets then run at once
+(``Scheduler.run_now``) rather than at their group's next start.
+
+**The fence** (``may_write``, right before every ``/scale`` PUT; the bucket store's, right
+before every state write): our member Lease valid by our own monotonic clock (its last
+successful renewal sent less than the renew deadline ago), the bucket Lease in our view still
+(us, epoch), and the claim still ours. A member paused past its lease wakes up invalid and
+writes nothing; by the time a peer can evict it and claim its buckets, it has stopped
+trusting itself (M4's argument, ``ring.Timings.rate_tolerance``); a write of its still in
+flight carries a state version older than the new owner's stamp and is refused.
+
+**Losing a bucket** (the bucket Lease names another epoch, or we were evicted): its keeper is
+invalidated and its targets stop at once; nothing is written for them. **Handing one over**
+(rebalancing, or a graceful stop): no new pass includes its targets, the passes in flight
+end, its history is written clean, then the Lease is released naming the member it goes to,
+who claims it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from autoscaler.errors import FencedError, RejectedError, StateSetAsideError
+from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime import ring
+from autoscaler.runtime.history import HistoryKeeper
+from autoscaler.runtime.ports import (
+    BucketLeasesPort,
+    BucketStatePort,
+    ObservedBucketLease,
+    RingMembershipPort,
+)
+from autoscaler.runtime.ring_plan import Plan, RingPlanner, RingView
+
+if TYPE_CHECKING:
+    from autoscaler.config import TargetConfig
+
+log = structlog.get_logger("autoscaler.ring")
+
+HAND_OVER_DRAIN = 10.0
+"""Seconds a hand-over waits for the passes in flight over the bucket's targets."""
+STOP_HAND_OVER = 5.0
+"""Seconds a graceful stop gives the hand-over of every bucket (all at once)."""
+RESTORE_BOUND = 30.0
+"""Seconds a claim may take to read its bucket's history before it is given up (and tried
+again, backing off): a read that keeps failing must not hold the bucket forever."""
+CLAIM_BACKOFF_MAX = 8.0
+"""The longest wait before a bucket whose claims keep failing is tried again."""
+
+
+class ClaimState(enum.Enum):
+    CLAIMING = "claiming"
+    """The Lease names us; the history is being stamped and read: nothing runs yet."""
+    ACTIVE = "active"
+    RELEASING = "releasing"
+    """Being handed over: no new pass; the history is written clean, then the Lease released."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Claim:
+    bucket: int
+    epoch: int
+    state: ClaimState = ClaimState.CLAIMING
+    keeper: HistoryKeeper | None = None
+    task: asyncio.Task[None] | None = None
+    awaiting_pass: set[str] = field(default_factory=set)
+    """Targets gained with the bucket that no completed pass has decided yet."""
+    gained_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RingParts:
+    """The ring's adapters, built by ``wiring.py``."""
+
+    membership: RingMembershipPort
+    leases: BucketLeasesPort
+    store: Callable[[int, Callable[[], bool]], BucketStatePort]
+    """``store(bucket, may_write)``: the bucket's state object, fenced by ``may_write``."""
+    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]], HistoryKeeper]
+    """``keeper(store, scope, fence)``: a history keeper over the bucket's targets."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RingMember:
+    parts: RingParts
+    timings: ring.Timings
+    placement: ring.Placement
+    targets: Callable[[], Sequence[TargetConfig]]
+    """The configured targets (all of them: the ring decides which are ours)."""
+    ready: Callable[[], bool]
+    """Our caches are synced: only then do we claim, and peers hand us buckets."""
+    run_now: Callable[[Sequence[str]], None]
+    gained: Callable[[Sequence[str]], None]
+    """Told the targets of a bucket just gained, after their history was read (forecast
+    history is then looked at anew, as a leader does at the start of a term)."""
+    idle: Callable[[Sequence[str], float], Awaitable[bool]]
+    monotonic: Callable[[], float]
+    telemetry: DaemonMetrics
+    ring_name: str
+    claims: dict[int, Claim] = field(default_factory=dict)
+    planner: RingPlanner | None = None
+    moves: int = 0
+    unowned: tuple[int, ...] = ()
+    _unowned_since: dict[int, float] = field(default_factory=dict)
+    leaving: bool = False
+    """A graceful stop is handing everything over: nothing new is claimed."""
+    _retry_at: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Per bucket whose claim failed: when it may be tried again, and the backoff used."""
+    _buckets: dict[str, int] = field(default_factory=dict)
+    """Each target key's bucket, computed once (every gate asks it, for every target)."""
+    _last_problem: str | None = None
+
+    def __post_init__(self) -> None:
+        self.planner = RingPlanner(self.timings)
+
+    # --- what the daemon asks -------------------------------------------------------------
+
+    @property
+    def me(self) -> str:
+        return self.parts.membership.incarnation
+
+    def bucket_of(self, target: TargetConfig) -> int:
+        return self._bucket_of_key(target.key)
+
+    def _bucket_of_key(self, key: str) -> int:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            namespace = key.split("/", 1)[0]
+            bucket = self._buckets[key] = ring.target_bucket(
+                namespace=namespace, key=key, placement=self.placement)
+        return bucket
+
+    def _fenced(self, bucket: int, epoch: int) -> bool:
+        """The bucket is ours in ``epoch`` now, by our own clock and our view of its Lease."""
+        claim = self.claims.get(bucket)
+        observed = self.parts.leases.get(bucket)
+        return (claim is not None and claim.epoch == epoch
+                and self.parts.membership.valid()
+                and observed is not None and observed.lease.holder == self.me
+                and observed.epoch == epoch)
+
+    def may_write(self, key: str) -> bool:
+        """The write gate of target ``key``: its bucket is held, active, fenced."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return (claim is not None and claim.state is ClaimState.ACTIVE
+                and self._fenced(claim.bucket, claim.epoch))
+
+    def may_run(self, key: str) -> bool:
+        """A pass may include ``key``: we may write it and its history is read."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return (self.may_write(key) and claim is not None and claim.keeper is not None
+                and claim.keeper.restored.is_set())
+
+    def leads(self) -> bool:
+        """Whether we act for any target now (``/status``'s ``leader``, readiness text)."""
+        return any(claim.state is ClaimState.ACTIVE and self._fenced(b, claim.epoch)
+                   for b, claim in self.claims.items())
+
+    def keeper_of(self, key: str) -> HistoryKeeper | None:
+        claim = self.claims.get(self._bucket_of_key(key))
+        return None if claim is None else claim.keeper
+
+    async def persist(self) -> None:
+        """Make every active bucket's history durable (before a pass's scale writes). A bucket
+        whose write fails fails the call: the pass then sends none of its writes."""
+        claims = [claim for claim in self.claims.values()
+                  if claim.state is ClaimState.ACTIVE and claim.keeper is not None
+                  and claim.keeper.restored.is_set()]
+        results = await asyncio.gather(*(c.keeper.persist() for c in claims if c.keeper),
+                                       return_exceptions=True)
+        failure: BaseException | None = None
+        for claim, result in zip(claims, results, strict=True):
+            if isinstance(result, (FencedError, RejectedError)):
+                # Someone else stamped the bucket's state, or it cannot be stored at all: the
+                # bucket is not ours to act for; its targets' writes are refused from now
+                # (the fence) and the others' pass goes on. Claimed again by the ring's rules.
+                self._drop(claim, why=f"its history cannot be written: {result}")
+            elif isinstance(result, BaseException) and failure is None:
+                failure = result
+        if failure is not None:
+            raise failure
+
+    def passed(self, keys: Sequence[str]) -> None:
+        """A pass over ``keys`` completed: say when a gained bucket's targets were all first
+        decided by us (the end of a move, as the issue measures failover)."""
+        done = set(keys)
+        for claim in self.claims.values():
+            if claim.awaiting_pass and claim.state is ClaimState.ACTIVE:
+                claim.awaiting_pass -= done
+                if not claim.awaiting_pass:
+                    log.info("first pass over a gained bucket done", bucket=f"{claim.bucket:02x}",
+                             epoch=claim.epoch,
+                             seconds_since_claim=round(self.monotonic() - claim.gained_at, 3))
+
+    def status(self) -> dict[str, object]:
+        held = sorted(b for b, c in self.claims.items() if c.state is ClaimState.ACTIVE)
+        return {
+            "member": self.me,
+            "valid": self.parts.membership.valid(),
+            "members": sorted(self.parts.membership.members()),
+            "buckets": [f"{b:02x}" for b in held],
+            "claiming": [f"{b:02x}" for b, c in sorted(self.claims.items())
+                         if c.state is ClaimState.CLAIMING],
+            "releasing": [f"{b:02x}" for b, c in sorted(self.claims.items())
+                          if c.state is ClaimState.RELEASING],
+            "unownedBuckets": [f"{b:02x}" for b in self.unowned],
+            "moves": self.moves,
+        }
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Follow the ring until cancelled: every quarter retry period, read the bucket Leases,
+        drop what is no longer ours, claim and hand over as the planner says."""
+        while True:
+            try:
+                await self._tick()
+            except Exception as error:  # a bug here must not stop the ring's upkeep
+                log.exception("ring upkeep failed; trying again", error=str(error))
+            await asyncio.sleep(self.timings.retry_period / 4)
+
+    async def _tick(self) -> None:
+        membership = self.parts.membership
+        if self.leaving:
+            membership.ready = False
+            return
+        problem = self.parts.leases.problem
+        membership.ready = (self.ready() and self.parts.leases.synced.is_set()
+                            and problem is None)
+        if membership.evicted:
+            self._drop_all(why="this member was evicted (it did not renew in time)")
+            membership.rejoin()
+            return
+        self.parts.leases.identity = self.me
+        self._say_problem(problem)
+        self._drop_lost()
+        plan = self._plan()
+        self._report(plan.unowned)
+        now = self.monotonic()
+        for bucket in plan.claims:
+            if bucket not in self.claims and now >= self._retry_at.get(bucket, (0.0, 0.0))[0]:
+                self._start_claim(bucket)
+        for bucket, to in plan.releases:
+            claim = self.claims.get(bucket)
+            if claim is not None and claim.state is ClaimState.ACTIVE:
+                claim.state = ClaimState.RELEASING
+                claim.task = asyncio.get_running_loop().create_task(
+                    self._hand_over(claim, to, drain=HAND_OVER_DRAIN))
+
+    def _report(self, unowned: tuple[int, ...]) -> None:
+        """The ring's gauges; a bucket unowned longer than a lease duration plus two passes
+        is overdue (``AutoscalerTargetsUnowned``)."""
+        now, ring_name, metrics = self.monotonic(), self.ring_name, self.telemetry
+        # A bucket whose Lease names us but that we do not serve (a claim under way, or one
+        # that failed after its Lease write) is as unowned for its targets as a free one.
+        weighted = {self.bucket_of(t) for t in self.targets()}
+        unserved = {b for b in weighted
+                    if (o := self.parts.leases.get(b)) is not None and o.lease.holder == self.me
+                    and (c := self.claims.get(b)) is not None and c.state is not
+                    ClaimState.ACTIVE} | {
+                    b for b in weighted if (o := self.parts.leases.get(b)) is not None
+                    and o.lease.holder == self.me and b not in self.claims}
+        unowned = tuple(sorted(set(unowned) | unserved))
+        self.unowned = unowned
+        self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
+        periods = [t.sync_period for t in self.targets()] or [0.0]
+        bound = self.timings.lease_duration + 2 * max(periods)
+        metrics.ring_unowned.labels(ring=ring_name).set(len(unowned))
+        metrics.ring_overdue.labels(ring=ring_name).set(
+            sum(1 for since in self._unowned_since.values() if now - since > bound))
+        for state in ClaimState:
+            metrics.ring_buckets.labels(ring=ring_name, state=state.value).set(
+                sum(1 for c in self.claims.values() if c.state is state))
+        acting = {b for b, c in self.claims.items()
+                  if c.state is ClaimState.ACTIVE and self._fenced(b, c.epoch)}
+        metrics.ring_targets.labels(ring=ring_name).set(
+            sum(1 for t in self.targets() if self.bucket_of(t) in acting))
+        member = self.parts.membership
+        metrics.ring_member.clear()
+        metrics.ring_member.labels(ring=ring_name, member=member.incarnation).set(
+            1 if member.valid() else 0)
+
+    def _plan(self) -> Plan:
+        membership, now = self.parts.membership, self.monotonic()
+        leases = {b: o.lease for b, o in self.parts.leases.view.items()}
+        holders = {lease.holder: membership.holder_view(lease.holder)
+                   for lease in leases.values() if lease.holder}
+        weights: dict[int, int] = {}
+        for target in self.targets():
+            bucket = self.bucket_of(target)
+            weights[bucket] = weights.get(bucket, 0) + 1
+        assert self.planner is not None
+        return self.planner.plan(RingView(
+            me=self.me, now=now, valid=membership.valid(), ready=membership.ready,
+            members=membership.members(), holders=holders, leases=leases, weights=weights,
+            held=frozenset(b for b, c in self.claims.items() if c.state is not
+                           ClaimState.RELEASING),
+            releasing=frozenset(b for b, c in self.claims.items()
+                                if c.state is ClaimState.RELEASING)))
+
+    def _keys(self, bucket: int) -> list[str]:
+        return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
+
+    # --- claiming -------------------------------------------------------------------------
+
+    def _start_claim(self, bucket: int) -> None:
+        observed = self.parts.leases.get(bucket)
+        placeholder = Claim(bucket=bucket, epoch=-1)
+        self.claims[bucket] = placeholder
+        placeholder.task = asyncio.get_running_loop().create_task(
+            self._claim(placeholder, observed))
+
+    async def _claim(self, claim: Claim, observed: ObservedBucketLease | None) -> None:
+        bucket = claim.bucket
+        try:
+            epoch = await asyncio.wait_for(
+                self.parts.leases.claim(bucket, observed), self.timings.retry_period)
+            if epoch is None:
+                self._failed(claim, "someone else wrote its Lease first")
+                return
+            claim.epoch = epoch
+
+            def fence() -> bool:
+                return self._fenced(bucket, epoch)
+
+            # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
+            # drain timed out) end first: the history read next replaces their states.
+            await self.idle(self._keys(bucket), HAND_OVER_DRAIN)
+            store = self.parts.store(bucket, fence)
+            with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
+                await store.stamp(self.me, epoch, still_claimed=fence)
+            keeper = claim.keeper = self.parts.keeper(
+                store, lambda key: self._bucket_of_key(key) == bucket, fence)
+            restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
+                                              RESTORE_BOUND)
+        except Exception as error:  # whatever failed, the claim is not ours
+            self._failed(claim, str(error) or type(error).__name__)
+            return
+        if self.claims.get(bucket) is not claim:
+            keeper.invalidate()
+            return
+        if not fence():  # lost while reading: stranded, claimed again (a new epoch)
+            self._failed(claim, "no longer ours while its history was read")
+            return
+        claim.state = ClaimState.ACTIVE
+        self._retry_at.pop(bucket, None)
+        self.moves += 1
+        self.telemetry.ring_moves.labels(ring=self.ring_name, reason="gained").inc()
+        keys = self._keys(bucket)
+        claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
+        log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
+                 targets=len(keys), history_targets=restored.targets, clean=restored.clean)
+        if restored.set_aside is not None:
+            log.error("a bucket's saved history could not be decoded: its targets start fresh",
+                      bucket=f"{bucket:02x}", kept_as=restored.set_aside.kept_as)
+            self.telemetry.errors.labels(reason="state_set_aside").inc()
+        self.gained(keys)
+        self.run_now(keys)
+
+    def _failed(self, claim: Claim, why: str) -> None:
+        """A claim that did not complete: forgotten, and tried again later, backing off."""
+        now = self.monotonic()
+        backoff = min(CLAIM_BACKOFF_MAX, 2 * self._retry_at.get(claim.bucket, (0.0, 0.25))[1])
+        self._retry_at[claim.bucket] = (now + backoff, backoff)
+        log.warning("could not claim a bucket of targets; it stays free for the ring's rules",
+                    bucket=f"{claim.bucket:02x}", error=why, retry_in=round(backoff, 2))
+        self._forget(claim)
+
+    def _forget(self, claim: Claim) -> None:
+        """We no longer act for ``claim``'s targets: its history is someone else's to write,
+        and their series are someone else's to export."""
+        if claim.keeper is not None:
+            claim.keeper.invalidate()
+        if self.claims.get(claim.bucket) is claim:
+            del self.claims[claim.bucket]
+            for key in self._keys(claim.bucket):
+                self.telemetry.forget(key)
+
+    # --- losing and handing over ----------------------------------------------------------
+
+    def _drop_lost(self) -> None:
+        for claim in list(self.claims.values()):
+            if claim.epoch < 0:
+                continue  # its claim write is under way
+            observed = self.parts.leases.get(claim.bucket)
+            if observed is None or observed.lease.holder != self.me or \
+                    observed.epoch != claim.epoch:
+                holder = None if observed is None else observed.lease.holder
+                self._drop(claim, why=f"the bucket's Lease now names {holder or 'no one'}")
+
+    def _drop(self, claim: Claim, *, why: str) -> None:
+        if claim.task is not None and claim.task is not asyncio.current_task():
+            claim.task.cancel()
+        log.warning("no longer holding a bucket of targets: nothing is written for them",
+                    bucket=f"{claim.bucket:02x}", epoch=claim.epoch, why=why)
+        if claim.state is ClaimState.ACTIVE:
+            self.telemetry.ring_moves.labels(ring=self.ring_name, reason="lost").inc()
+        self._forget(claim)
+
+    def _drop_all(self, *, why: str) -> None:
+        for claim in list(self.claims.values()):
+            self._drop(claim, why=why)
+
+    async def _hand_over(self, claim: Claim, to: str, *, drain: float) -> None:
+        """Hand ``claim``'s bucket to ``to``: its passes end, its history is written clean,
+        then its Lease is released naming ``to``. Whatever fails, we no longer act for it."""
+        bucket = claim.bucket
+        try:
+            await self.idle(self._keys(bucket), drain)
+            if claim.keeper is not None and claim.keeper.restored.is_set():
+                await claim.keeper.persist(clean=True)
+            released = await asyncio.wait_for(
+                self.parts.leases.release(bucket, claim.epoch, to), self.timings.retry_period)
+            if released:
+                log.info("handed a bucket of targets over", bucket=f"{bucket:02x}", to=to)
+                self.telemetry.ring_moves.labels(ring=self.ring_name,
+                                                 reason="handed_over").inc()
+        except Exception as error:  # whatever failed, we no longer act for it
+            log.warning("could not hand a bucket of targets over", bucket=f"{bucket:02x}",
+                        to=to, error=str(error) or type(error).__name__)
+        finally:
+            self._forget(claim)
+
+    async def leave(self) -> None:
+        """A graceful stop: hand every bucket over to its preferred successor at once."""
+        self.leaving = True  # the upkeep claims nothing from now on
+        self.parts.membership.ready = False
+        preference = (self.planner.preference(self._view_for_leave())
+                      if self.planner is not None else {})
+        hand_overs: list[Awaitable[object]] = []
+        for claim in list(self.claims.values()):
+            if claim.state is ClaimState.RELEASING:
+                if claim.task is not None:
+                    hand_overs.append(claim.task)  # under way: waited for, not started again
+                continue
+            if claim.task is not None:
+                claim.task.cancel()
+            if claim.state is ClaimState.CLAIMING:
+                self._forget(claim)
+                continue
+            choice = preference.get(claim.bucket)
+            to = choice.successor if choice and choice.owner == self.me else \
+                (choice.owner if choice else "")
+            claim.state = ClaimState.RELEASING
+            hand_overs.append(self._hand_over(claim, to or "", drain=0.0))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*hand_overs, return_exceptions=True),
+                                   STOP_HAND_OVER)
+
+    def _view_for_leave(self) -> RingView:
+        membership = self.parts.membership
+        weights: dict[int, int] = {}
+        for target in self.targets():
+            bucket = self.bucket_of(target)
+            weights[bucket] = weights.get(bucket, 0) + 1
+        return RingView(me=self.me, now=self.monotonic(), valid=True, ready=True,
+                        members=membership.members(), holders={},
+                        leases={b: o.lease for b, o in self.parts.leases.view.items()},
+                        weights=weights, held=frozenset(self.claims))
+
+    def _say_problem(self, problem: str | None) -> None:
+        if problem is not None and problem != self._last_problem:
+            log.error("not taking part in the ring", problem=problem)
+        self._last_problem = problem

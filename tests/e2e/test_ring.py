@@ -1,0 +1,355 @@
+"""Dynamic sharding end to end: three real daemons in one ring (``[daemon.sharding] mode =
+"dynamic"``), each with its own token, against the simulated API server and a real
+Prometheus, six targets in six namespaces. The oracle reads the simulated server's log:
+every scale write names its writer, and the bucket Leases' history says who held what when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import signal
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.runtime import ring
+from tests.e2e.conftest import Rig
+from tests.e2e.harness import DaemonProcess, LoadModel, eventually
+from tests.sim.prometheus import free_port
+
+NAMESPACES = [f"r{i}" for i in range(6)]
+RING = """
+[daemon.leaderElection]
+leaseName = "autoscaler"
+leaseNamespace = "default"
+
+[daemon.sharding]
+mode = "dynamic"
+"""
+UP_TWO_PODS_PER_20S = """
+[autoscaler.behavior.scaleUp]
+stabilizationWindowSeconds = 0
+policies = [{ type = "Pods", value = 2, periodSeconds = 20 }]
+"""
+
+
+def ring_config(rig: Rig, kubeconfig: Path) -> str:
+    targets = "".join(f"""
+[[autoscaler]]
+namespace = "{ns}"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+minReplicas = 1
+maxReplicas = 10
+{UP_TWO_PODS_PER_20S}
+[[autoscaler.metrics]]
+type = "Pods"
+pods = {{ metric = {{ name = "app_load" }}, target = {{ type = "AverageValue", averageValue = "100" }}, query = 'app_load{{${{pod_selector}}}}', window = "1s" }}
+""" for ns in NAMESPACES)
+    return f"""
+[daemon]
+syncPeriod = "1s"
+downscaleStabilization = "0s"
+listenAddress = "127.0.0.1:__PORT__"
+logFormat = "json"
+{RING}
+[prometheus]
+url = "{rig.prometheus.url}"
+timeout = "2s"
+
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+requestTimeout = "3s"
+{targets}"""
+
+
+@dataclass
+class Member:
+    name: str
+    user: str
+    process: DaemonProcess
+
+    def status(self) -> dict[str, Any]:
+        return self.process.status() or {}
+
+    def owned(self) -> set[str]:
+        return set(self.status().get("targets") or {})
+
+
+def key(namespace: str) -> str:
+    return f"{namespace}/Deployment/web"
+
+
+def replicas(rig: Rig, namespace: str) -> int:
+    return int(rig.api.get("apps/v1", "Deployment", namespace, "web")["spec"]["replicas"])
+
+
+@pytest.fixture
+async def loads(rig: Rig) -> AsyncIterator[dict[str, LoadModel]]:
+    models = {}
+    for namespace in NAMESPACES:
+        rig.api.create_deployment(namespace, "web", replicas=2, labels={"app": "web"},
+                                  requests={"cpu": "500m"})
+        models[namespace] = LoadModel(api=rig.api, exporter=rig.load.exporter,
+                                      namespace=namespace, demand=200)  # 2 pods: steady
+    tasks = [asyncio.create_task(m.run()) for m in models.values()]
+    try:
+        yield models
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def start_member(rig: Rig, tmp_path: Path, name: str) -> Member:
+    user = f"system:serviceaccount:ring:{name}"
+    rig.api.add_token(f"{name}-token", user)
+    kubeconfig = rig.api.write_kubeconfig(tmp_path / f"{name}.kubeconfig", token=f"{name}-token")
+    config = tmp_path / f"{name}.toml"
+    port = free_port()
+    config.write_text(ring_config(rig, kubeconfig).replace("__PORT__", str(port)))
+    process = DaemonProcess(config, port=port, log=tmp_path / f"{name}.log")
+    process.start()
+    return Member(name=name, user=user, process=process)
+
+
+@contextlib.asynccontextmanager
+async def members(rig: Rig, tmp_path: Path,
+                  names: list[str]) -> AsyncIterator[dict[str, Member]]:
+    """Members started at once; stopped by SIGTERM together at the end, without blocking
+    the loop the simulated API server answers on (their hand-overs need it)."""
+    running = {name: start_member(rig, tmp_path, name) for name in names}
+    try:
+        yield running
+    finally:
+        await asyncio.gather(*(m.process.stop_async() for m in running.values()))
+
+
+def owners(running: dict[str, Member]) -> dict[str, list[str]]:
+    """Target key -> the members whose /status shows it (ideally exactly one each)."""
+    found: dict[str, list[str]] = {key(ns): [] for ns in NAMESPACES}
+    for member in running.values():
+        if member.process.process is not None and member.process.process.poll() is None:
+            for target in member.owned():
+                found.setdefault(target, []).append(member.name)
+    return found
+
+
+def every_target_has_one_owner(running: dict[str, Member]) -> bool:
+    return all(len(names) == 1 for names in owners(running).values())
+
+
+def scale_writes(rig: Rig, user: str, since: float = 0.0) -> list[Any]:
+    """Successful PUTs of /scale (or the Deployment) by ``user`` applied after ``since``
+    (the sim's clock)."""
+    return [r for r in rig.api.log.records
+            if r.user == user and r.verb in ("update", "patch") and r.status < 300
+            and (r.resource or "").startswith("deployments")
+            and (r.applied or 0.0) >= since]
+
+
+async def test_three_members_share_the_targets_and_scale_them(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """Every target gets exactly one owner, each member holds some, and every target
+    scales 2 -> 4 under load (the step its policy allows), written by its owner only."""
+    async with members(rig, tmp_path, ["a", "b", "c"]) as running:
+        def balanced() -> bool:
+            counts = [len(m.owned()) for m in running.values()]
+            return every_target_has_one_owner(running) and max(counts) <= 3
+        # One member may take every bucket before the others are ready; then it hands over
+        # down to the bound (ceil(1.15 * 6 / 3) = 3 targets).
+        await eventually(balanced, timeout=40, what="each target owned by exactly one member, "
+                         "none holding more than 3")
+        for model in loads.values():
+            model.demand = 400
+        await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
+                         timeout=30, what="every target 2 -> 4")
+        assert non_owner_writes(rig, running) == []
+
+
+POLICY_PERIOD = 20.0
+POLICY_PODS = 2
+FAILOVER_BOUND = 5.0
+"""The issue's bound from a kill or stop to the first correct pass by another member (the
+ring's defaults: lease 3 s, renew deadline 2 s, retry 1 s)."""
+
+
+@dataclass
+class Series:
+    """Each target's replica count as the simulated server holds it, sampled every 0.1 s,
+    and when it changed (the test's monotonic clock, which is also the server's)."""
+
+    rig: Rig
+    changes: dict[str, list[tuple[float, int]]]
+
+    @classmethod
+    def watching(cls, rig: Rig) -> Series:
+        return cls(rig, {ns: [(time.monotonic(), replicas(rig, ns))] for ns in NAMESPACES})
+
+    async def run(self) -> None:
+        while True:
+            for ns, seen in self.changes.items():
+                now = replicas(self.rig, ns)
+                if now != seen[-1][1]:
+                    seen.append((time.monotonic(), now))
+            await asyncio.sleep(0.1)
+
+    def forbidden(self) -> list[str]:
+        """Scale-ups adding more than the policy's pods within one of its periods."""
+        found = []
+        for ns, seen in self.changes.items():
+            ups = [(t, new - old) for (_, old), (t, new) in itertools.pairwise(seen)
+                   if new > old]
+            for start, _ in ups:
+                added = sum(d for t, d in ups if start <= t < start + POLICY_PERIOD)
+                if added > POLICY_PODS:
+                    found.append(f"{ns}: +{added} within {POLICY_PERIOD:g}s from {start:.1f}")
+        return found
+
+    def step_times(self, ns: str, to: int) -> float | None:
+        return next((t for t, count in self.changes[ns] if count == to), None)
+
+
+def non_owner_writes(rig: Rig, running: dict[str, Member]) -> list[str]:
+    """Successful scale writes whose writer's incarnation did not hold the target's bucket
+    Lease at the moment the write was applied (the Lease history says who did)."""
+    incarnation_of: dict[str, set[str]] = {}
+    for write in rig.api.lease_history:
+        if "-member-" in write.name and write.holder:
+            incarnation_of.setdefault(write.user or "", set()).add(write.holder)
+    found = []
+    for member in running.values():
+        for request in scale_writes(rig, member.user):
+            bucket = ring.bucket_of(request.namespace or "")
+            name = f"autoscaler-bucket-{bucket:02x}"
+            holders = [w.holder for w in rig.api.lease_history
+                       if w.name == name and w.applied <= (request.applied or 0.0)]
+            holder = holders[-1] if holders else None
+            if holder not in incarnation_of.get(member.user, set()):
+                found.append(f"{member.name} wrote {request.namespace} at "
+                             f"{request.applied:.2f} while {holder!r} held its bucket")
+    return found
+
+
+async def scaled_to_four(rig: Rig, loads: dict[str, LoadModel],
+                         running: dict[str, Member]) -> None:
+    await eventually(lambda: every_target_has_one_owner(running)
+                     and max(len(m.owned()) for m in running.values()) <= 3,
+                     timeout=40, what="a balanced ring")
+    for model in loads.values():
+        model.demand = 400
+    await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
+                     timeout=30, what="every target 2 -> 4")
+    for model in loads.values():
+        model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
+
+
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long", "partition"])
+async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_history(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, fault: str,
+) -> None:
+    """The member holding the most targets is killed (or frozen past its lease, then let go)
+    right after its targets' first step. Its targets have a new owner within 5 s; no target
+    takes a second step inside the policy's 20 s period (the history moved with it), each
+    takes it as soon as the period allows; and no write ever comes from a member that did
+    not hold the target's bucket when the write was applied. "SIGSTOP-long" wakes the
+    frozen member only after the new owners took the second step: by its own stale history
+    the next step is due, so only its fence (its renewal older than the renew deadline by its
+    own clock) keeps it from writing. "partition" cuts it off from the API server instead
+    (its requests stall; it keeps running and deciding) until then: whatever it sent would
+    land at the heal."""
+    series = Series.watching(rig)
+    watcher = asyncio.create_task(series.run())
+    try:
+        async with members(rig, tmp_path, ["a", "b", "c"]) as running:
+            await scaled_to_four(rig, loads, running)
+            victim = max(running.values(), key=lambda m: len(m.owned()))
+            moved = victim.owned()
+            assert victim.process.process is not None
+            struck = time.monotonic()
+            if fault == "partition":
+                rig.api.partition(victim.user, mode="stall")
+            else:
+                victim.process.process.send_signal(getattr(signal, fault.removesuffix("-long")))
+            survivors = {n: m for n, m in running.items() if m is not victim}
+
+            def taken_over() -> bool:
+                found = owners(survivors)
+                return all(len(found[k]) == 1 for k in moved)
+            await eventually(taken_over, timeout=20, what="the victim's targets taken over")
+            failover = time.monotonic() - struck
+            assert failover <= FAILOVER_BOUND, f"failover took {failover:.2f}s"
+            if fault == "SIGSTOP":
+                await asyncio.sleep(2.0)
+                victim.process.process.send_signal(signal.SIGCONT)
+            await eventually(lambda: all(replicas(rig, ns) == 6 for ns in NAMESPACES),
+                             timeout=POLICY_PERIOD + 15, what="every target 4 -> 6")
+            await asyncio.sleep(0.3)  # the series samples every 0.1 s
+            if fault == "SIGSTOP-long":
+                victim.process.process.send_signal(signal.SIGCONT)
+                await asyncio.sleep(6.0)  # it wakes, finds itself evicted, rejoins
+            if fault == "partition":
+                rig.api.heal(victim.user)
+                await asyncio.sleep(6.0)  # what it sent lands now; it finds itself evicted
+            for ns in NAMESPACES:
+                first, second = series.step_times(ns, 4), series.step_times(ns, 6)
+                assert first is not None, (ns, series.changes[ns])
+                assert second is not None, (ns, series.changes[ns])
+                assert second - first <= POLICY_PERIOD + FAILOVER_BOUND + 2.0, (
+                    f"{ns}: 4 -> 6 came {second - first:.1f}s after 2 -> 4 (late)")
+            assert series.forbidden() == []
+            assert non_owner_writes(rig, running) == []
+            if fault != "SIGKILL":  # woken or healed, it rejoins and the ring settles again
+                await eventually(lambda: every_target_has_one_owner(running), timeout=20,
+                                 what="one owner per target after the frozen member woke")
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_targets_over(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """Two members hold the six targets; a third joins and receives a share by hand-over
+    (moving no more than a fair share, 2 targets, plus the bound's slack); then one member is
+    stopped with SIGTERM: its targets are handed over at once (a new owner within a second,
+    not a lease duration), with their history, and nothing is written by a non-owner."""
+    series = Series.watching(rig)
+    watcher = asyncio.create_task(series.run())
+    try:
+        async with members(rig, tmp_path, ["a", "b"]) as running:
+            await eventually(lambda: every_target_has_one_owner(running), timeout=40,
+                             what="two members hold the targets")
+            before = {name: m.owned() for name, m in running.items()}
+            running["c"] = start_member(rig, tmp_path, "c")
+            await eventually(lambda: every_target_has_one_owner(running)
+                             and bool(running["c"].owned()), timeout=40,
+                             what="the newcomer holds a share")
+            await asyncio.sleep(3.0)  # the ring settles (hand-overs a few at a time)
+            assert every_target_has_one_owner(running)
+            after = {name: m.owned() for name, m in running.items()}
+            moved = sum(len(before[n] - after[n]) for n in before)
+            assert 1 <= moved <= 3, (before, after)
+            assert max(len(t) for t in after.values()) <= 3, after
+            leaving = max(running.values(), key=lambda m: len(m.owned()))
+            handed = leaving.owned()
+            assert leaving.process.process is not None
+            stopped = time.monotonic()
+            leaving.process.process.send_signal(signal.SIGTERM)
+            rest = {n: m for n, m in running.items() if m is not leaving}
+            await eventually(lambda: all(len(owners(rest)[k]) == 1 for k in handed),
+                             timeout=10, interval=0.05, what="the leaver's targets taken over")
+            took = time.monotonic() - stopped
+            assert await leaving.process.stop_async() == 0
+            assert took < 3.0, f"a graceful hand-over took {took:.2f}s"
+            assert series.forbidden() == []
+            assert non_owner_writes(rig, running) == []
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
