@@ -53,6 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autoscaler.config.files import MAX_CONFIG_BYTES  # noqa: E402
 from bench.cluster import namespace_of, target_name  # noqa: E402
 from bench.daemon_scale import cluster, config_text, wait_for_data  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
@@ -202,6 +203,8 @@ class Ring:
     def __init__(self, config: Path, workdir: Path, keys: set[str], period: float) -> None:
         self.config, self.workdir, self.keys, self.period = config, workdir, keys, period
         self.replicas: list[Replica] = []
+        self.stopped: list[Replica] = []
+        """Replicas this bench stopped on purpose."""
         self.events: list[tuple[str, dict[str, Any]]] = []
         """Every replica's move log lines so far: (replica, line)."""
         self.poll = max(1.0, len(keys) / 10_000)  # a scrape of 10,000 targets costs ~0.1 s
@@ -213,6 +216,13 @@ class Ring:
 
     def live(self) -> list[Replica]:
         return [r for r in self.replicas if r.alive()]
+
+    def check_alive(self) -> None:
+        """A replica that exited unasked fails the run, with its log's last lines."""
+        for replica in self.replicas:
+            if not replica.alive() and replica not in self.stopped:
+                tail = replica.process.log_path.read_text(errors="replace").splitlines()[-20:]
+                raise RuntimeError(f"{replica.name} exited; its log ends:\n" + "\n".join(tail))
 
     def read_logs(self) -> None:
         for replica in self.replicas:
@@ -245,6 +255,7 @@ class Ring:
 
         def stable() -> bool:
             self.read_logs()
+            self.check_alive()
             owners = self.owners()
             if time.monotonic() - said[0] > 60:
                 said[0] = time.monotonic()
@@ -354,6 +365,7 @@ def leave(ring: Ring, before: dict[str, str], timeout: float) -> dict[str, Any]:
     ring.read_logs()
     since = time.time()
     assert victim.process.process is not None
+    ring.stopped.append(victim)
     victim.process.process.send_signal(signal.SIGTERM)
     victim.process.process.wait(60)
     stopped = time.time() - since
@@ -369,13 +381,24 @@ def leave(ring: Ring, before: dict[str, str], timeout: float) -> dict[str, Any]:
 def daemon_config(args: argparse.Namespace, *, targets: int, ring: bool, prometheus: str,
                   kubeconfig: str) -> str:
     """The first ``targets`` of the simulated fleet; a ring member's config if ``ring``."""
-    text = config_text(targets=targets, namespaces=args.namespaces, prometheus=prometheus,
+    text = config_text(targets=0, namespaces=args.namespaces, prometheus=prometheus,
                        kubeconfig=kubeconfig, concurrency=10, shared_query=args.shared_query)
+    # One inline table a target, before the first table header: the daemon reads at most
+    # MAX_CONFIG_BYTES of config, which daemon_scale's [[autoscaler]] tables (125 bytes a
+    # target) fill at 33,000 targets; these (98 bytes) at 42,000.
+    text = "autoscaler = [\n" + "".join(
+        f'{{namespace="{namespace_of(i, args.namespaces)}",scaleTargetRef={{apiVersion='
+        f'"apps/v1",kind="Deployment",name="{target_name(i)}"}}}},\n' for i in range(targets)
+    ) + "]\n" + text
     text = text.replace("dryRun = true\n", 'listenAddress = "127.0.0.1:__PORT__"\n')
     text = text.replace('syncPeriod = "15s"', f'syncPeriod = "{args.period:g}s"')
     text = text.replace('requestTimeout = "10s"\n', 'requestTimeout = "10s"\n'
                         'watchScope = "cluster"\n')
-    return text.replace("[prometheus]", RING + "\n[prometheus]", 1) if ring else text
+    text = text.replace("[prometheus]", RING + "\n[prometheus]", 1) if ring else text
+    if len(text.encode()) > MAX_CONFIG_BYTES:
+        raise SystemExit(f"{targets:,} targets need {len(text.encode()) / 2**20:.1f} MiB of "
+                         f"config; the daemon reads at most {MAX_CONFIG_BYTES / 2**20:g} MiB")
+    return text
 
 
 def fleet(targets: int, namespaces: int) -> set[str]:
@@ -402,6 +425,9 @@ def servers(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    # Refused before minutes of seeding, not after (the paths' lengths are about these).
+    daemon_config(args, targets=args.targets, ring=True, prometheus="http://127.0.0.1:40000",
+                  kubeconfig="k" * 40)
     workdir = Path(tempfile.mkdtemp(prefix="ring-scale-"))
     with servers(args) as info:
         config = workdir / "ring.toml"
@@ -486,7 +512,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--targets", type=int, default=50_000)
+    parser.add_argument("--targets", type=int, default=40_000,
+                        help="default 40,000: 50,000 need more than the 4 MiB of config the "
+                             "daemon reads")
     parser.add_argument("--replicas", type=int, default=5)
     parser.add_argument("--passes", type=int, default=4, help="passes in the measured window")
     parser.add_argument("--period", type=float, default=PERIOD, help="syncPeriod, seconds")
