@@ -84,9 +84,17 @@ class Scrape:
     ok: dict[str, int] = field(default_factory=dict)
     """Per held target key: its passes that ended "ok"."""
 
+    at: float = 0.0
+    """When it was asked for (wall clock)."""
+
     def quiet(self, period: float) -> bool:
-        """No pass in flight: every held target was last decided in the same pass."""
-        return bool(self.last) and max(self.last.values()) - min(self.last.values()) < period / 3
+        """No pass in flight: every held target was last decided in the same pass, and that
+        a second before the scrape (the pass counter is rendered before the per-target
+        series: a pass ending during the scrape would show in the one, not the other)."""
+        if not self.last:
+            return False
+        latest = max(self.last.values())
+        return latest - min(self.last.values()) < period / 3 and self.at - latest > 1.0
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -163,12 +171,15 @@ class Replica:
         return self.process.process is not None and self.process.process.poll() is None
 
     def scrape(self) -> Scrape:
+        at = time.time()
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",
                                         timeout=30) as answer:
-                return parse_metrics(answer.read().decode())
+                scrape = parse_metrics(answer.read().decode())
         except OSError:
             return Scrape()
+        scrape.at = at
+        return scrape
 
     def log_lines(self) -> list[dict[str, Any]]:
         """The log lines written since the last call."""
