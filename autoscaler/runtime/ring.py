@@ -173,6 +173,31 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
     return chosen
 
 
+def warm_buckets(weights: Mapping[int, int], members: Iterable[str], *, me: str,
+                 holders: Mapping[int, str]) -> frozenset[int]:
+    """The buckets member ``me`` keeps its caches warm for: those it holds or is preferred
+    for now, and its standby, those it would be preferred for if any one other member left
+    (so a failover finds its targets' pods already cached). ``members``: the live members,
+    ready or not (``me`` counts as one: it becomes ready once its caches are); ``holders``:
+    who holds each bucket's Lease now.
+
+    About 2/N of the buckets in a ring of N: its own share, and a 1/(N-1) share of each
+    other member's. Two members leaving at once can give it a bucket it does not cache; that
+    bucket's first pass then waits for a relist."""
+    live = sorted(set(members) | {me})
+    current = preferences(weights, live, holders=holders)
+    warm = {b for b, p in current.items() if p.owner == me}
+    warm.update(b for b, holder in holders.items() if holder == me and weights.get(b, 0) > 0)
+    for gone in live:
+        if gone == me:
+            continue
+        rest = [m for m in live if m != gone]
+        kept = {b: h for b, h in holders.items() if h != gone}
+        warm.update(b for b, p in preferences(weights, rest, holders=kept).items()
+                    if p.owner == me)
+    return frozenset(warm)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BucketLease:
     """What a member saw of a bucket's Lease."""
