@@ -301,18 +301,23 @@ class RingMember:
         leases = {b: o.lease for b, o in self.parts.leases.view.items()}
         holders = {lease.holder: membership.holder_view(lease.holder)
                    for lease in leases.values() if lease.holder}
-        weights: dict[int, int] = {}
-        for target in self.targets():
-            bucket = self.bucket_of(target)
-            weights[bucket] = weights.get(bucket, 0) + 1
         assert self.planner is not None
         return self.planner.plan(RingView(
             me=self.me, now=now, valid=membership.valid(), ready=membership.ready,
-            members=membership.members(), holders=holders, leases=leases, weights=weights,
+            members=membership.members(), holders=holders, leases=leases,
+            weights=self._weights(),
             held=frozenset(b for b, c in self.claims.items() if c.state is not
                            ClaimState.RELEASING),
             releasing=frozenset(b for b, c in self.claims.items()
                                 if c.state is ClaimState.RELEASING)))
+
+    def _weights(self) -> dict[int, int]:
+        """The configured targets per bucket (what the ring balances)."""
+        weights: dict[int, int] = {}
+        for target in self.targets():
+            bucket = self.bucket_of(target)
+            weights[bucket] = weights.get(bucket, 0) + 1
+        return weights
 
     def _keys(self, bucket: int) -> list[str]:
         return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
@@ -464,15 +469,10 @@ class RingMember:
                                    STOP_HAND_OVER)
 
     def _view_for_leave(self) -> RingView:
-        membership = self.parts.membership
-        weights: dict[int, int] = {}
-        for target in self.targets():
-            bucket = self.bucket_of(target)
-            weights[bucket] = weights.get(bucket, 0) + 1
         return RingView(me=self.me, now=self.monotonic(), valid=True, ready=True,
-                        members=membership.members(), holders={},
+                        members=self.parts.membership.members(), holders={},
                         leases={b: o.lease for b, o in self.parts.leases.view.items()},
-                        weights=weights, held=frozenset(self.claims))
+                        weights=self._weights(), held=frozenset(self.claims))
 
     def _say_problem(self, problem: str | None) -> None:
         if problem is not None and problem != self._last_problem:
