@@ -133,9 +133,10 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
     """Rendezvous hashing with bounded loads (§4.4), sticky: buckets by descending weight
     (then number) first stay with their current holder (``holders``: who holds each bucket's
     Lease now) while it is live and its load stays within ``ceil(overload * W / |members|)``;
-    the rest each go to the first member in their rank within that bound, else to the least
-    loaded (then by rank). ``weights``: configured targets per bucket; buckets of weight 0
-    are owned by no one.
+    the rest each go to the first member in their rank within that bound (a bucket shed by
+    a live holder over the bound: to the least loaded within it, then by rank), else to the
+    least loaded (then by rank). ``weights``: configured targets per bucket; buckets of
+    weight 0 are owned by no one.
 
     Stickiness is what keeps a membership change from moving more than it must: a join takes
     only what lifts the others above the bound (measured: 0.4-0.6 of a fair share W/N), a
@@ -161,8 +162,12 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
             continue
         rank = rendezvous_rank(bucket, live)
         weight = weights[bucket]
-        owner = next((m for m in rank if load[m] + weight <= cap),
-                     min(rank, key=lambda m: load[m]))  # min keeps the first of equals
+        roomy = [m for m in rank if load[m] + weight <= cap]
+        if (holders or {}).get(bucket) in load:
+            # Shed by a live holder over the bound (a member joined): to the least loaded
+            # with room, so the newcomer takes the spill rather than another old member.
+            roomy.sort(key=lambda m: load[m])  # stable: equals stay in rank order
+        owner = roomy[0] if roomy else min(rank, key=lambda m: load[m])  # first of equals
         load[owner] += weight
         owners[bucket] = owner
     chosen: dict[int, Preference] = {}

@@ -220,6 +220,20 @@ def test_a_sticky_ring_moves_only_what_it_must(count: int) -> None:
     assert max(joins) <= 1.0
 
 
+def test_a_joiner_takes_the_spill() -> None:
+    """Six buckets held 4/2 by two members; a third joins (the bound falls from 4 to 3): the
+    bucket the first must shed goes to the newcomer, the least loaded, whatever the ranks
+    say (first in rank, it went to the other old member in 10 of these 40 rings, and
+    the newcomer got nothing)."""
+    weights = dict.fromkeys(range(6), 1)
+    for seed in range(40):
+        a, b, c = (f"{name}-{seed}" for name in "abc")
+        holders = {0: a, 1: a, 2: a, 3: a, 4: b, 5: b}
+        joined = _owners(ring.preferences(weights, [a, b, c], holders=holders))
+        assert sorted(joined.values()).count(c) == 1, (seed, joined)
+        assert [joined[bucket] for bucket in (4, 5)] == [b, b]  # nothing else moves
+
+
 def test_a_holder_that_left_keeps_nothing() -> None:
     """A holder not among the live members is ignored: its buckets are placed afresh."""
     weights = dict.fromkeys(range(16), 1)
