@@ -238,28 +238,40 @@ class Informers:
         return True
 
     async def remove(self, namespace: str) -> None:
-        group = self._groups.pop(namespace, ())
+        await self.remove_many([namespace])
+
+    async def remove_many(self, namespaces: Iterable[str]) -> None:
+        """Stop watching these namespaces; cluster-wide, the shared watches resume (no relist)
+        asking the server for the rest only."""
+        gone = [namespace for namespace in namespaces if namespace in self._groups]
+        if not gone:
+            return
+        groups = [self._groups.pop(namespace) for namespace in gone]
         if self._scope == "namespaces":
-            for informer in group:
-                await informer.stop()
+            for group in groups:
+                for informer in group:
+                    await informer.stop()
             return
         for demux in self._demuxes:
-            demux.remove(namespace)
+            for namespace in gone:
+                demux.remove(namespace)
         if not self._groups:
             for informer in self._cluster:
                 await informer.stop()
             self._cluster = []
+            return
+        self.lists.select(self._groups.keys())
+        for informer in self._cluster:
+            informer.restart(relist=False)
 
     async def set(self, namespaces: Iterable[str]) -> None:
         """Exactly these namespaces: start the new ones, stop the others."""
         wanted = set(namespaces)
         self.add_many(sorted(wanted - self._groups.keys()))
-        for namespace in sorted(self._groups.keys() - wanted):
-            await self.remove(namespace)
+        await self.remove_many(sorted(self._groups.keys() - wanted))
 
     async def close(self) -> None:
-        for namespace in list(self._groups):
-            await self.remove(namespace)
+        await self.remove_many(list(self._groups))
 
     def is_synced(self, namespace: str) -> bool:
         if namespace not in self._groups:
@@ -363,8 +375,7 @@ class WatchCache:
 
     async def close(self) -> None:
         """Cancel every watch and wait for them to finish."""
-        for namespace in list(self.namespaces):
-            await self.remove_namespace(namespace)
+        await self.set_namespaces(())
 
     def _forget(self, namespace: str) -> None:
         raise NotImplementedError

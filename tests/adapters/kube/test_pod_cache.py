@@ -240,3 +240,12 @@ async def test_a_cluster_wide_watch_asks_for_its_namespaces_only(
             cache.seconds_since_contact("wiki")
         refused = apiserver.count(verb="list", resource="pods", status=400)
         assert refused == (1 if mode == "old-grammar" else 0)
+        # A namespace dropped: the watch resumes (no relist) asking for the rest only.
+        lists = apiserver.count(verb="list", resource="pods")
+        await cache.set_namespaces({"blog"})
+        await eventually(lambda: (apiserver.requests(verb="watch", resource="pods")[-1]
+                                  .query.get("shardSelector")) == (
+            None if mode == "old-grammar" else ring.shard_selector(["blog"])))
+        poke(apiserver, "blog", 1)
+        await eventually(lambda: len(names(cache, namespace="blog")) == 1)
+        assert apiserver.count(verb="list", resource="pods") == lists
