@@ -184,6 +184,11 @@ class RingMembershipPort(Protocol):
     ready: bool
     """Written into our Lease at the next renewal: peers hand buckets only to ready members."""
 
+    @property
+    def view_synced_at(self) -> float | None:
+        """When our view of the other members was first listed; None before."""
+        ...
+
     def valid(self) -> bool:
         """Our last successful renewal was sent less than the renew deadline ago, by our own
         monotonic clock, and we were not evicted."""

@@ -60,6 +60,10 @@ STOP_HAND_OVER = 5.0
 RESTORE_BOUND = 30.0
 """Seconds a claim may take to read its bucket's history before it is given up (and tried
 again, backing off): a read that keeps failing must not hold the bucket forever."""
+CACHE_WAIT = 10.0
+"""Seconds a gained bucket waits for its namespaces' caches before it is served (they are
+warm unless it was no one's standby); past it its targets are decided once the caches have
+synced (a target whose pods are not cached is not decided, never scaled)."""
 CLAIM_BACKOFF_MAX = 8.0
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
@@ -110,6 +114,12 @@ class RingMember:
     """Told the targets of a bucket just gained, after their history was read (forecast
     history is then looked at anew, as a leader does at the start of a term)."""
     idle: Callable[[Sequence[str], float], Awaitable[bool]]
+    warm: Callable[[frozenset[str]], Awaitable[None]]
+    """Narrows the pod, workload and owner caches to these namespaces: those of the buckets
+    we hold or may inherit (``ring.warm_buckets``), so a replica caches its share, not the
+    fleet."""
+    cached: Callable[[Sequence[str], float], Awaitable[bool]]
+    """Waits until these namespaces' caches have synced, at most so many seconds."""
     monotonic: Callable[[], float]
     telemetry: DaemonMetrics
     ring_name: str
@@ -125,6 +135,14 @@ class RingMember:
     _buckets: dict[str, int] = field(default_factory=dict)
     """Each target key's bucket, computed once (every gate asks it, for every target)."""
     _last_problem: str | None = None
+    warm_namespaces: frozenset[str] | None = None
+    """The namespaces the caches were last narrowed to; None until the ring's views synced
+    (until then the caches hold nothing, and the member is not ready)."""
+    _warm_inputs: tuple[object, ...] = ()
+    _warm_buckets: frozenset[int] = frozenset()
+    _warm_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _by_bucket: tuple[object, dict[int, int], dict[int, frozenset[str]]] = (None, {}, {})
+    """``_layout``'s answer, and the targets list it was made of."""
 
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
@@ -250,6 +268,7 @@ class RingMember:
         self.parts.leases.identity = self.me
         self._say_problem(problem)
         self._drop_lost()
+        await self._keep_warm()
         plan = self._plan()
         self._report(plan.unowned)
         now = self.monotonic()
@@ -313,11 +332,49 @@ class RingMember:
 
     def _weights(self) -> dict[int, int]:
         """The configured targets per bucket (what the ring balances)."""
-        weights: dict[int, int] = {}
-        for target in self.targets():
-            bucket = self.bucket_of(target)
-            weights[bucket] = weights.get(bucket, 0) + 1
-        return weights
+        return self._layout(self.targets())[0]
+
+    def _layout(self, targets: Sequence[TargetConfig]
+                ) -> tuple[dict[int, int], dict[int, frozenset[str]]]:
+        """The targets per bucket, and the namespaces of each bucket's targets: made once
+        per targets list (a reload replaces the list; the upkeep asks four times a second)."""
+        made_of, weights, namespaces = self._by_bucket
+        if made_of is not targets:
+            weights = {}
+            grouped: dict[int, set[str]] = {}
+            for target in targets:
+                bucket = self.bucket_of(target)
+                weights[bucket] = weights.get(bucket, 0) + 1
+                grouped.setdefault(bucket, set()).add(target.namespace)
+            namespaces = {b: frozenset(names) for b, names in grouped.items()}
+            self._by_bucket = (targets, weights, namespaces)
+        return weights, namespaces
+
+    async def _keep_warm(self) -> None:
+        """Keep the caches to the namespaces of the buckets we hold, claim, or would be
+        preferred for now or after any one other member left (``ring.warm_buckets``; the
+        buckets are computed again only when the members, holders or targets changed)."""
+        if (self.parts.membership.view_synced_at is None
+                or not self.parts.leases.synced.is_set()):
+            return  # we know nothing of the ring yet
+        async with self._warm_lock:
+            weights, by_bucket = self._layout(self.targets())
+            holders = {b: o.lease.holder for b, o in self.parts.leases.view.items()
+                       if o.lease.holder}
+            members = tuple(sorted(self.parts.membership.members()))
+            inputs = (weights, self.me, members, holders)
+            if inputs != self._warm_inputs:
+                self._warm_inputs = inputs
+                self._warm_buckets = ring.warm_buckets(weights, members, me=self.me,
+                                                       holders=holders)
+            namespaces = frozenset().union(*(
+                by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
+            if namespaces != self.warm_namespaces:
+                added = len(namespaces - (self.warm_namespaces or frozenset()))
+                await self.warm(namespaces)
+                log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
+                         added=added, buckets=len(self._warm_buckets))
+                self.warm_namespaces = namespaces
 
     def _keys(self, bucket: int) -> list[str]:
         return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
@@ -344,6 +401,9 @@ class RingMember:
             def fence() -> bool:
                 return self._fenced(bucket, epoch)
 
+            # Its namespaces' caches start filling now if they were not warm (two members
+            # lost at once; a join), while the history is read.
+            await self._keep_warm()
             # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
             # drain timed out) end first: the history read next replaces their states.
             await self.idle(self._keys(bucket), HAND_OVER_DRAIN)
@@ -360,6 +420,14 @@ class RingMember:
         if self.claims.get(bucket) is not claim:
             keeper.invalidate()
             return
+        keys = self._keys(bucket)
+        namespaces = sorted(self._layout(self.targets())[1].get(bucket, ()))
+        if not await self.cached(namespaces, CACHE_WAIT):
+            log.warning("a gained bucket's caches have not synced; its targets are decided "
+                        "once they have", bucket=f"{bucket:02x}", namespaces=len(namespaces))
+        if self.claims.get(bucket) is not claim:
+            keeper.invalidate()
+            return
         if not fence():  # lost while reading: stranded, claimed again (a new epoch)
             self._failed(claim, "no longer ours while its history was read")
             return
@@ -367,7 +435,6 @@ class RingMember:
         self._retry_at.pop(bucket, None)
         self.moves += 1
         self.telemetry.ring_moves.labels(ring=self.ring_name, reason="gained").inc()
-        keys = self._keys(bucket)
         claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
         log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
                  targets=len(keys), history_targets=restored.targets, clean=restored.clean)
