@@ -239,6 +239,7 @@ class RingMember:
                           if c.state is ClaimState.RELEASING],
             "unownedBuckets": [f"{b:02x}" for b in self.unowned],
             "moves": self.moves,
+            "cachedNamespaces": len(self.warm_namespaces or ()),
         }
 
     # --- the loop -------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -184,6 +186,18 @@ async def test_three_members_share_the_targets_and_scale_them(
                          and sum(len(cached(rig, m)) for m in running.values())
                          < 3 * len(NAMESPACES),
                          timeout=10, what="each member caching what it holds, not all")
+        # `autoscaler status` against a member: its targets, and the ring line under them.
+        member = running["a"]
+        shown = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "autoscaler", "status", "--url",
+                             f"http://127.0.0.1:{member.process.port}"],
+            capture_output=True, text=True, timeout=30)
+        ring_line = shown.stdout.strip().splitlines()[-1]
+        body = member.status()["ring"]
+        assert ring_line.startswith(f"Ring member {body['member']}: "
+                                    f"{len(body['buckets'])} buckets held"), shown.stdout
+        assert f"caches {body['cachedNamespaces']} namespaces" in ring_line
+        assert all(key.split("/")[0] in shown.stdout for key in member.owned())
         for model in loads.values():
             model.demand = 400
         await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
