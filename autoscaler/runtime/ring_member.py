@@ -64,6 +64,11 @@ CACHE_WAIT = 10.0
 """Seconds a gained bucket waits for its namespaces' caches before it is served (they are
 warm unless it was no one's standby); past it its targets are decided once the caches have
 synced (a target whose pods are not cached is not decided, never scaled)."""
+WARM_SETTLE = 10.0
+"""Seconds the wanted caches must stay the same before a change that only concerns the
+standby is applied: growing them relists the cluster-wide watches, which must not compete
+with a failover's passes (what is inherited was warm already), nor churn while the ring
+settles. Namespaces of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
@@ -141,6 +146,8 @@ class RingMember:
     _warm_inputs: tuple[object, ...] = ()
     _warm_buckets: frozenset[int] = frozenset()
     _warm_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _warm_wanted: tuple[frozenset[str] | None, float] = (None, 0.0)
+    """The namespaces last computed as wanted, and since when."""
     _by_bucket: tuple[object, dict[int, int], dict[int, frozenset[str]]] = (None, {}, {})
     """``_layout``'s answer, and the targets list it was made of."""
 
@@ -354,7 +361,8 @@ class RingMember:
     async def _keep_warm(self) -> None:
         """Keep the caches to the namespaces of the buckets we hold, claim, or would be
         preferred for now or after any one other member left (``ring.warm_buckets``; the
-        buckets are computed again only when the members, holders or targets changed)."""
+        buckets are computed again only when the members, holders or targets changed); a
+        change of the standby alone once it has held for ``WARM_SETTLE``."""
         if (self.parts.membership.view_synced_at is None
                 or not self.parts.leases.synced.is_set()):
             return  # we know nothing of the ring yet
@@ -370,12 +378,20 @@ class RingMember:
                                                        holders=holders)
             namespaces = frozenset().union(*(
                 by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
-            if namespaces != self.warm_namespaces:
-                added = len(namespaces - (self.warm_namespaces or frozenset()))
-                await self.warm(namespaces)
-                log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
-                         added=added, buckets=len(self._warm_buckets))
-                self.warm_namespaces = namespaces
+            current, now = self.warm_namespaces, self.monotonic()
+            if namespaces == current:
+                return
+            if namespaces != self._warm_wanted[0]:
+                self._warm_wanted = (namespaces, now)
+            held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
+            if (current is not None and held <= current
+                    and now - self._warm_wanted[1] < WARM_SETTLE):
+                return  # only the standby changed: after the ring settles, not mid-failover
+            await self.warm(namespaces)
+            log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
+                     added=len(namespaces - (current or frozenset())),
+                     buckets=len(self._warm_buckets))
+            self.warm_namespaces = namespaces
 
     def _keys(self, bucket: int) -> list[str]:
         return [t.key for t in self.targets() if self.bucket_of(t) == bucket]

@@ -180,12 +180,12 @@ async def test_three_members_share_the_targets_and_scale_them(
                          "none holding more than 3")
         # Each member caches its share and its standby, not the fleet: its pods are listed
         # and watched for the namespaces it holds and those it would inherit (each namespace
-        # is warm at about two of the three).
+        # is warm at about two of the three; a standby change waits for the ring to settle).
         await eventually(lambda: all(m.owned() <= {key(ns) for ns in cached(rig, m)}
                                      for m in running.values())
                          and sum(len(cached(rig, m)) for m in running.values())
                          < 3 * len(NAMESPACES),
-                         timeout=10, what="each member caching what it holds, not all")
+                         timeout=30, what="each member caching what it holds, not all")
         # `autoscaler status` against a member: its targets, and the ring line under them.
         member = running["a"]
         shown = await asyncio.to_thread(
