@@ -240,7 +240,7 @@ class BucketLeasesPort(Protocol):
         settings), or None."""
         ...
 
-    async def claim(self, bucket: int, observed: Any) -> int | None:
+    async def claim(self, bucket: int, observed: Any, *, after: int = 0) -> int | None:
         """The new epoch, or None if someone else wrote the Lease since ``observed``: one
         of this port's own ``view`` values (or None: absent), the one the decision to claim
         was made on, never a newer one."""

@@ -146,6 +146,10 @@ class RingMember:
     _warm_inputs: tuple[object, ...] = ()
     _warm_buckets: frozenset[int] = frozenset()
     _warm_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _epoch_floor: dict[int, int] = field(default_factory=dict)
+    """Per bucket, the latest epoch we know it reached (our own claims, or a stamp that
+    refused ours as older): a claim counts on from there even if its Lease was deleted and
+    made again (which restarts the Lease's count at 1)."""
     _warm_wanted: tuple[frozenset[str] | None, float] = (None, 0.0)
     """The namespaces last computed as wanted, and since when."""
     _by_bucket: tuple[object, dict[int, int], dict[int, frozenset[str]]] = (None, {}, {})
@@ -409,11 +413,13 @@ class RingMember:
         bucket = claim.bucket
         try:
             epoch = await asyncio.wait_for(
-                self.parts.leases.claim(bucket, observed), self.timings.retry_period)
+                self.parts.leases.claim(bucket, observed, after=self._epoch_floor.get(bucket, 0)),
+                self.timings.retry_period)
             if epoch is None:
                 self._failed(claim, "someone else wrote its Lease first")
                 return
             claim.epoch = epoch
+            self._epoch_floor[bucket] = max(self._epoch_floor.get(bucket, 0), epoch)
 
             def fence() -> bool:
                 return self._fenced(bucket, epoch)
@@ -432,6 +438,10 @@ class RingMember:
             restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
                                               RESTORE_BOUND)
         except Exception as error:  # whatever failed, the claim is not ours
+            if isinstance(error, FencedError) and error.later_epoch is not None:
+                # Stamped at a later epoch than the Lease counts (it was deleted and made
+                # again): our next claim counts on from the stamp's.
+                self._epoch_floor[bucket] = max(self._epoch_floor.get(bucket, 0), error.later_epoch)
             self._failed(claim, str(error) or type(error).__name__)
             return
         if self.claims.get(bucket) is not claim:

@@ -345,6 +345,35 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
         await asyncio.gather(watcher, return_exceptions=True)
 
 
+async def test_a_bucket_lease_deleted_by_hand_is_claimed_again_past_its_epoch(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """`kubectl delete lease` of a held bucket, twice: each time the bucket has an owner again
+    within seconds, at an epoch past the one it had (a Lease made again counts from 1, and the
+    bucket's state refuses a stamp older than its own), and no write comes from a member that
+    did not hold it."""
+    async with members(rig, tmp_path, ["a", "b"]) as running:
+        await eventually(lambda: every_target_has_one_owner(running), timeout=40,
+                         what="two members hold the targets")
+        bucket = ring.target_bucket(namespace=NAMESPACES[0], key=key(NAMESPACES[0]),
+                                    placement="namespace")
+        name = f"autoscaler-bucket-{bucket:02x}"
+
+        def epoch() -> int:
+            lease = rig.api.get("coordination.k8s.io/v1", "Lease", "default", name)
+            held = lease is not None and lease["spec"].get("holderIdentity")
+            return int(lease["spec"].get("leaseTransitions", 0)) if held else 0
+
+        for _ in range(2):
+            before = epoch()
+            assert before >= 1
+            rig.api.delete("coordination.k8s.io/v1", "Lease", "default", name)
+            await eventually(lambda: epoch() > before  # noqa: B023 - waited for here
+                             and every_target_has_one_owner(running), timeout=15,
+                             what=f"bucket {bucket:02x} held again past epoch {before}")
+        assert non_owner_writes(rig, running) == []
+
+
 async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_targets_over(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
 ) -> None:
