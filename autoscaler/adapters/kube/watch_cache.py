@@ -103,10 +103,11 @@ def _namespace_of(obj: RawObject) -> str:
 
 CLUSTER = "(all namespaces)"
 
-MAX_SELECTOR_LENGTH = 6000
+MAX_SELECTOR_LENGTH = 64 * 1024
 """Characters of ``shardSelector`` at most: it names each namespace's hash (~80 characters
-each), and a request line longer than a server's limit (8 KiB in common proxies and in
-aiohttp) is refused; past it the cache filters on our side only."""
+each: about 800 namespaces). kube-apiserver takes request lines up to 1 MiB
+(``MaxHeaderBytes``); a proxy in between may take less. Past it the cache filters on our
+side only."""
 
 SelectorMode = Literal["server", "client"]
 """Who filtered a cluster-wide LIST to the watched namespaces: the API server (it echoed our

@@ -249,3 +249,20 @@ async def test_a_cluster_wide_watch_asks_for_its_namespaces_only(
         poke(apiserver, "blog", 1)
         await eventually(lambda: len(names(cache, namespace="blog")) == 1)
         assert apiserver.count(verb="list", resource="pods") == lists
+
+
+async def test_a_selector_naming_hundreds_of_namespaces_is_sent_and_honoured(
+    kube: KubeSession, apiserver: SimApiServer,
+) -> None:
+    """300 namespaces make a selector of ~24 KB: sent whole (kube-apiserver takes request
+    lines up to 1 MiB, and so does the simulator) and honoured."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    apiserver.create_deployment("blog", "web", replicas=1)
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as cache:
+        await cache.set_namespaces({"shop"} | {f"team-{i:03d}" for i in range(300)})
+        async with asyncio.timeout(5):
+            await cache.wait_synced("shop")
+        assert len(names(cache)) == 2
+        assert cache.selector_modes == {"pods": "server"}
+        sent = apiserver.requests(verb="list", resource="pods")[-1].query["shardSelector"]
+        assert len(sent) > 8192
