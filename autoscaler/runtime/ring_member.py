@@ -94,6 +94,18 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _Layout:
+    """The configured targets by bucket (``RingMember._layout``)."""
+
+    weights: dict[int, int]
+    """Targets per bucket: what the ring balances."""
+    keys: dict[int, list[str]]
+    namespaces: dict[int, frozenset[str]]
+    """The namespaces of each bucket's targets: what its caches must hold."""
+    longest_period: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RingParts:
     """The ring's adapters, built by ``wiring.py``."""
 
@@ -152,7 +164,7 @@ class RingMember:
     made again (which restarts the Lease's count at 1)."""
     _warm_wanted: tuple[frozenset[str] | None, float] = (None, 0.0)
     """The namespaces last computed as wanted, and since when."""
-    _by_bucket: tuple[object, dict[int, int], dict[int, frozenset[str]]] = (None, {}, {})
+    _by_bucket: tuple[object, _Layout | None] = (None, None)
     """``_layout``'s answer, and the targets list it was made of."""
 
     def __post_init__(self) -> None:
@@ -298,20 +310,17 @@ class RingMember:
         """The ring's gauges; a bucket unowned longer than a lease duration plus two passes
         is overdue (``AutoscalerTargetsUnowned``)."""
         now, ring_name, metrics = self.monotonic(), self.ring_name, self.telemetry
+        layout = self._layout()
+        weights = layout.weights
         # A bucket whose Lease names us but that we do not serve (a claim under way, or one
         # that failed after its Lease write) is as unowned for its targets as a free one.
-        weighted = {self.bucket_of(t) for t in self.targets()}
-        unserved = {b for b in weighted
+        unserved = {b for b in weights
                     if (o := self.parts.leases.get(b)) is not None and o.lease.holder == self.me
-                    and (c := self.claims.get(b)) is not None and c.state is not
-                    ClaimState.ACTIVE} | {
-                    b for b in weighted if (o := self.parts.leases.get(b)) is not None
-                    and o.lease.holder == self.me and b not in self.claims}
+                    and ((c := self.claims.get(b)) is None or c.state is not ClaimState.ACTIVE)}
         unowned = tuple(sorted(set(unowned) | unserved))
         self.unowned = unowned
         self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
-        periods = [t.sync_period for t in self.targets()] or [0.0]
-        bound = self.timings.lease_duration + 2 * max(periods)
+        bound = self.timings.lease_duration + 2 * layout.longest_period
         metrics.ring_unowned.labels(ring=ring_name).set(len(unowned))
         metrics.ring_overdue.labels(ring=ring_name).set(
             sum(1 for since in self._unowned_since.values() if now - since > bound))
@@ -320,8 +329,7 @@ class RingMember:
                 sum(1 for c in self.claims.values() if c.state is state))
         acting = {b for b, c in self.claims.items()
                   if c.state is ClaimState.ACTIVE and self._fenced(b, c.epoch)}
-        metrics.ring_targets.labels(ring=ring_name).set(
-            sum(1 for t in self.targets() if self.bucket_of(t) in acting))
+        metrics.ring_targets.labels(ring=ring_name).set(sum(weights.get(b, 0) for b in acting))
         member = self.parts.membership
         metrics.ring_member.clear()
         metrics.ring_member.labels(ring=ring_name, member=member.incarnation).set(
@@ -344,23 +352,26 @@ class RingMember:
 
     def _weights(self) -> dict[int, int]:
         """The configured targets per bucket (what the ring balances)."""
-        return self._layout(self.targets())[0]
+        return self._layout().weights
 
-    def _layout(self, targets: Sequence[TargetConfig]
-                ) -> tuple[dict[int, int], dict[int, frozenset[str]]]:
-        """The targets per bucket, and the namespaces of each bucket's targets: made once
-        per targets list (a reload replaces the list; the upkeep asks four times a second)."""
-        made_of, weights, namespaces = self._by_bucket
-        if made_of is not targets:
-            weights = {}
+    def _layout(self) -> _Layout:
+        """The configured targets by bucket: made once per targets list (a reload replaces
+        the list; the upkeep, four times a second, must not walk 50,000 targets each time)."""
+        targets = self.targets()
+        made_of, layout = self._by_bucket
+        if layout is None or made_of is not targets:
+            keys: dict[int, list[str]] = {}
             grouped: dict[int, set[str]] = {}
             for target in targets:
                 bucket = self.bucket_of(target)
-                weights[bucket] = weights.get(bucket, 0) + 1
+                keys.setdefault(bucket, []).append(target.key)
                 grouped.setdefault(bucket, set()).add(target.namespace)
-            namespaces = {b: frozenset(names) for b, names in grouped.items()}
-            self._by_bucket = (targets, weights, namespaces)
-        return weights, namespaces
+            layout = _Layout(
+                weights={b: len(k) for b, k in keys.items()}, keys=keys,
+                namespaces={b: frozenset(names) for b, names in grouped.items()},
+                longest_period=max((t.sync_period for t in targets), default=0.0))
+            self._by_bucket = (targets, layout)
+        return layout
 
     async def _keep_warm(self) -> None:
         """Keep the caches to the namespaces of the buckets we hold, claim, or would be
@@ -371,7 +382,8 @@ class RingMember:
                 or not self.parts.leases.synced.is_set()):
             return  # we know nothing of the ring yet
         async with self._warm_lock:
-            weights, by_bucket = self._layout(self.targets())
+            layout = self._layout()
+            weights, by_bucket = layout.weights, layout.namespaces
             holders = {b: o.lease.holder for b, o in self.parts.leases.view.items()
                        if o.lease.holder}
             members = tuple(sorted(self.parts.membership.members()))
@@ -398,7 +410,7 @@ class RingMember:
             self.warm_namespaces = namespaces
 
     def _keys(self, bucket: int) -> list[str]:
-        return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
+        return list(self._layout().keys.get(bucket, ()))
 
     # --- claiming -------------------------------------------------------------------------
 
@@ -448,7 +460,7 @@ class RingMember:
             keeper.invalidate()
             return
         keys = self._keys(bucket)
-        namespaces = sorted(self._layout(self.targets())[1].get(bucket, ()))
+        namespaces = sorted(self._layout().namespaces.get(bucket, ()))
         if not await self.cached(namespaces, CACHE_WAIT):
             log.warning("a gained bucket's caches have not synced; its targets are decided "
                         "once they have", bucket=f"{bucket:02x}", namespaces=len(namespaces))
