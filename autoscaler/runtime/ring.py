@@ -237,11 +237,14 @@ def claimable(lease: BucketLease | None, holder: HolderView, *, now: float,
 def claim_delay(lease: BucketLease | None, *, me: str, preferred: str,
                 retry_period: float) -> float:
     """How long after a bucket became claimable ``me`` waits before claiming it: at once if
-    it is ``me``'s by preference or was handed to ``me``; otherwise ``2 * retry_period``, so
-    a claim still happens when views of the ring disagree or the preferred member is slow."""
-    if me == preferred or (lease is not None and lease.handed_to == me):
-        return 0.0
-    return 2 * retry_period
+    it was handed to ``me``, or is ``me``'s by preference and was handed to no one else;
+    otherwise ``2 * retry_period``, so a claim still happens when views of the ring disagree
+    or the member it was meant for is slow. A hand-over's receiver comes first even for a
+    member that prefers itself: its view may not yet show the receiver ready (a join), and
+    racing it would take the newcomer's share back."""
+    if lease is not None and lease.handed_to:
+        return 0.0 if lease.handed_to == me else 2 * retry_period
+    return 0.0 if me == preferred else 2 * retry_period
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
