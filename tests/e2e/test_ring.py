@@ -208,6 +208,10 @@ async def test_three_members_share_the_targets_and_scale_them(
 POLICY_PERIOD = 20.0
 POLICY_PODS = 2
 FAILOVER_BOUND = 5.0
+OBSERVED_SLACK = 0.5
+"""Seconds between a decision and the sampled change of its write: the series samples every
+0.1 s on the loop that also serves the API server, and under load a write lands late (once,
+decisions 20.04 s apart were seen 19.9 s apart)."""
 """The issue's bound from a kill or stop to the first correct pass by another member (the
 ring's defaults: lease 3 s, renew deadline 2 s, retry 1 s)."""
 
@@ -233,13 +237,17 @@ class Series:
             await asyncio.sleep(0.1)
 
     def forbidden(self) -> list[str]:
-        """Scale-ups adding more than the policy's pods within one of its periods."""
+        """Scale-ups adding more than the policy's pods within one of its periods, less
+        ``OBSERVED_SLACK``: a period runs from the decision a write carries, and the write
+        lands and is sampled a little later (a step whose history was lost comes at the next
+        pass, seconds into the period, and is still caught)."""
         found = []
         for ns, seen in self.changes.items():
             ups = [(t, new - old) for (_, old), (t, new) in itertools.pairwise(seen)
                    if new > old]
             for start, _ in ups:
-                added = sum(d for t, d in ups if start <= t < start + POLICY_PERIOD)
+                added = sum(d for t, d in ups
+                            if start <= t < start + POLICY_PERIOD - OBSERVED_SLACK)
                 if added > POLICY_PODS:
                     found.append(f"{ns}: +{added} within {POLICY_PERIOD:g}s from {start:.1f}")
         return found
