@@ -51,8 +51,17 @@ NAMESPACES = 50
 SMOKE_TARGETS = (10, 20)
 
 
+CPU_METRIC = ('{ type = "Resource", resource = { name = "cpu", target = { type = "Utilization", '
+              'averageUtilization = 50 } } }')
+SHARED_METRIC = ('{ type = "Pods", pods = { metric = { name = "app_requests_per_second" }, '
+                 'target = { type = "AverageValue", averageValue = "10" }, '
+                 "query = 'sum by (namespace, pod) (app_requests_per_second)' } }")
+
+
 def config_text(*, targets: int, namespaces: int, prometheus: str, kubeconfig: str,
-                concurrency: int) -> str:
+                concurrency: int, shared_query: bool = True) -> str:
+    """``shared_query``: besides cpu, a Pods metric whose PromQL every target shares."""
+    metrics = "".join(f"  {m},\n" for m in (CPU_METRIC, SHARED_METRIC)[:2 if shared_query else 1])
     head = f"""
 [daemon]
 syncPeriod = "15s"
@@ -73,10 +82,8 @@ requestTimeout = "10s"
 minReplicas = 1
 maxReplicas = 20
 metrics = [
-  {{ type = "Resource", resource = {{ name = "cpu", target = {{ type = "Utilization", averageUtilization = 50 }} }} }},
-  {{ type = "Pods", pods = {{ metric = {{ name = "app_requests_per_second" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = 'sum by (namespace, pod) (app_requests_per_second)' }} }},
-]
-"""  # noqa: E501 - TOML inline tables read best on one line
+{metrics}]
+"""
     rows = [
         f'[[autoscaler]]\nnamespace = "{namespace_of(i, namespaces)}"\n'
         f'scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", '
@@ -88,7 +95,8 @@ metrics = [
 
 @contextlib.contextmanager
 def cluster(targets: int, pods: int, namespaces: int) -> Iterator[dict[str, Any]]:
-    """``bench/cluster.py`` in its own process; yields its ready line; stops it on exit."""
+    """``bench/cluster.py`` in its own process; yields its ready line and its ``pid``; stops
+    it on exit."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [PYTHON, str(ROOT / "bench" / "cluster.py"), f"--targets={targets}", f"--pods={pods}",
@@ -99,7 +107,7 @@ def cluster(targets: int, pods: int, namespaces: int) -> Iterator[dict[str, Any]
         line = process.stdout.readline()
         if not line:
             raise RuntimeError(f"bench/cluster.py exited with {process.wait()}")
-        yield json.loads(line)
+        yield {**json.loads(line), "pid": process.pid}
     finally:
         if process.stdin:
             process.stdin.close()  # it exits when its stdin closes

@@ -9,6 +9,7 @@ pods are deleted gracefully (deletionTimestamp first); objects with finalizers w
 
 from __future__ import annotations
 
+import bisect
 import secrets
 import uuid
 from datetime import timedelta
@@ -91,6 +92,23 @@ class Rest:
         (a LIST of thousands of pods would otherwise spend its time deep-copying)."""
         views = (objects.to_view(rt, o) for o in self.store.scan(rt.storage_key, namespace))
         return [dict(v) for v in views if matches is None or matches(v)]
+
+    def list_page(self, rt: ResourceType, namespace: str | None, matches: Any, *,
+                  after: tuple[str, str] | None, limit: int) -> tuple[list[Obj], int]:
+        """One page of ``list``: up to ``limit`` + 1 matching objects stored after the key
+        ``after`` (namespace, name; the extra one says whether more follow), and how many
+        objects are stored after the last one returned. Only what it returns is copied, and
+        the page's start is found by bisection: paging through N objects costs O(N) instead
+        of a copy of every object per page (200,000 pods in pages of 500: minutes)."""
+        stored = self.store.scan(rt.storage_key, namespace)
+        index = bisect.bisect_right(stored, after, key=_key) if after else 0
+        page: list[Obj] = []
+        while index < len(stored) and len(page) <= limit:
+            view = objects.to_view(rt, stored[index])
+            index += 1
+            if matches is None or matches(view):
+                page.append(dict(view))
+        return page, len(stored) - index
 
     # writes ------------------------------------------------------------------------------
     def create(self, rt: ResourceType, namespace: str | None, body: Any) -> Obj:
@@ -295,3 +313,9 @@ def _resized(old: Obj, obj: Obj) -> Obj:
     if wanted.get("resources") is not None:
         spec["resources"] = json_copy(wanted["resources"])
     return new
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    """An object's place in the store's order (``Store.scan``): namespace, then name."""
+    meta = obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]

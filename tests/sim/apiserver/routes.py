@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -358,18 +359,25 @@ class Router:
                                    "message": "Too large resource version"}],
                                    "retryAfterSeconds": 1})
         shard = sharding.requested(query, self.server.shard_selector_mode, watch=False)
-        items = self.server.rest.list(target.rt, target.namespace,
-                                      self._matcher(request, target.rt, shard))
+        matcher = self._matcher(request, target.rt, shard)
         meta: dict[str, Any] = {"resourceVersion": str(store.resource_version)}
         limit = int(query.get("limit", "0") or 0)
         start = _decode_continue(query.get("continue", ""))
-        if start:
-            items = [i for i in items if _slot(i) > start]
-        if limit > 0 and rv != "0" and len(items) > limit:
-            meta["continue"] = _encode_continue(_slot(items[limit - 1]),
-                                                store.resource_version)
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+        if limit <= 0 or rv == "0":  # resourceVersion=0: the watch cache, which ignores limit
+            items = self.server.rest.list(target.rt, target.namespace, matcher)
+            if start:
+                items = [i for i in items if _place(_slot(i)) > _place(start)]
+        else:
+            items, after = self.server.rest.list_page(
+                target.rt, target.namespace, matcher, limit=limit,
+                after=_place(start) if start else None)
+            if len(items) > limit:
+                meta["continue"] = _encode_continue(_slot(items[limit - 1]),
+                                                    store.resource_version)
+                # As the real server: unknown (left out) when selectors filter the list.
+                if not _selects(query, shard):
+                    meta["remainingItemCount"] = after + 1
+                items = items[:limit]
         if shard is not None:
             meta["shardInfo"] = {"selector": shard.text}  # the echo: the server honoured it
         return items, meta
@@ -426,6 +434,17 @@ def _apply_yaml(raw: bytes) -> Any:
 
 def _slot(obj: dict[str, Any]) -> str:
     return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def _place(slot: str) -> tuple[str, str]:
+    """A continue token's ``namespace/name`` as the store orders objects: by namespace, then
+    name (comparing the joined strings would put ``a-b/x`` before ``a/y``)."""
+    namespace, _, name = slot.rpartition("/")
+    return namespace, name
+
+
+def _selects(query: Mapping[str, str], shard: object) -> bool:
+    return bool(query.get("labelSelector") or query.get("fieldSelector") or shard)
 
 
 def _encode_continue(start: str, rv: int) -> str:
