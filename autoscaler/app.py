@@ -53,6 +53,7 @@ from autoscaler.runtime.supervisor import Supervisor
 from autoscaler.runtime.timeline import Timeline
 from autoscaler.wiring import (
     Components,
+    caches_synced,
     connect,
     lease_elector,
     lease_names,
@@ -216,6 +217,9 @@ class Daemon:
                 placement=self.config.daemon.sharding.placement,
                 targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
                 run_now=scheduler.run_now, gained=self._gained, idle=scheduler.idle,
+                warm=lambda namespaces: watch_namespaces(components, set(namespaces)),
+                cached=lambda namespaces, timeout: caches_synced(
+                    components, namespaces, timeout),
                 monotonic=time.monotonic,
                 telemetry=self.telemetry, ring_name=self._lease()[0])
         restore = HistoryRestore(
@@ -394,7 +398,8 @@ class Daemon:
         self.telemetry.set_periods({t.sync_period for t in targets})
         self.telemetry.set_dry_run(config.daemon.dry_run)
         running.backfill.want(targets)
-        await watch_namespaces(running.components, {t.namespace for t in targets})
+        if self.ring is None:  # a ring member's upkeep narrows its caches to its share
+            await watch_namespaces(running.components, {t.namespace for t in targets})
         return len(targets)
 
     def _gained(self, keys: Sequence[str]) -> None:
@@ -419,8 +424,15 @@ class Daemon:
     # --- probes and watchdog ------------------------------------------------------------
 
     async def _sync_pods(self) -> None:
-        await wait_synced(self.running.components,
-                          {t.namespace for t in self.scheduler_targets})
+        components = self.running.components
+        if self.ring is None:
+            await wait_synced(components, {t.namespace for t in self.scheduler_targets})
+        else:  # its share, once the ring's views say what it is (it can change meanwhile)
+            while True:
+                namespaces = self.ring.warm_namespaces
+                if namespaces is not None and await caches_synced(components, namespaces, 1.0):
+                    break
+                await asyncio.sleep(0.1)
         settle_heap()
         self.synced = True
 

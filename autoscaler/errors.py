@@ -100,6 +100,11 @@ class FencedError(StateInUseError):
     docs/design/active-active.md §4.5 F2). A kind of ``StateInUseError``, so the history
     keeper neither retries it nor folds it in."""
 
+    def __init__(self, message: str, *, later_epoch: int | None = None) -> None:
+        super().__init__(message)
+        self.later_epoch = later_epoch
+        """The epoch of the stamp that refused ours, when it was a later one."""
+
 
 E = TypeVar("E", bound=BaseException)
 

@@ -12,7 +12,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -119,6 +119,20 @@ async def watch_namespaces(components: Components, namespaces: set[str]) -> None
     await components.pods.set_namespaces(namespaces)
     await components.target_cache.set_namespaces(namespaces)
     await components.owners.set_namespaces(namespaces)
+
+
+async def caches_synced(components: Components, namespaces: Iterable[str],
+                        timeout: float) -> bool:
+    """Whether the pods and workloads of these namespaces have been LISTed once, waiting at
+    most ``timeout`` seconds (a namespace not watched counts as not synced)."""
+    deadline = time.monotonic() + timeout
+    wanted = list(namespaces)
+    while not all(components.pods.is_synced(ns) and components.target_cache.is_synced(ns)
+                  for ns in wanted):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 async def wait_synced(components: Components, namespaces: set[str]) -> None:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autoscaler.commands.conventions import write_document
-    from autoscaler.commands.views import now_utc, page, table
+    from autoscaler.commands.views import now_utc, page, ring_summary, table
     from autoscaler.terminal import colour_wanted
 
     base = daemon_url(args)
@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             write_document(body, args.output)
         else:
             print(table(targets.values(), now=now_utc(), colour=colour_wanted(sys.stdout)))
+            if isinstance(body.get("ring"), dict):
+                print(f"\n{ring_summary(body['ring'])}")
         return 0
     key = resolve(args.target, list(targets))
     if args.output != "table":

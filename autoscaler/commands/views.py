@@ -57,6 +57,21 @@ def table(bodies: Iterable[Body], *, now: datetime, colour: bool = False) -> str
                      in zip(lines, rows, tones, strict=True))
 
 
+def ring_summary(ring: Body) -> str:
+    """The line under the table of a ring member (dynamic sharding): who it is, what it holds
+    (the table lists only its targets), and what no one holds."""
+    held, claiming, releasing = (len(ring.get(k) or ()) for k in
+                                 ("buckets", "claiming", "releasing"))
+    unowned = ring.get("unownedBuckets") or []
+    return (f"Ring member {ring.get('member', '?')}"
+            f"{'' if ring.get('valid') else ' (not valid: writes nothing)'}: "
+            f"{held} buckets held, {claiming} claiming, {releasing} releasing; "
+            f"{len(ring.get('members') or ())} members; "
+            f"unowned buckets: {', '.join(unowned) if unowned else 'none'}; "
+            f"{ring.get('moves', 0)} moves; caches {ring.get('cachedNamespaces', '?')} "
+            "namespaces")
+
+
 _TONES = {"red": "\033[31m", "yellow": "\033[33m"}
 
 

@@ -184,6 +184,11 @@ class RingMembershipPort(Protocol):
     ready: bool
     """Written into our Lease at the next renewal: peers hand buckets only to ready members."""
 
+    @property
+    def view_synced_at(self) -> float | None:
+        """When our view of the other members was first listed; None before."""
+        ...
+
     def valid(self) -> bool:
         """Our last successful renewal was sent less than the renew deadline ago, by our own
         monotonic clock, and we were not evicted."""
@@ -235,7 +240,7 @@ class BucketLeasesPort(Protocol):
         settings), or None."""
         ...
 
-    async def claim(self, bucket: int, observed: Any) -> int | None:
+    async def claim(self, bucket: int, observed: Any, *, after: int = 0) -> int | None:
         """The new epoch, or None if someone else wrote the Lease since ``observed``: one
         of this port's own ``view`` values (or None: absent), the one the decision to claim
         was made on, never a newer one."""

@@ -133,9 +133,10 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
     """Rendezvous hashing with bounded loads (§4.4), sticky: buckets by descending weight
     (then number) first stay with their current holder (``holders``: who holds each bucket's
     Lease now) while it is live and its load stays within ``ceil(overload * W / |members|)``;
-    the rest each go to the first member in their rank within that bound, else to the least
-    loaded (then by rank). ``weights``: configured targets per bucket; buckets of weight 0
-    are owned by no one.
+    the rest each go to the first member in their rank within that bound (a bucket shed by
+    a live holder over the bound: to the least loaded within it, then by rank), else to the
+    least loaded (then by rank). ``weights``: configured targets per bucket; buckets of
+    weight 0 are owned by no one.
 
     Stickiness is what keeps a membership change from moving more than it must: a join takes
     only what lifts the others above the bound (measured: 0.4-0.6 of a fair share W/N), a
@@ -161,8 +162,12 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
             continue
         rank = rendezvous_rank(bucket, live)
         weight = weights[bucket]
-        owner = next((m for m in rank if load[m] + weight <= cap),
-                     min(rank, key=lambda m: load[m]))  # min keeps the first of equals
+        roomy = [m for m in rank if load[m] + weight <= cap]
+        if (holders or {}).get(bucket) in load:
+            # Shed by a live holder over the bound (a member joined): to the least loaded
+            # with room, so the newcomer takes the spill rather than another old member.
+            roomy.sort(key=lambda m: load[m])  # stable: equals stay in rank order
+        owner = roomy[0] if roomy else min(rank, key=lambda m: load[m])  # first of equals
         load[owner] += weight
         owners[bucket] = owner
     chosen: dict[int, Preference] = {}
@@ -171,6 +176,31 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
         chosen[bucket] = Preference(owner=owner, successor=next(
             (m for m in rendezvous_rank(bucket, live) if m != owner), None))
     return chosen
+
+
+def warm_buckets(weights: Mapping[int, int], members: Iterable[str], *, me: str,
+                 holders: Mapping[int, str]) -> frozenset[int]:
+    """The buckets member ``me`` keeps its caches warm for: those it holds or is preferred
+    for now, and its standby, those it would be preferred for if any one other member left
+    (so a failover finds its targets' pods already cached). ``members``: the live members,
+    ready or not (``me`` counts as one: it becomes ready once its caches are); ``holders``:
+    who holds each bucket's Lease now.
+
+    About 2/N of the buckets in a ring of N: its own share, and a 1/(N-1) share of each
+    other member's. Two members leaving at once can give it a bucket it does not cache; that
+    bucket's first pass then waits for a relist."""
+    live = sorted(set(members) | {me})
+    current = preferences(weights, live, holders=holders)
+    warm = {b for b, p in current.items() if p.owner == me}
+    warm.update(b for b, holder in holders.items() if holder == me and weights.get(b, 0) > 0)
+    for gone in live:
+        if gone == me:
+            continue
+        rest = [m for m in live if m != gone]
+        kept = {b: h for b, h in holders.items() if h != gone}
+        warm.update(b for b, p in preferences(weights, rest, holders=kept).items()
+                    if p.owner == me)
+    return frozenset(warm)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,11 +237,14 @@ def claimable(lease: BucketLease | None, holder: HolderView, *, now: float,
 def claim_delay(lease: BucketLease | None, *, me: str, preferred: str,
                 retry_period: float) -> float:
     """How long after a bucket became claimable ``me`` waits before claiming it: at once if
-    it is ``me``'s by preference or was handed to ``me``; otherwise ``2 * retry_period``, so
-    a claim still happens when views of the ring disagree or the preferred member is slow."""
-    if me == preferred or (lease is not None and lease.handed_to == me):
-        return 0.0
-    return 2 * retry_period
+    it was handed to ``me``, or is ``me``'s by preference and was handed to no one else;
+    otherwise ``2 * retry_period``, so a claim still happens when views of the ring disagree
+    or the member it was meant for is slow. A hand-over's receiver comes first even for a
+    member that prefers itself: its view may not yet show the receiver ready (a join), and
+    racing it would take the newcomer's share back."""
+    if lease is not None and lease.handed_to:
+        return 0.0 if lease.handed_to == me else 2 * retry_period
+    return 0.0 if me == preferred else 2 * retry_period
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

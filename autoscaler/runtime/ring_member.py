@@ -60,6 +60,15 @@ STOP_HAND_OVER = 5.0
 RESTORE_BOUND = 30.0
 """Seconds a claim may take to read its bucket's history before it is given up (and tried
 again, backing off): a read that keeps failing must not hold the bucket forever."""
+CACHE_WAIT = 10.0
+"""Seconds a gained bucket waits for its namespaces' caches before it is served (they are
+warm unless it was no one's standby); past it its targets are decided once the caches have
+synced (a target whose pods are not cached is not decided, never scaled)."""
+WARM_SETTLE = 10.0
+"""Seconds the wanted caches must stay the same before a change that only concerns the
+standby is applied: growing them relists the cluster-wide watches, which must not compete
+with a failover's passes (what is inherited was warm already), nor churn while the ring
+settles. Namespaces of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
@@ -82,6 +91,18 @@ class Claim:
     awaiting_pass: set[str] = field(default_factory=set)
     """Targets gained with the bucket that no completed pass has decided yet."""
     gained_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Layout:
+    """The configured targets by bucket (``RingMember._layout``)."""
+
+    weights: dict[int, int]
+    """Targets per bucket: what the ring balances."""
+    keys: dict[int, list[str]]
+    namespaces: dict[int, frozenset[str]]
+    """The namespaces of each bucket's targets: what its caches must hold."""
+    longest_period: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +131,12 @@ class RingMember:
     """Told the targets of a bucket just gained, after their history was read (forecast
     history is then looked at anew, as a leader does at the start of a term)."""
     idle: Callable[[Sequence[str], float], Awaitable[bool]]
+    warm: Callable[[frozenset[str]], Awaitable[None]]
+    """Narrows the pod, workload and owner caches to these namespaces: those of the buckets
+    we hold or may inherit (``ring.warm_buckets``), so a replica caches its share, not the
+    fleet."""
+    cached: Callable[[Sequence[str], float], Awaitable[bool]]
+    """Waits until these namespaces' caches have synced, at most so many seconds."""
     monotonic: Callable[[], float]
     telemetry: DaemonMetrics
     ring_name: str
@@ -125,6 +152,20 @@ class RingMember:
     _buckets: dict[str, int] = field(default_factory=dict)
     """Each target key's bucket, computed once (every gate asks it, for every target)."""
     _last_problem: str | None = None
+    warm_namespaces: frozenset[str] | None = None
+    """The namespaces the caches were last narrowed to; None until the ring's views synced
+    (until then the caches hold nothing, and the member is not ready)."""
+    _warm_inputs: tuple[object, ...] = ()
+    _warm_buckets: frozenset[int] = frozenset()
+    _warm_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _epoch_floor: dict[int, int] = field(default_factory=dict)
+    """Per bucket, the latest epoch we know it reached (our own claims, or a stamp that
+    refused ours as older): a claim counts on from there even if its Lease was deleted and
+    made again (which restarts the Lease's count at 1)."""
+    _warm_wanted: tuple[frozenset[str] | None, float] = (None, 0.0)
+    """The namespaces last computed as wanted, and since when."""
+    _by_bucket: tuple[object, _Layout | None] = (None, None)
+    """``_layout``'s answer, and the targets list it was made of."""
 
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
@@ -221,6 +262,7 @@ class RingMember:
                           if c.state is ClaimState.RELEASING],
             "unownedBuckets": [f"{b:02x}" for b in self.unowned],
             "moves": self.moves,
+            "cachedNamespaces": len(self.warm_namespaces or ()),
         }
 
     # --- the loop -------------------------------------------------------------------------
@@ -250,6 +292,7 @@ class RingMember:
         self.parts.leases.identity = self.me
         self._say_problem(problem)
         self._drop_lost()
+        await self._keep_warm()
         plan = self._plan()
         self._report(plan.unowned)
         now = self.monotonic()
@@ -267,20 +310,17 @@ class RingMember:
         """The ring's gauges; a bucket unowned longer than a lease duration plus two passes
         is overdue (``AutoscalerTargetsUnowned``)."""
         now, ring_name, metrics = self.monotonic(), self.ring_name, self.telemetry
+        layout = self._layout()
+        weights = layout.weights
         # A bucket whose Lease names us but that we do not serve (a claim under way, or one
         # that failed after its Lease write) is as unowned for its targets as a free one.
-        weighted = {self.bucket_of(t) for t in self.targets()}
-        unserved = {b for b in weighted
+        unserved = {b for b in weights
                     if (o := self.parts.leases.get(b)) is not None and o.lease.holder == self.me
-                    and (c := self.claims.get(b)) is not None and c.state is not
-                    ClaimState.ACTIVE} | {
-                    b for b in weighted if (o := self.parts.leases.get(b)) is not None
-                    and o.lease.holder == self.me and b not in self.claims}
+                    and ((c := self.claims.get(b)) is None or c.state is not ClaimState.ACTIVE)}
         unowned = tuple(sorted(set(unowned) | unserved))
         self.unowned = unowned
         self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
-        periods = [t.sync_period for t in self.targets()] or [0.0]
-        bound = self.timings.lease_duration + 2 * max(periods)
+        bound = self.timings.lease_duration + 2 * layout.longest_period
         metrics.ring_unowned.labels(ring=ring_name).set(len(unowned))
         metrics.ring_overdue.labels(ring=ring_name).set(
             sum(1 for since in self._unowned_since.values() if now - since > bound))
@@ -289,8 +329,7 @@ class RingMember:
                 sum(1 for c in self.claims.values() if c.state is state))
         acting = {b for b, c in self.claims.items()
                   if c.state is ClaimState.ACTIVE and self._fenced(b, c.epoch)}
-        metrics.ring_targets.labels(ring=ring_name).set(
-            sum(1 for t in self.targets() if self.bucket_of(t) in acting))
+        metrics.ring_targets.labels(ring=ring_name).set(sum(weights.get(b, 0) for b in acting))
         member = self.parts.membership
         metrics.ring_member.clear()
         metrics.ring_member.labels(ring=ring_name, member=member.incarnation).set(
@@ -301,21 +340,77 @@ class RingMember:
         leases = {b: o.lease for b, o in self.parts.leases.view.items()}
         holders = {lease.holder: membership.holder_view(lease.holder)
                    for lease in leases.values() if lease.holder}
-        weights: dict[int, int] = {}
-        for target in self.targets():
-            bucket = self.bucket_of(target)
-            weights[bucket] = weights.get(bucket, 0) + 1
         assert self.planner is not None
         return self.planner.plan(RingView(
             me=self.me, now=now, valid=membership.valid(), ready=membership.ready,
-            members=membership.members(), holders=holders, leases=leases, weights=weights,
+            members=membership.members(), holders=holders, leases=leases,
+            weights=self._weights(),
             held=frozenset(b for b, c in self.claims.items() if c.state is not
                            ClaimState.RELEASING),
             releasing=frozenset(b for b, c in self.claims.items()
                                 if c.state is ClaimState.RELEASING)))
 
+    def _weights(self) -> dict[int, int]:
+        """The configured targets per bucket (what the ring balances)."""
+        return self._layout().weights
+
+    def _layout(self) -> _Layout:
+        """The configured targets by bucket: made once per targets list (a reload replaces
+        the list; the upkeep, four times a second, must not walk 50,000 targets each time)."""
+        targets = self.targets()
+        made_of, layout = self._by_bucket
+        if layout is None or made_of is not targets:
+            keys: dict[int, list[str]] = {}
+            grouped: dict[int, set[str]] = {}
+            for target in targets:
+                bucket = self.bucket_of(target)
+                keys.setdefault(bucket, []).append(target.key)
+                grouped.setdefault(bucket, set()).add(target.namespace)
+            layout = _Layout(
+                weights={b: len(k) for b, k in keys.items()}, keys=keys,
+                namespaces={b: frozenset(names) for b, names in grouped.items()},
+                longest_period=max((t.sync_period for t in targets), default=0.0))
+            self._by_bucket = (targets, layout)
+        return layout
+
+    async def _keep_warm(self) -> None:
+        """Keep the caches to the namespaces of the buckets we hold, claim, or would be
+        preferred for now or after any one other member left (``ring.warm_buckets``; the
+        buckets are computed again only when the members, holders or targets changed); a
+        change of the standby alone once it has held for ``WARM_SETTLE``."""
+        if (self.parts.membership.view_synced_at is None
+                or not self.parts.leases.synced.is_set()):
+            return  # we know nothing of the ring yet
+        async with self._warm_lock:
+            layout = self._layout()
+            weights, by_bucket = layout.weights, layout.namespaces
+            holders = {b: o.lease.holder for b, o in self.parts.leases.view.items()
+                       if o.lease.holder}
+            members = tuple(sorted(self.parts.membership.members()))
+            inputs = (weights, self.me, members, holders)
+            if inputs != self._warm_inputs:
+                self._warm_inputs = inputs
+                self._warm_buckets = ring.warm_buckets(weights, members, me=self.me,
+                                                       holders=holders)
+            namespaces = frozenset().union(*(
+                by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
+            current, now = self.warm_namespaces, self.monotonic()
+            if namespaces == current:
+                return
+            if namespaces != self._warm_wanted[0]:
+                self._warm_wanted = (namespaces, now)
+            held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
+            if (current is not None and held <= current
+                    and now - self._warm_wanted[1] < WARM_SETTLE):
+                return  # only the standby changed: after the ring settles, not mid-failover
+            await self.warm(namespaces)
+            log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
+                     added=len(namespaces - (current or frozenset())),
+                     buckets=len(self._warm_buckets))
+            self.warm_namespaces = namespaces
+
     def _keys(self, bucket: int) -> list[str]:
-        return [t.key for t in self.targets() if self.bucket_of(t) == bucket]
+        return list(self._layout().keys.get(bucket, ()))
 
     # --- claiming -------------------------------------------------------------------------
 
@@ -330,15 +425,20 @@ class RingMember:
         bucket = claim.bucket
         try:
             epoch = await asyncio.wait_for(
-                self.parts.leases.claim(bucket, observed), self.timings.retry_period)
+                self.parts.leases.claim(bucket, observed, after=self._epoch_floor.get(bucket, 0)),
+                self.timings.retry_period)
             if epoch is None:
                 self._failed(claim, "someone else wrote its Lease first")
                 return
             claim.epoch = epoch
+            self._epoch_floor[bucket] = max(self._epoch_floor.get(bucket, 0), epoch)
 
             def fence() -> bool:
                 return self._fenced(bucket, epoch)
 
+            # Its namespaces' caches start filling now if they were not warm (two members
+            # lost at once; a join), while the history is read.
+            await self._keep_warm()
             # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
             # drain timed out) end first: the history read next replaces their states.
             await self.idle(self._keys(bucket), HAND_OVER_DRAIN)
@@ -350,8 +450,20 @@ class RingMember:
             restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
                                               RESTORE_BOUND)
         except Exception as error:  # whatever failed, the claim is not ours
+            if isinstance(error, FencedError) and error.later_epoch is not None:
+                # Stamped at a later epoch than the Lease counts (it was deleted and made
+                # again): our next claim counts on from the stamp's.
+                self._epoch_floor[bucket] = max(self._epoch_floor.get(bucket, 0), error.later_epoch)
             self._failed(claim, str(error) or type(error).__name__)
             return
+        if self.claims.get(bucket) is not claim:
+            keeper.invalidate()
+            return
+        keys = self._keys(bucket)
+        namespaces = sorted(self._layout().namespaces.get(bucket, ()))
+        if not await self.cached(namespaces, CACHE_WAIT):
+            log.warning("a gained bucket's caches have not synced; its targets are decided "
+                        "once they have", bucket=f"{bucket:02x}", namespaces=len(namespaces))
         if self.claims.get(bucket) is not claim:
             keeper.invalidate()
             return
@@ -362,7 +474,6 @@ class RingMember:
         self._retry_at.pop(bucket, None)
         self.moves += 1
         self.telemetry.ring_moves.labels(ring=self.ring_name, reason="gained").inc()
-        keys = self._keys(bucket)
         claim.awaiting_pass, claim.gained_at = set(keys), self.monotonic()
         log.info("holding a bucket of targets", bucket=f"{bucket:02x}", epoch=epoch,
                  targets=len(keys), history_targets=restored.targets, clean=restored.clean)
@@ -464,15 +575,10 @@ class RingMember:
                                    STOP_HAND_OVER)
 
     def _view_for_leave(self) -> RingView:
-        membership = self.parts.membership
-        weights: dict[int, int] = {}
-        for target in self.targets():
-            bucket = self.bucket_of(target)
-            weights[bucket] = weights.get(bucket, 0) + 1
         return RingView(me=self.me, now=self.monotonic(), valid=True, ready=True,
-                        members=membership.members(), holders={},
+                        members=self.parts.membership.members(), holders={},
                         leases={b: o.lease for b, o in self.parts.leases.view.items()},
-                        weights=weights, held=frozenset(self.claims))
+                        weights=self._weights(), held=frozenset(self.claims))
 
     def _say_problem(self, problem: str | None) -> None:
         if problem is not None and problem != self._last_problem:

@@ -134,6 +134,9 @@ class RingPlanner:
         for bucket in sorted(view.held):
             if len(releases) >= room:
                 break
+            if view.weights.get(bucket, 0) == 0:
+                releases.append((bucket, ""))  # its targets left the config: free it
+                continue
             choice = preferred.get(bucket)
             if choice is None or choice.owner == view.me or not view.members.get(choice.owner):
                 continue

@@ -211,7 +211,7 @@ CONFIG_FILES = [
     ("dev-zero", hostile.dev_zero, None,
      "cannot read the config: not a regular file: a character device"),
     ("too-large", hostile.big, None, "cannot read the config: too large for a config: 95.4 MiB "
-     "(at most 4 MiB)"),
+     "(at most 8 MiB)"),
     ("nested", hostile.nested, None, "invalid TOML: arrays or tables nested too deeply"),
     ("huge-integer", hostile.huge_integer, None,
      "invalid TOML: an integer has more than 4300 digits"),

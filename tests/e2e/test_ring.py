@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -144,6 +146,16 @@ def every_target_has_one_owner(running: dict[str, Member]) -> bool:
     return all(len(names) == 1 for names in owners(running).values())
 
 
+def cached(rig: Rig, member: Member) -> set[str]:
+    """The namespaces ``member``'s last pod LIST or WATCH asked for (its KEP-5866 selector
+    names each namespace's hash)."""
+    asked = [r for r in rig.api.log.records
+             if r.user == member.user and r.verb in ("list", "watch") and r.resource == "pods"]
+    selector = max(asked, key=lambda r: r.arrived).query.get("shardSelector", "") \
+        if asked else ""
+    return {ns for ns in NAMESPACES if f"'0x{ring.fnv1a64(ns):016x}'" in selector}
+
+
 def scale_writes(rig: Rig, user: str, since: float = 0.0) -> list[Any]:
     """Successful PUTs of /scale (or the Deployment) by ``user`` applied after ``since``
     (the sim's clock)."""
@@ -166,6 +178,26 @@ async def test_three_members_share_the_targets_and_scale_them(
         # down to the bound (ceil(1.15 * 6 / 3) = 3 targets).
         await eventually(balanced, timeout=40, what="each target owned by exactly one member, "
                          "none holding more than 3")
+        # Each member caches its share and its standby, not the fleet: its pods are listed
+        # and watched for the namespaces it holds and those it would inherit (each namespace
+        # is warm at about two of the three; a standby change waits for the ring to settle).
+        await eventually(lambda: all(m.owned() <= {key(ns) for ns in cached(rig, m)}
+                                     for m in running.values())
+                         and sum(len(cached(rig, m)) for m in running.values())
+                         < 3 * len(NAMESPACES),
+                         timeout=30, what="each member caching what it holds, not all")
+        # `autoscaler status` against a member: its targets, and the ring line under them.
+        member = running["a"]
+        shown = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "autoscaler", "status", "--url",
+                             f"http://127.0.0.1:{member.process.port}"],
+            capture_output=True, text=True, timeout=30)
+        ring_line = shown.stdout.strip().splitlines()[-1]
+        body = member.status()["ring"]
+        assert ring_line.startswith(f"Ring member {body['member']}: "
+                                    f"{len(body['buckets'])} buckets held"), shown.stdout
+        assert f"caches {body['cachedNamespaces']} namespaces" in ring_line
+        assert all(key.split("/")[0] in shown.stdout for key in member.owned())
         for model in loads.values():
             model.demand = 400
         await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
@@ -176,6 +208,10 @@ async def test_three_members_share_the_targets_and_scale_them(
 POLICY_PERIOD = 20.0
 POLICY_PODS = 2
 FAILOVER_BOUND = 5.0
+OBSERVED_SLACK = 0.5
+"""Seconds between a decision and the sampled change of its write: the series samples every
+0.1 s on the loop that also serves the API server, and under load a write lands late (once,
+decisions 20.04 s apart were seen 19.9 s apart)."""
 """The issue's bound from a kill or stop to the first correct pass by another member (the
 ring's defaults: lease 3 s, renew deadline 2 s, retry 1 s)."""
 
@@ -201,13 +237,17 @@ class Series:
             await asyncio.sleep(0.1)
 
     def forbidden(self) -> list[str]:
-        """Scale-ups adding more than the policy's pods within one of its periods."""
+        """Scale-ups adding more than the policy's pods within one of its periods, less
+        ``OBSERVED_SLACK``: a period runs from the decision a write carries, and the write
+        lands and is sampled a little later (a step whose history was lost comes at the next
+        pass, seconds into the period, and is still caught)."""
         found = []
         for ns, seen in self.changes.items():
             ups = [(t, new - old) for (_, old), (t, new) in itertools.pairwise(seen)
                    if new > old]
             for start, _ in ups:
-                added = sum(d for t, d in ups if start <= t < start + POLICY_PERIOD)
+                added = sum(d for t, d in ups
+                            if start <= t < start + POLICY_PERIOD - OBSERVED_SLACK)
                 if added > POLICY_PODS:
                     found.append(f"{ns}: +{added} within {POLICY_PERIOD:g}s from {start:.1f}")
         return found
@@ -313,19 +353,56 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
         await asyncio.gather(watcher, return_exceptions=True)
 
 
+async def test_a_bucket_lease_deleted_by_hand_is_claimed_again_past_its_epoch(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """`kubectl delete lease` of a held bucket, twice: each time the bucket has an owner again
+    within seconds, at an epoch past the one it had (a Lease made again counts from 1, and the
+    bucket's state refuses a stamp older than its own), and no write comes from a member that
+    did not hold it."""
+    async with members(rig, tmp_path, ["a", "b"]) as running:
+        await eventually(lambda: every_target_has_one_owner(running), timeout=40,
+                         what="two members hold the targets")
+        bucket = ring.target_bucket(namespace=NAMESPACES[0], key=key(NAMESPACES[0]),
+                                    placement="namespace")
+        name = f"autoscaler-bucket-{bucket:02x}"
+
+        def epoch() -> int:
+            lease = rig.api.get("coordination.k8s.io/v1", "Lease", "default", name)
+            held = lease is not None and lease["spec"].get("holderIdentity")
+            return int(lease["spec"].get("leaseTransitions", 0)) if held else 0
+
+        for _ in range(2):
+            before = epoch()
+            assert before >= 1
+            rig.api.delete("coordination.k8s.io/v1", "Lease", "default", name)
+            await eventually(lambda: epoch() > before  # noqa: B023 - waited for here
+                             and every_target_has_one_owner(running), timeout=15,
+                             what=f"bucket {bucket:02x} held again past epoch {before}")
+        assert non_owner_writes(rig, running) == []
+
+
 async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_targets_over(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
 ) -> None:
-    """Two members hold the six targets; a third joins and receives a share by hand-over
-    (moving no more than a fair share, 2 targets, plus the bound's slack); then one member is
+    """Two members hold the six targets 4/2; a third joins and receives the spill over the new
+    bound by hand-over (moving no more than a fair share, 2 targets, plus the bound's slack;
+    at least one, to the newcomer: the least loaded with room); then one member is
     stopped with SIGTERM: its targets are handed over at once (a new owner within a second,
     not a lease duration), with their history, and nothing is written by a non-owner."""
     series = Series.watching(rig)
     watcher = asyncio.create_task(series.run())
     try:
-        async with members(rig, tmp_path, ["a", "b"]) as running:
-            await eventually(lambda: every_target_has_one_owner(running), timeout=40,
-                             what="two members hold the targets")
+        async with members(rig, tmp_path, ["a"]) as running:
+            # a alone takes all six; b joining takes the spill over the bound (ceil(1.15 x 6
+            # / 2) = 4): 4/2. (Two members started together may split 3/3, within the bound
+            # for three: a joiner would then rightly take nothing.)
+            await eventually(lambda: len(running["a"].owned()) == len(NAMESPACES), timeout=40,
+                             what="the first member holds every target")
+            running["b"] = start_member(rig, tmp_path, "b")
+            await eventually(lambda: every_target_has_one_owner(running)
+                             and len(running["b"].owned()) == 2, timeout=40,
+                             what="two members hold the targets, 4/2")
             before = {name: m.owned() for name, m in running.items()}
             running["c"] = start_member(rig, tmp_path, "c")
             await eventually(lambda: every_target_has_one_owner(running)
@@ -336,6 +413,7 @@ async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_t
             after = {name: m.owned() for name, m in running.items()}
             moved = sum(len(before[n] - after[n]) for n in before)
             assert 1 <= moved <= 3, (before, after)
+            assert len(after["c"]) >= 1, after
             assert max(len(t) for t in after.values()) <= 3, after
             leaving = max(running.values(), key=lambda m: len(m.owned()))
             handed = leaving.owned()

@@ -220,12 +220,63 @@ def test_a_sticky_ring_moves_only_what_it_must(count: int) -> None:
     assert max(joins) <= 1.0
 
 
+def test_a_joiner_takes_the_spill() -> None:
+    """Six buckets held 4/2 by two members; a third joins (the bound falls from 4 to 3): the
+    bucket the first must shed goes to the newcomer, the least loaded, whatever the ranks
+    say (first in rank, it went to the other old member in 10 of these 40 rings, and
+    the newcomer got nothing)."""
+    weights = dict.fromkeys(range(6), 1)
+    for seed in range(40):
+        a, b, c = (f"{name}-{seed}" for name in "abc")
+        holders = {0: a, 1: a, 2: a, 3: a, 4: b, 5: b}
+        joined = _owners(ring.preferences(weights, [a, b, c], holders=holders))
+        assert sorted(joined.values()).count(c) == 1, (seed, joined)
+        assert [joined[bucket] for bucket in (4, 5)] == [b, b]  # nothing else moves
+
+
 def test_a_holder_that_left_keeps_nothing() -> None:
     """A holder not among the live members is ignored: its buckets are placed afresh."""
     weights = dict.fromkeys(range(16), 1)
     chosen = ring.preferences(weights, ["a", "b"], holders=dict.fromkeys(weights, "gone"))
     assert {p.owner for p in chosen.values()} <= {"a", "b"}
     assert chosen == ring.preferences(weights, ["a", "b"])
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_warm_buckets_cover_every_single_failover(count: int) -> None:
+    """Whichever one member leaves, each survivor is then preferred only for buckets it kept
+    warm; and what a member keeps warm is about 2/N of the weight (its share and its
+    standby), not the whole ring (measured over 20 rings of 256 buckets: median 0.40, max
+    0.46 of the weight at 5 members; 0.73, 0.80 at 3)."""
+    shares = []
+    for seed in range(20):
+        weights = {b: 1 + ring.fnv1a64(f"{seed}/{b}") % 20 for b in range(BUCKETS)}
+        members = [f"m-{seed}-{i}" for i in range(count)]
+        holders = _owners(ring.preferences(weights, members))
+        warm = {m: ring.warm_buckets(weights, members, me=m, holders=holders) for m in members}
+        for gone in members:
+            kept = {b: h for b, h in holders.items() if h != gone}
+            after = ring.preferences(weights, [m for m in members if m != gone], holders=kept)
+            for bucket, preference in after.items():
+                assert bucket in warm[preference.owner], (seed, gone, bucket)
+        total = sum(weights.values())
+        shares += [sum(weights[b] for b in w) / total for w in warm.values()]
+    if count == 2:
+        assert min(shares) == 1.0  # either may have to take everything
+    else:
+        assert max(shares) <= min(1.0, 2.5 / count)
+
+
+def test_a_joiner_warms_what_it_would_be_given() -> None:
+    """A member not yet among the live ones (still syncing its caches) warms the buckets it
+    would be preferred for once it counts, and the buckets its Lease names stay warm."""
+    weights = dict.fromkeys(range(BUCKETS), 1)
+    holders = _owners(ring.preferences(weights, ["a", "b"]))
+    joined = ring.preferences(weights, ["a", "b", "c"], holders=holders)
+    warm = ring.warm_buckets(weights, ["a", "b"], me="c", holders=holders)
+    assert {b for b, p in joined.items() if p.owner == "c"} <= warm
+    assert ring.warm_buckets({1: 1, 2: 0}, ["a"], me="b", holders={1: "b", 2: "b"}) >= {1}
+    assert 2 not in ring.warm_buckets({1: 1, 2: 0}, ["a"], me="b", holders={2: "b"})
 
 
 def test_no_member_no_preference() -> None:
@@ -258,10 +309,14 @@ def test_claim_eligibility(lease: BucketLease | None, holder: HolderView, now: f
     (None, "me", 0.0),
     (BucketLease(holder="", handed_to="me"), "other", 0.0),
     (BucketLease(holder="", handed_to="other"), "other", 2.0),
+    (BucketLease(holder="", handed_to="other"), "me", 2.0),
     (None, "other", 2.0),
-], ids=["preferred", "handed-to-me", "handed-to-other", "not-preferred"])
+], ids=["preferred", "handed-to-me", "handed-to-other", "preferred-but-handed-to-other",
+        "not-preferred"])
 def test_claim_delay(lease: BucketLease | None, preferred: str, expected: float) -> None:
-    """At once for the preferred member or the one handed the bucket; else after 2·RP."""
+    """At once for the one handed the bucket, or the preferred member when it was handed to
+    no one else; else after 2·RP (a joiner handed a bucket is not raced by a member whose view
+    does not show it ready yet: the e2e join test lost its newcomer's share so once)."""
     assert ring.claim_delay(lease, me="me", preferred=preferred, retry_period=1.0) == expected
 
 

@@ -117,6 +117,17 @@ def test_a_join_hands_over_after_the_preference_settles_a_few_at_a_time() -> Non
     assert busy.releases == ()
 
 
+def test_a_bucket_whose_targets_left_the_config_is_released() -> None:
+    """A held bucket of weight 0 (a reload removed its targets) is released to no one, so
+    its Lease does not name us forever; the others stay."""
+    weights = {1: 5, 2: 0}
+    leases = {1: BucketLease(holder="a"), 2: BucketLease(holder="a")}
+    plan = RingPlanner(TIMINGS).plan(view(weights=weights, leases=leases,
+                                          held=frozenset({1, 2}), members={"a": True}))
+    assert plan.releases == ((2, ""),)
+    assert plan.claims == ()
+
+
 def test_no_hand_over_to_a_member_not_ready_nor_while_a_bucket_is_unowned() -> None:
     weights = dict.fromkeys(range(40), 1)
     held = frozenset(range(39))

@@ -222,7 +222,7 @@ class BucketStateStore:
                                                            and theirs[0] != ours[0])):
             raise FencedError(f"{self.description} is stamped by {theirs[0]} at epoch "
                               f"{theirs[1]}, not older than our claim ({ours[0]} at epoch "
-                              f"{ours[1]}): not stamped")
+                              f"{ours[1]}): not stamped", later_epoch=theirs[1])
 
     def _check_size(self, size: int) -> None:
         if size > self._limit:

@@ -197,13 +197,16 @@ class BucketLeases:
 
     # --- writes ----------------------------------------------------------------------
 
-    async def claim(self, bucket: int, observed: ObservedBucket | None) -> int | None:
+    async def claim(self, bucket: int, observed: ObservedBucket | None, *,
+                    after: int = 0) -> int | None:
         """Take ``bucket``: a CAS on ``observed`` (a create when the Lease was absent), naming
-        us with the next epoch. The new epoch, or None when someone else wrote (or created,
-        or deleted) the Lease since it was observed."""
+        us with the next epoch after both the observed one and ``after`` (the epoch its state
+        was last stamped with, when a Lease deleted and made again restarted the count). The
+        new epoch, or None when someone else wrote (or created, or deleted) the Lease since
+        it was observed."""
         if observed is not None:
             self._check_ring(observed)
-        epoch = (observed.epoch if observed is not None else 0) + 1
+        epoch = max(observed.epoch if observed is not None else 0, after) + 1
         now = micro_time(self._now())
         annotations = dict(observed.annotations) if observed is not None else {}
         annotations.pop(HANDED_TO_ANNOTATION, None)

@@ -207,7 +207,7 @@ class OwnerCache(WatchCache):
                         namespaced=_namespaced_custom(custom, SCALED_OBJECT),
                         cluster=_cluster_custom(custom, SCALED_OBJECT),
                         sink_for=self._sink_maker(SCALED_OBJECT),
-                        absent_recheck=absent_recheck),
+                        absent_recheck=absent_recheck, sharded=False),
         ]
         self._informers = Informers(
             kinds, owner="the owner cache", scope=scope, counters=self.counters,

@@ -9,9 +9,13 @@ watch, whether each has synced, how stale each may be, and which watches died.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Self
+
+import structlog
 
 from autoscaler.adapters.kube.informer import (
     Informer,
@@ -21,6 +25,9 @@ from autoscaler.adapters.kube.informer import (
     WatchCounters,
     WatchOptions,
 )
+from autoscaler.runtime.ring import shard_selector
+
+log = structlog.get_logger("autoscaler.kube.watch")
 
 WatchScope = Literal["cluster", "namespaces"]
 """``cluster``: one watch per kind for the whole cluster, objects kept only for the namespaces
@@ -41,6 +48,9 @@ class WatchedKind:
     """Makes (and the cache keeps) the sink of one namespace."""
     absent_recheck: float | None = None
     """Set for a kind that may not be served (a CRD): see ``Informer``."""
+    sharded: bool = True
+    """The client's list call takes ``shard_selector`` (kubernetes-asyncio's generic
+    ``CustomObjectsApi`` does not: its kinds are filtered on our side only)."""
 
 
 class _NamespaceDemux:
@@ -91,14 +101,82 @@ def _namespace_of(obj: RawObject) -> str:
     return str((obj.get("metadata") or {}).get("namespace", ""))
 
 
-def _all_namespaces(call: ListCall) -> ListCall:
-    """A cluster-wide list call in the namespaced call's shape (the informer passes one)."""
-    def list_all(_namespace: str, **query: Any) -> Awaitable[Any]:
-        return call(**query)
-    return list_all
-
-
 CLUSTER = "(all namespaces)"
+
+MAX_SELECTOR_LENGTH = 64 * 1024
+"""Characters of ``shardSelector`` at most: it names each namespace's hash (~80 characters
+each: about 800 namespaces). kube-apiserver takes request lines up to 1 MiB
+(``MaxHeaderBytes``); a proxy in between may take less. Past it the cache filters on our
+side only."""
+
+SelectorMode = Literal["server", "client"]
+"""Who filtered a cluster-wide LIST to the watched namespaces: the API server (it echoed our
+``shardSelector`` in ``metadata.shardInfo``), or only we (no echo: no KEP-5866 support)."""
+
+_ECHO = re.compile(rb'"shardInfo"\s*:\s*\{\s*"selector"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+class _ShardedLists:
+    """The cluster-wide list calls of a cache's kinds, asking the API server for only the
+    watched namespaces' objects (KEP-5866 ``shardSelector``, ``ring.shard_selector``) where
+    it can, and knowing from each LIST's echo whether it did. Our side filters either way
+    (``_NamespaceDemux``): a resumed WATCH carries no echo, and an HA control plane mid-rollout
+    may have a server that ignores the parameter."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        self.selector: str | None = None
+        self.modes: dict[str, SelectorMode] = {}
+        """Per resource, who filtered its last LIST."""
+        self._refused: set[str] = set()
+        """Resources whose server refused the selector (a grammar it does not know)."""
+
+    def select(self, namespaces: Iterable[str]) -> None:
+        """The namespaces the next LIST and WATCH ask for (none: everything)."""
+        wanted = sorted(namespaces)
+        text = shard_selector(wanted) if wanted else None
+        self.selector = text if text is not None and len(text) <= MAX_SELECTOR_LENGTH else None
+
+    def call(self, kind: WatchedKind) -> ListCall:
+        """``kind``'s cluster-wide call in the namespaced call's shape (the informer's)."""
+        async def list_all(_namespace: str, **query: Any) -> Any:
+            selector = self.selector if kind.sharded else None
+            if selector is None or kind.resource in self._refused:
+                self._say(kind.resource, "client", query)
+                return await kind.cluster(**query)
+            response = await kind.cluster(shard_selector=selector, **query)
+            if query.get("watch") or query.get("_continue"):
+                return response  # only a LIST's first page carries the echo we check
+            return await self._checked(kind, response, selector, query)
+        return list_all
+
+    async def _checked(self, kind: WatchedKind, response: Any, selector: str,
+                       query: dict[str, Any]) -> Any:
+        body = await response.read()  # kept by the response: the informer reads it again
+        if response.status == 400 and b"shardSelector" in body:
+            response.release()
+            self._refused.add(kind.resource)
+            log.warning("the API server refused the shard selector; filtering on our side",
+                        cache=self._owner, resource=kind.resource,
+                        error=body[:300].decode(errors="replace"))
+            return await self.call(kind)(CLUSTER, **query)
+        echo = _ECHO.search(body) if response.status < 300 else None
+        honoured = echo is not None and _spaceless(json.loads(echo.group(1))) == _spaceless(
+            selector)
+        self._say(kind.resource, "server" if honoured else "client", query)
+        return response
+
+    def _say(self, resource: str, mode: SelectorMode, query: dict[str, Any]) -> None:
+        if query.get("watch") or query.get("_continue") or self.modes.get(resource) == mode:
+            return
+        self.modes[resource] = mode
+        log.info("cluster-wide list filtered to the watched namespaces", cache=self._owner,
+                 resource=resource, by="the API server (KEP-5866)" if mode == "server" else
+                 "this process")
+
+
+def _spaceless(text: str) -> str:
+    return "".join(text.split())
 
 
 class Informers:
@@ -115,6 +193,7 @@ class Informers:
         """Per namespace, its own informers (``namespaces``) or the shared ones (``cluster``)."""
         self._demuxes = [_NamespaceDemux() for _ in kinds]
         self._cluster: list[Informer] = []
+        self.lists = _ShardedLists(owner)
 
     @property
     def namespaces(self) -> frozenset[str]:
@@ -144,10 +223,11 @@ class Informers:
         for kind, demux in zip(self._kinds, self._demuxes, strict=True):
             for namespace in new:
                 demux.add(namespace, kind.sink_for(namespace))
+        self.lists.select(self._groups.keys() | set(new))
         if not self._cluster:
             self._cluster = [
                 Informer(resource=kind.resource, namespace=CLUSTER,
-                         list_call=_all_namespaces(kind.cluster), sink=demux,
+                         list_call=self.lists.call(kind), sink=demux,
                          counters=self._counters, options=self._options,
                          absent_recheck=kind.absent_recheck)
                 for kind, demux in zip(self._kinds, self._demuxes, strict=True)]
@@ -159,28 +239,40 @@ class Informers:
         return True
 
     async def remove(self, namespace: str) -> None:
-        group = self._groups.pop(namespace, ())
+        await self.remove_many([namespace])
+
+    async def remove_many(self, namespaces: Iterable[str]) -> None:
+        """Stop watching these namespaces; cluster-wide, the shared watches resume (no relist)
+        asking the server for the rest only."""
+        gone = [namespace for namespace in namespaces if namespace in self._groups]
+        if not gone:
+            return
+        groups = [self._groups.pop(namespace) for namespace in gone]
         if self._scope == "namespaces":
-            for informer in group:
-                await informer.stop()
+            for group in groups:
+                for informer in group:
+                    await informer.stop()
             return
         for demux in self._demuxes:
-            demux.remove(namespace)
+            for namespace in gone:
+                demux.remove(namespace)
         if not self._groups:
             for informer in self._cluster:
                 await informer.stop()
             self._cluster = []
+            return
+        self.lists.select(self._groups.keys())
+        for informer in self._cluster:
+            informer.restart(relist=False)
 
     async def set(self, namespaces: Iterable[str]) -> None:
         """Exactly these namespaces: start the new ones, stop the others."""
         wanted = set(namespaces)
         self.add_many(sorted(wanted - self._groups.keys()))
-        for namespace in sorted(self._groups.keys() - wanted):
-            await self.remove(namespace)
+        await self.remove_many(sorted(self._groups.keys() - wanted))
 
     async def close(self) -> None:
-        for namespace in list(self._groups):
-            await self.remove(namespace)
+        await self.remove_many(list(self._groups))
 
     def is_synced(self, namespace: str) -> bool:
         if namespace not in self._groups:
@@ -246,6 +338,11 @@ class WatchCache:
     def scope(self) -> WatchScope:
         return self._informers.scope
 
+    @property
+    def selector_modes(self) -> dict[str, SelectorMode]:
+        """Per resource, who filtered its last cluster-wide LIST to the watched namespaces."""
+        return dict(self._informers.lists.modes)
+
     def add_namespace(self, namespace: str) -> None:
         """Start watching a namespace (idempotent)."""
         self._informers.add(namespace)
@@ -279,8 +376,7 @@ class WatchCache:
 
     async def close(self) -> None:
         """Cancel every watch and wait for them to finish."""
-        for namespace in list(self.namespaces):
-            await self.remove_namespace(namespace)
+        await self.set_namespaces(())
 
     def _forget(self, namespace: str) -> None:
         raise NotImplementedError

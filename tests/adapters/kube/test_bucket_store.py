@@ -135,9 +135,10 @@ async def test_a_stamp_never_writes_over_a_later_epoch(
     """A claimant whose epoch is older than the stamp found is fenced before any write."""
     await stamped(kube, "beta-1", 2)
     sent = writes(apiserver)
-    with pytest.raises(FencedError, match="stamped by beta-1 at epoch 2, not older"):
+    with pytest.raises(FencedError, match="stamped by beta-1 at epoch 2, not older") as error:
         await store(kube).stamp("alpha-1", 1, still_claimed=lambda: True)
     assert writes(apiserver) == sent
+    assert error.value.later_epoch == 2  # the claimant counts on from there
 
 
 @pytest.mark.parametrize("claimed", [True, False], ids=["still-claimed", "claim-lost"])

@@ -136,6 +136,16 @@ async def test_a_release_then_a_claim_by_another_is_the_next_epoch(
     assert HANDED_TO_ANNOTATION not in lease["metadata"]["annotations"]
 
 
+async def test_a_claim_counts_on_from_a_later_stamp(
+    apiserver: SimApiServer, kube: KubeSession,
+) -> None:
+    """A Lease deleted and made again restarts at epoch 1; a claim told the epoch its state
+    was stamped with (``after``) takes the next one instead."""
+    alpha = leases(kube, "alpha-1")
+    assert await alpha.claim(0x1F, None, after=6) == 7
+    assert stored(apiserver)["spec"]["leaseTransitions"] == 7
+
+
 async def test_a_release_after_another_write_is_refused(
     apiserver: SimApiServer, kube: KubeSession,
 ) -> None:

@@ -9,7 +9,9 @@ from autoscaler.adapters.kube.pod_cache import Backoff, PodCache
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.algorithm import ConditionStatus, PodPhase
 from autoscaler.errors import TransientError
+from autoscaler.runtime import ring
 from tests.adapters.kube.waiting import eventually
+from tests.sim.apiserver.sharding import ShardMode
 from tests.sim.kube import SimApiServer
 
 FAST = Backoff(initial=0.01, maximum=0.05)
@@ -203,3 +205,64 @@ async def test_asking_starts_a_namespace(cache: PodCache, apiserver: SimApiServe
     async with asyncio.timeout(5):
         await cache.wait_synced("shop")
     assert len(names(cache)) == 2
+
+
+@pytest.mark.parametrize("mode", ["on", "off", "list-only", "old-grammar"])
+async def test_a_cluster_wide_watch_asks_for_its_namespaces_only(
+    kube: KubeSession, apiserver: SimApiServer, mode: ShardMode,
+) -> None:
+    """KEP-5866: the LIST and WATCH carry a ``shardSelector`` naming the watched namespaces;
+    where the server echoes it the cache knows the server filtered (fewer bytes decoded);
+    ignored (gate off, or a WATCH mid-rollout) or refused (an older grammar: one 400, then
+    without it), the cache filters on its side: in every mode it holds the same pods."""
+    apiserver.shard_selector_mode = mode
+    for namespace in ("shop", "blog", "wiki", "mail"):
+        apiserver.create_deployment(namespace, "web", replicas=2)
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as cache:
+        await cache.set_namespaces({"shop", "blog"})
+        async with asyncio.timeout(5):
+            await cache.wait_synced("shop")
+            await cache.wait_synced("blog")
+        assert len(names(cache)) == len(names(cache, namespace="blog")) == 2
+        lists = apiserver.requests(verb="list", resource="pods", status=200)
+        sent = lists[-1].query.get("shardSelector")
+        assert (sent is None) == (mode == "old-grammar")
+        if sent is not None:
+            assert sent == ring.shard_selector(["blog", "shop"])
+        assert cache.selector_modes == {"pods": "server" if mode in ("on", "list-only")
+                                        else "client"}
+        # Events of a namespace not watched never reach the cache, however the server sends.
+        poke(apiserver, "wiki", 3)
+        poke(apiserver, "shop", 3)
+        await eventually(lambda: len(names(cache)) == 3)
+        assert cache.namespaces == {"shop", "blog"}
+        with pytest.raises(KeyError):
+            cache.seconds_since_contact("wiki")
+        refused = apiserver.count(verb="list", resource="pods", status=400)
+        assert refused == (1 if mode == "old-grammar" else 0)
+        # A namespace dropped: the watch resumes (no relist) asking for the rest only.
+        lists = apiserver.count(verb="list", resource="pods")
+        await cache.set_namespaces({"blog"})
+        await eventually(lambda: (apiserver.requests(verb="watch", resource="pods")[-1]
+                                  .query.get("shardSelector")) == (
+            None if mode == "old-grammar" else ring.shard_selector(["blog"])))
+        poke(apiserver, "blog", 1)
+        await eventually(lambda: len(names(cache, namespace="blog")) == 1)
+        assert apiserver.count(verb="list", resource="pods") == lists
+
+
+async def test_a_selector_naming_hundreds_of_namespaces_is_sent_and_honoured(
+    kube: KubeSession, apiserver: SimApiServer,
+) -> None:
+    """300 namespaces make a selector of ~24 KB: sent whole (kube-apiserver takes request
+    lines up to 1 MiB, and so does the simulator) and honoured."""
+    apiserver.create_deployment("shop", "web", replicas=2)
+    apiserver.create_deployment("blog", "web", replicas=1)
+    async with PodCache(kube.api_client, watch_timeout=5, backoff=FAST) as cache:
+        await cache.set_namespaces({"shop"} | {f"team-{i:03d}" for i in range(300)})
+        async with asyncio.timeout(5):
+            await cache.wait_synced("shop")
+        assert len(names(cache)) == 2
+        assert cache.selector_modes == {"pods": "server"}
+        sent = apiserver.requests(verb="list", resource="pods")[-1].query["shardSelector"]
+        assert len(sent) > 8192

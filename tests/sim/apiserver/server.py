@@ -103,8 +103,11 @@ class SimApiServer:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._tracked(Router(self).handle))
         # handler_cancellation: a client that hangs up ends its watch at once, as upstream.
+        # Request lines and headers up to 1 MiB, as kube-apiserver's MaxHeaderBytes (a
+        # shardSelector naming hundreds of namespaces is a long URL); aiohttp's default is 8 KiB.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None,
-                                     handler_cancellation=True)
+                                     handler_cancellation=True, max_line_size=1 << 20,
+                                     max_field_size=1 << 20)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port,
                            ssl_context=server_tls().server_context())

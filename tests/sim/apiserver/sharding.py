@@ -18,6 +18,8 @@ initial-events bookmark); ``off`` ignores it and echoes nothing (gate off, older
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,10 +60,30 @@ class ShardSelector:
     field: str
     """The ObjectMeta key hashed: ``uid`` or ``namespace``."""
     ranges: tuple[tuple[int, int], ...]
+    starts: tuple[int, ...] = ()
+    """The ranges' starts, sorted and merged (``_merged``): a match is one bisection, as a
+    LIST of 200,000 pods against a selector of hundreds of namespaces must be."""
+    merged: tuple[tuple[int, int], ...] = ()
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
-        value = fnv1a64(str(obj["metadata"].get(self.field) or ""))
-        return any(start <= value < end for start, end in self.ranges)
+        value = _hashed(str(obj["metadata"].get(self.field) or ""))
+        index = bisect.bisect_right(self.starts, value) - 1
+        return index >= 0 and value < self.merged[index][1]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hashed(text: str) -> int:
+    return fnv1a64(text)  # namespaces repeat across objects: hashed once each
+
+
+def _merged(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return tuple(merged)
 
 
 def _invalid(text: str, why: str) -> ApiError:
@@ -91,7 +113,9 @@ def parse(text: str, grammar: Grammar = "released") -> ShardSelector:
         ranges.append((start, end))
     if len(fields) != 1:
         raise _invalid(text, "all shardRange requirements must use the same field")
-    return ShardSelector(text, fields.pop(), tuple(ranges))
+    merged = _merged(tuple(ranges))
+    return ShardSelector(text, fields.pop(), tuple(ranges),
+                         starts=tuple(start for start, _ in merged), merged=merged)
 
 
 def requested(query: Mapping[str, str], mode: ShardMode, *,
