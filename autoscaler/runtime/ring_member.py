@@ -65,10 +65,13 @@ CACHE_WAIT = 10.0
 warm unless it was no one's standby); past it its targets are decided once the caches have
 synced (a target whose pods are not cached is not decided, never scaled)."""
 WARM_SETTLE = 10.0
-"""Seconds the wanted caches must stay the same before a change that only concerns the
-standby is applied: growing them relists the cluster-wide watches, which must not compete
-with a failover's passes (what is inherited was warm already), nor churn while the ring
-settles. Namespaces of a bucket we hold or claim are added at once."""
+"""Seconds, at least, the wanted caches must stay the same before a change that only
+concerns the standby is applied: growing them relists the cluster-wide watches, which must
+not compete with a failover's passes (what is inherited was warm already), nor churn while
+the ring settles. Each member waits between one and two of these (by its name), so the
+members' relists after a membership change do not reach the API server at once (at 10,000
+targets over 5 replicas, together they held it long enough for renewals to lapse). Namespaces
+of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
@@ -400,8 +403,9 @@ class RingMember:
             if namespaces != self._warm_wanted[0]:
                 self._warm_wanted = (namespaces, now)
             held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
+            settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
             if (current is not None and held <= current
-                    and now - self._warm_wanted[1] < WARM_SETTLE):
+                    and now - self._warm_wanted[1] < settle):
                 return  # only the standby changed: after the ring settles, not mid-failover
             await self.warm(namespaces)
             log.info("caches narrowed to the ring's share", namespaces=len(namespaces),

@@ -82,7 +82,8 @@ def test_a_scrape_reads_passes_queries_and_each_held_target() -> None:
 @pytest.mark.parametrize(("last", "quiet"), [
     ({"a": 100.0, "b": 101.0}, True),  # one pass: its targets within a second
     ({"a": 100.0, "b": 110.0}, False),  # a pass in flight: b is this pass's, a the last one's
+    ({"a": 105.0, "b": 105.5}, False),  # just ended: its count may not be in the scrape
     ({}, False),  # holds nothing yet
-], ids=["one-pass", "in-flight", "empty"])
+], ids=["one-pass", "in-flight", "just-ended", "empty"])
 def test_quiet_means_no_pass_in_flight(last: dict[str, float], quiet: bool) -> None:
-    assert Scrape(last=last).quiet(15.0) is quiet
+    assert Scrape(last=last, at=106.0).quiet(15.0) is quiet

@@ -185,7 +185,7 @@ async def test_three_members_share_the_targets_and_scale_them(
                                      for m in running.values())
                          and sum(len(cached(rig, m)) for m in running.values())
                          < 3 * len(NAMESPACES),
-                         timeout=30, what="each member caching what it holds, not all")
+                         timeout=45, what="each member caching what it holds, not all")
         # `autoscaler status` against a member: its targets, and the ring line under them.
         member = running["a"]
         shown = await asyncio.to_thread(
