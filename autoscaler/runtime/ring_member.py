@@ -384,6 +384,12 @@ class RingMember:
         if (self.parts.membership.view_synced_at is None
                 or not self.parts.leases.synced.is_set()):
             return  # we know nothing of the ring yet
+        if not self.parts.membership.valid():
+            # Our renewals are not getting through: the API server is likely slow for every
+            # member, so the peers' Leases look stale too. Widening the caches to what we
+            # would inherit from all of them would pile relists on a struggling server (at
+            # 50,000 targets over 5 replicas every member did, and none recovered).
+            return
         async with self._warm_lock:
             layout = self._layout()
             weights, by_bucket = layout.weights, layout.namespaces
