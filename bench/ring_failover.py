@@ -14,7 +14,9 @@ SIGKILL (a kill round) or SIGSTOP (a stop round), and reads the survivors' logs 
 pass over a gained bucket done" of each of its buckets; the failover is the last of those
 minus the signal's instant (both on this machine's clock). A killed replica is started again,
 a stopped one gets SIGCONT (it finds itself evicted and rejoins as a new member); the next
-round starts once the ring holds every target again with every replica holding some.
+round starts once the ring holds every target again with every replica holding some, and
+strikes once no bucket has moved for three retry periods (a hand-over still under way would
+make the victim's buckets, read then, not the ones it holds when struck).
 
 Also printed: the steady state's Lease writes per second per replica (10 s, read from the
 simulated server's request log), and the targets each replica holds.
@@ -38,12 +40,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.daemon_scale import cluster, config_text  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
+from autoscaler.runtime.ring import Timings  # noqa: E402
 from tests.e2e.harness import DaemonProcess  # noqa: E402
 from tests.e2e.test_ring import RING  # noqa: E402
 from tests.sim.prometheus import free_port, start_prometheus  # noqa: E402
 
 NAMESPACES = 50
 PODS = 5
+RETRY_PERIOD = Timings().retry_period
 PASSED, CLAIMED = "first pass over a gained bucket done", "holding a bucket of targets"
 
 
@@ -107,6 +111,28 @@ def settled(replicas: list[Replica], total: int) -> bool:
         seen |= set(targets)
         count += len(targets)
     return count == total == len(seen)
+
+
+def steady(replicas: list[Replica], total: int, *, hold: float,
+           timeout: float) -> dict[str, dict[str, Any]]:
+    """The replicas' statuses once the ring has held every target with no bucket claiming or
+    releasing and no bucket changing hands for ``hold`` seconds (longer than a hand-over
+    waits for a stable preference): a victim's buckets read then are the ones it holds when
+    struck, not ones it is handing over (the round then timed out waiting for a takeover of
+    a bucket a survivor already held)."""
+    deadline = time.monotonic() + timeout
+    since, last = time.monotonic(), None
+    while time.monotonic() < deadline:
+        statuses = {r.name: r.status() for r in replicas}
+        rings = {name: status.get("ring") or {} for name, status in statuses.items()}
+        held = {name: tuple(ring.get("buckets") or []) for name, ring in rings.items()}
+        moving = any(ring.get("claiming") or ring.get("releasing") for ring in rings.values())
+        if moving or held != last or not settled(replicas, total):
+            since, last = time.monotonic(), (None if moving else held)
+        elif time.monotonic() - since >= hold:
+            return statuses
+        time.sleep(0.25)
+    raise TimeoutError(f"the ring steady for {hold:g}s: not within {timeout:g}s")
 
 
 def takeover_seconds(survivors: list[Replica], buckets: set[str], struck: float,
@@ -176,7 +202,7 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
     for number, fault in enumerate(plan, 1):
         for replica in replicas:
             replica.new_log_lines()  # skip what came before
-        statuses = {r.name: r.status() for r in replicas}
+        statuses = steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow)
         victim = max(replicas, key=lambda r: len((statuses[r.name].get("ring") or {})
                                                  .get("buckets") or []))
         buckets = set((statuses[victim.name].get("ring") or {}).get("buckets") or [])
