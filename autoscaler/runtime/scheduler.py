@@ -167,6 +167,8 @@ class Scheduler:
     def _launch_changed(self, now: float) -> None:
         """A pass for the added or changed targets not in flight that the gate lets run,
         one per period."""
+        if not self._changed:
+            return  # the usual wake: no scan of every configured target
         for group in self._groups.values():
             due = [self._targets[k] for k in group.keys
                    if k in self._changed and k not in self._in_flight and self._may_run(k)]
