@@ -38,9 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autoscaler.runtime.ring import Timings  # noqa: E402
 from bench.daemon_scale import cluster, config_text  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
-from autoscaler.runtime.ring import Timings  # noqa: E402
 from tests.e2e.harness import DaemonProcess  # noqa: E402
 from tests.e2e.test_ring import RING  # noqa: E402
 from tests.sim.prometheus import free_port, start_prometheus  # noqa: E402
@@ -194,6 +194,8 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
          poll)
     settled_in = time.monotonic() - started
     print(f"ring settled in {settled_in:.1f}s", flush=True)
+    # The steady state's writes: the first start's hand-overs are over.
+    steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow)
     writes = lease_writes_per_second(info, seconds=10.0) / len(replicas)
     held = {r.name: len(r.status().get("targets") or {}) for r in replicas}
     results: dict[str, list[float]] = {"SIGKILL": [], "SIGSTOP": []}
