@@ -266,7 +266,15 @@ class RingMember:
             "unownedBuckets": [f"{b:02x}" for b in self.unowned],
             "moves": self.moves,
             "cachedNamespaces": len(self.warm_namespaces or ()),
+            "standbyPendingNamespaces": self._standby_pending(),
         }
+
+    def _standby_pending(self) -> int:
+        """Namespaces our standby wants cached and the caches do not hold yet (their relist
+        waits for the ring to settle): a bucket of theirs gained meanwhile waits for its LIST
+        before its first pass."""
+        wanted, current = self._warm_wanted[0], self.warm_namespaces
+        return 0 if wanted is None or current is None else len(wanted - current)
 
     # --- the loop -------------------------------------------------------------------------
 
