@@ -113,20 +113,25 @@ def settled(replicas: list[Replica], total: int) -> bool:
     return count == total == len(seen)
 
 
-def steady(replicas: list[Replica], total: int, *, hold: float,
-           timeout: float) -> dict[str, dict[str, Any]]:
+def steady(replicas: list[Replica], total: int, *, hold: float, timeout: float,
+           caches: bool = True) -> dict[str, dict[str, Any]]:
     """The replicas' statuses once the ring has held every target with no bucket claiming or
-    releasing and no bucket changing hands for ``hold`` seconds (longer than a hand-over
-    waits for a stable preference): a victim's buckets read then are the ones it holds when
-    struck, not ones it is handing over (the round then timed out waiting for a takeover of
-    a bucket a survivor already held)."""
+    releasing, no bucket changing hands and every member's standby cached for ``hold``
+    seconds (longer than a hand-over waits for a stable preference): a victim's buckets read
+    then are the ones it holds when struck, not ones it is handing over (the round then timed
+    out waiting for a takeover of a bucket a survivor already held), and the survivors cache
+    what they inherit. A fault 10-20 s after the last membership change, while a standby
+    still waits for the ring to settle, is a second fault: its takeover waits for a relist
+    (``--second-fault`` times those)."""
     deadline = time.monotonic() + timeout
     since, last = time.monotonic(), None
     while time.monotonic() < deadline:
         statuses = {r.name: r.status() for r in replicas}
         rings = {name: status.get("ring") or {} for name, status in statuses.items()}
         held = {name: tuple(ring.get("buckets") or []) for name, ring in rings.items()}
-        moving = any(ring.get("claiming") or ring.get("releasing") for ring in rings.values())
+        moving = any(ring.get("claiming") or ring.get("releasing")
+                     or (caches and ring.get("standbyPendingNamespaces"))
+                     for ring in rings.values())
         if moving or held != last or not settled(replicas, total):
             since, last = time.monotonic(), (None if moving else held)
         elif time.monotonic() - since >= hold:
@@ -204,7 +209,8 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
     for number, fault in enumerate(plan, 1):
         for replica in replicas:
             replica.new_log_lines()  # skip what came before
-        statuses = steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow)
+        statuses = steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow,
+                          caches=not args.second_fault)
         victim = max(replicas, key=lambda r: len((statuses[r.name].get("ring") or {})
                                                  .get("buckets") or []))
         buckets = set((statuses[victim.name].get("ring") or {}).get("buckets") or [])
@@ -233,6 +239,7 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
                              "firstClaimAfter": [round(v, 3) for v in claims[fault]]}
                      for fault, values in results.items()},
         "sharedQuery": args.shared_query, "secondsToSettle": round(settled_in, 1),
+        "secondFault": args.second_fault,
     }
 
 
@@ -259,6 +266,9 @@ def main() -> None:
     parser.add_argument("--no-shared-query", dest="shared_query", action="store_false",
                         help="only the cpu metric: no Pods query every target shares verbatim "
                              "(whose answer, the whole fleet's, each replica gets every pass)")
+    parser.add_argument("--second-fault", action="store_true",
+                        help="strike once the buckets are steady, not waiting for every "
+                             "standby to be cached (a fault soon after the last one)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
