@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -97,13 +97,16 @@ class HistoryKeeper:
         leader: Callable[[], bool] | None = None,
         skew: Callable[[], Interval | None] = lambda: None,
         corrected: Callable[[], None] = lambda: None,
-        scope: Callable[[str], bool] | None = None,
+        scope: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.store = store
         self._states = states
         self._scope = scope
-        """Which of ``states`` this store holds (None: all). A ring member keeps one store
-        per bucket of targets over the one ``states`` of its reconciler."""
+        """The keys of ``states`` this store holds, asked at each write (None: all). A ring
+        member keeps one store per bucket of targets over the one ``states`` of its
+        reconciler: each write walks its bucket's keys, not every state (a predicate over
+        every state cost each pass buckets x targets steps: 51 x 10,000 at 50,000 targets
+        over 5 replicas)."""
         self._clock = clock
         self._skew = skew
         """Our clock minus the API server's (``runtime.timeline``): written with the store,
@@ -345,8 +348,11 @@ class HistoryKeeper:
         (``essential_recommendations``): in a steady run, one a target.
         """
         cache, self._fragments = self._fragments, {}
-        for key, state in self._states.items():
-            if not _worth_keeping(state) or (self._scope is not None and not self._scope(key)):
+        states = self._states
+        scoped = states.items() if self._scope is None else (
+            (key, state) for key in self._scope() if (state := states.get(key)) is not None)
+        for key, state in scoped:
+            if not _worth_keeping(state):
                 continue
             history, intent, zero = state.history, state.intent, state.zero
             recs, up, down = history.recommendations, history.scale_up_events, \

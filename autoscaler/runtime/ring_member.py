@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -116,8 +116,10 @@ class RingParts:
     leases: BucketLeasesPort
     store: Callable[[int, Callable[[], bool]], BucketStatePort]
     """``store(bucket, may_write)``: the bucket's state object, fenced by ``may_write``."""
-    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]], HistoryKeeper]
-    """``keeper(store, scope, fence)``: a history keeper over the bucket's targets."""
+    keeper: Callable[[BucketStatePort, Callable[[], Iterable[str]], Callable[[], bool]],
+                     HistoryKeeper]
+    """``keeper(store, keys, fence)``: a history keeper over the bucket's targets (``keys()``:
+    their keys now)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -464,7 +466,7 @@ class RingMember:
             with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
                 await store.stamp(self.me, epoch, still_claimed=fence)
             keeper = claim.keeper = self.parts.keeper(
-                store, lambda key: self._bucket_of_key(key) == bucket, fence)
+                store, lambda: self._layout().keys.get(bucket, ()), fence)
             restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
                                               RESTORE_BOUND)
         except Exception as error:  # whatever failed, the claim is not ours

@@ -502,7 +502,7 @@ async def test_a_scoped_keeper_writes_only_its_targets() -> None:
     states = {WEB: TargetState(key=WEB), API: TargetState(key=API)}
     store = Store(reads=[None])
     history = HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
-                            scope=lambda key: key == WEB)
+                            scope=lambda: [WEB, "gone/Deployment/not-in-states"])
     await history.restore([WEB])
     for state in states.values():
         state.history = HISTORY
