@@ -284,3 +284,23 @@ def test_survivors_that_see_the_claims_in_their_own_order_claim_every_bucket_at_
     plan_and_claim("b", 100.3)
     left = sorted(b for b, lease in leases.items() if lease.holder == "c")
     assert left == [], f"still free after the survivors' first ticks: {left}"
+
+
+def test_the_preference_follows_every_change_of_its_inputs() -> None:
+    """Kept between ticks while the weights, ready members and holders stay: any change of
+    one (a weights dict changed in place too) gives what a fresh computation gives."""
+    weights = {b: 1 + b % 3 for b in range(16)}
+    planner = RingPlanner(TIMINGS)
+    views = [
+        view(weights=weights),
+        view(weights=weights, now=100.25),
+        view(weights=weights, leases={3: BucketLease(holder="b")}),
+        view(weights=weights, members={"a": True, "b": True, "c": True}),
+        view(weights=weights, members={"a": True, "b": False, "c": True}),
+    ]
+    for each in views:
+        ready = [m for m, is_ready in each.members.items() if is_ready]
+        holders = {b: lease.holder for b, lease in each.leases.items() if lease.holder}
+        assert planner.preference(each) == ring.preferences(weights, ready, holders=holders)
+    weights[5] = 40  # in place
+    assert planner.preference(views[-1]) == ring.preferences(weights, ["a", "c"])
