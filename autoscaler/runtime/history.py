@@ -123,6 +123,8 @@ class HistoryKeeper:
         self._fragments: dict[str, tuple[object, object, object, object, object, str]] = {}
         """Per target: its recommendations, scale events, intent and zero memory at the last
         write (compared by identity) and the entry written for them."""
+        self._written: tuple[list[str], Interval | None, bool] | None = None
+        """The entries, skew and clean flag of our last write since the store was read."""
         self.restored = asyncio.Event()
         """Set once the store was read (or proven absent, or set aside) and applied."""
         self.last_save: float | None = None
@@ -142,6 +144,7 @@ class HistoryKeeper:
         read was retried gives the targets configured by then their history.
         """
         self.restored.clear()
+        self._written = None
         while True:
             set_aside: StateSetAsideError | None = None
             snapshot: Snapshot | None
@@ -214,6 +217,7 @@ class HistoryKeeper:
     def invalidate(self) -> None:
         """Leadership lost: the store is someone else's to write until read again."""
         self.restored.clear()
+        self._written = None
 
     async def _retrying(self, call: Callable[[], Awaitable[T]], *, doing: str) -> T:
         """``call`` until it succeeds, with backoff. Any failure but a set-aside store is
@@ -290,8 +294,14 @@ class HistoryKeeper:
         (fenced again), once."""
         for attempt in range(2):
             now = self._clock()
-            data = encode_entries(self._entries(now, fresh=clean), clean=clean, saved_at=now,
-                                  skew=self._skew())
+            entries, skew = self._entries(now, fresh=clean), self._skew()
+            if fold_in and not attempt and self._written == (entries, skew, clean):
+                # Nothing changed since our last write (no pass over these targets since):
+                # the store says all of it already. A ring member writes only the buckets a
+                # pass touched (a failover's first pass: the gained ones, not every held one).
+                self._fence()  # a caller still learns we may no longer write
+                return
+            data = encode_entries(entries, clean=clean, saved_at=now, skew=skew)
             self._fence()
             try:
                 await self.store.save(data)
@@ -304,6 +314,7 @@ class HistoryKeeper:
                 continue
             self.saves += 1
             self.last_save = now
+            self._written = (entries, skew, clean)
             return
 
     def _fence(self) -> None:
