@@ -196,7 +196,7 @@ def start_membership(config: Config, *, lease: tuple[str, str]) -> MembershipThr
 
 def ring_parts(
     config: Config, *, client: ApiClient, lease: tuple[str, str], membership: MembershipThread,
-    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]],
+    keeper: Callable[[BucketStatePort, Callable[[], Iterable[str]], Callable[[], bool]],
                      HistoryKeeper],
 ) -> RingParts:
     """The ring's adapters over the daemon's client: the bucket Leases (watched) and one

@@ -14,7 +14,9 @@ SIGKILL (a kill round) or SIGSTOP (a stop round), and reads the survivors' logs 
 pass over a gained bucket done" of each of its buckets; the failover is the last of those
 minus the signal's instant (both on this machine's clock). A killed replica is started again,
 a stopped one gets SIGCONT (it finds itself evicted and rejoins as a new member); the next
-round starts once the ring holds every target again with every replica holding some.
+round starts once the ring holds every target again with every replica holding some, and
+strikes once no bucket has moved for three retry periods (a hand-over still under way would
+make the victim's buckets, read then, not the ones it holds when struck).
 
 Also printed: the steady state's Lease writes per second per replica (10 s, read from the
 simulated server's request log), and the targets each replica holds.
@@ -36,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autoscaler.runtime.ring import Timings  # noqa: E402
 from bench.daemon_scale import cluster, config_text  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
 from tests.e2e.harness import DaemonProcess  # noqa: E402
@@ -44,6 +47,7 @@ from tests.sim.prometheus import free_port, start_prometheus  # noqa: E402
 
 NAMESPACES = 50
 PODS = 5
+RETRY_PERIOD = Timings().retry_period
 PASSED, CLAIMED = "first pass over a gained bucket done", "holding a bucket of targets"
 
 
@@ -109,6 +113,33 @@ def settled(replicas: list[Replica], total: int) -> bool:
     return count == total == len(seen)
 
 
+def steady(replicas: list[Replica], total: int, *, hold: float, timeout: float,
+           caches: bool = True) -> dict[str, dict[str, Any]]:
+    """The replicas' statuses once the ring has held every target with no bucket claiming or
+    releasing, no bucket changing hands and every member's standby cached for ``hold``
+    seconds (longer than a hand-over waits for a stable preference): a victim's buckets read
+    then are the ones it holds when struck, not ones it is handing over (the round then timed
+    out waiting for a takeover of a bucket a survivor already held), and the survivors cache
+    what they inherit. A fault 10-20 s after the last membership change, while a standby
+    still waits for the ring to settle, is a second fault: its takeover waits for a relist
+    (``--second-fault`` times those)."""
+    deadline = time.monotonic() + timeout
+    since, last = time.monotonic(), None
+    while time.monotonic() < deadline:
+        statuses = {r.name: r.status() for r in replicas}
+        rings = {name: status.get("ring") or {} for name, status in statuses.items()}
+        held = {name: tuple(ring.get("buckets") or []) for name, ring in rings.items()}
+        moving = any(ring.get("claiming") or ring.get("releasing")
+                     or (caches and ring.get("standbyPendingNamespaces"))
+                     for ring in rings.values())
+        if moving or held != last or not settled(replicas, total):
+            since, last = time.monotonic(), (None if moving else held)
+        elif time.monotonic() - since >= hold:
+            return statuses
+        time.sleep(0.25)
+    raise TimeoutError(f"the ring steady for {hold:g}s: not within {timeout:g}s")
+
+
 def takeover_seconds(survivors: list[Replica], buckets: set[str], struck: float,
                      timeout: float) -> tuple[float, float]:
     """Seconds from ``struck`` (wall clock) until each bucket's first pass by a survivor, and
@@ -168,6 +199,8 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
          poll)
     settled_in = time.monotonic() - started
     print(f"ring settled in {settled_in:.1f}s", flush=True)
+    # The steady state's writes: the first start's hand-overs are over.
+    steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow)
     writes = lease_writes_per_second(info, seconds=10.0) / len(replicas)
     held = {r.name: len(r.status().get("targets") or {}) for r in replicas}
     results: dict[str, list[float]] = {"SIGKILL": [], "SIGSTOP": []}
@@ -176,7 +209,8 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
     for number, fault in enumerate(plan, 1):
         for replica in replicas:
             replica.new_log_lines()  # skip what came before
-        statuses = {r.name: r.status() for r in replicas}
+        statuses = steady(replicas, total, hold=3 * RETRY_PERIOD, timeout=180 + 30 * slow,
+                          caches=not args.second_fault)
         victim = max(replicas, key=lambda r: len((statuses[r.name].get("ring") or {})
                                                  .get("buckets") or []))
         buckets = set((statuses[victim.name].get("ring") or {}).get("buckets") or [])
@@ -205,6 +239,7 @@ def rounds(args: argparse.Namespace, replicas: list[Replica], total: int,
                              "firstClaimAfter": [round(v, 3) for v in claims[fault]]}
                      for fault, values in results.items()},
         "sharedQuery": args.shared_query, "secondsToSettle": round(settled_in, 1),
+        "secondFault": args.second_fault,
     }
 
 
@@ -231,6 +266,9 @@ def main() -> None:
     parser.add_argument("--no-shared-query", dest="shared_query", action="store_false",
                         help="only the cpu metric: no Pods query every target shares verbatim "
                              "(whose answer, the whole fleet's, each replica gets every pass)")
+    parser.add_argument("--second-fault", action="store_true",
+                        help="strike once the buckets are steady, not waiting for every "
+                             "standby to be cached (a fault soon after the last one)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()

@@ -69,7 +69,11 @@ def ring_summary(ring: Body) -> str:
             f"{len(ring.get('members') or ())} members; "
             f"unowned buckets: {', '.join(unowned) if unowned else 'none'}; "
             f"{ring.get('moves', 0)} moves; caches {ring.get('cachedNamespaces', '?')} "
-            "namespaces")
+            f"namespaces{_pending(ring.get('standbyPendingNamespaces'))}")
+
+
+def _pending(count: object) -> str:
+    return f" ({count} more once the ring settles)" if isinstance(count, int) and count else ""
 
 
 _TONES = {"red": "\033[31m", "yellow": "\033[33m"}

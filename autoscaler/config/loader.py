@@ -41,6 +41,7 @@ from autoscaler.config.issues import did_you_mean as _hint
 from autoscaler.config.locate import LineFinder
 from autoscaler.config.schema import DaemonModel, KubernetesModel, PrometheusModel, TargetModel
 from autoscaler.config.settings import daemon_settings, kubernetes_settings, prometheus_servers
+from autoscaler.config.sharing import SharedParts
 from autoscaler.config.targets import (
     SYNC_PERIOD_NAMES,
     check_metrics,
@@ -197,6 +198,7 @@ def _targets(
                      f"got {show(raw_targets)}")
         return []
     found: list[TargetConfig] = []
+    shared = SharedParts()
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_targets):
         if len(problems.items) >= MAX_ISSUES:
@@ -212,7 +214,7 @@ def _targets(
             problems.add((*loc, "scaleTargetRef"), f"duplicate target {target.key}: "
                          f"autoscaler[{seen[target.key]}] already scales it")
         seen.setdefault(target.key, index)
-        found.append(target)
+        found.append(shared.target(target))
     return found
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -116,8 +116,10 @@ class RingParts:
     leases: BucketLeasesPort
     store: Callable[[int, Callable[[], bool]], BucketStatePort]
     """``store(bucket, may_write)``: the bucket's state object, fenced by ``may_write``."""
-    keeper: Callable[[BucketStatePort, Callable[[str], bool], Callable[[], bool]], HistoryKeeper]
-    """``keeper(store, scope, fence)``: a history keeper over the bucket's targets."""
+    keeper: Callable[[BucketStatePort, Callable[[], Iterable[str]], Callable[[], bool]],
+                     HistoryKeeper]
+    """``keeper(store, keys, fence)``: a history keeper over the bucket's targets (``keys()``:
+    their keys now)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -266,7 +268,15 @@ class RingMember:
             "unownedBuckets": [f"{b:02x}" for b in self.unowned],
             "moves": self.moves,
             "cachedNamespaces": len(self.warm_namespaces or ()),
+            "standbyPendingNamespaces": self._standby_pending(),
         }
+
+    def _standby_pending(self) -> int:
+        """Namespaces our standby wants cached and the caches do not hold yet (their relist
+        waits for the ring to settle): a bucket of theirs gained meanwhile waits for its LIST
+        before its first pass."""
+        wanted, current = self._warm_wanted[0], self.warm_namespaces
+        return 0 if wanted is None or current is None else len(wanted - current)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -456,7 +466,7 @@ class RingMember:
             with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
                 await store.stamp(self.me, epoch, still_claimed=fence)
             keeper = claim.keeper = self.parts.keeper(
-                store, lambda key: self._bucket_of_key(key) == bucket, fence)
+                store, lambda: self._layout().keys.get(bucket, ()), fence)
             restored = await asyncio.wait_for(keeper.restore(lambda: self._keys(bucket)),
                                               RESTORE_BOUND)
         except Exception as error:  # whatever failed, the claim is not ours

@@ -61,12 +61,19 @@ class RingPlanner:
     timings: ring.Timings
     _claimable_since: dict[int, float] = field(default_factory=dict)
     _preferred_since: dict[int, tuple[str, float]] = field(default_factory=dict)
+    _last: tuple[tuple[object, ...], dict[int, ring.Preference]] | None = None
+    """The last preference and what it was computed from: a member plans four times a
+    second and its inputs rarely change (one computation over 256 buckets: ~1.5 ms)."""
 
-    def preference(self, view: RingView) -> dict[int, ring.Preference]:
+    def preference(self, view: RingView) -> Mapping[int, ring.Preference]:
         """Who should own each bucket among the live, ready members, sticky to the holders."""
-        ready = [m for m, is_ready in view.members.items() if is_ready]
+        ready = tuple(sorted(m for m, is_ready in view.members.items() if is_ready))
         holders = {b: lease.holder for b, lease in view.leases.items() if lease.holder}
-        return ring.preferences(view.weights, ready, holders=holders)
+        inputs = (view.weights, ready, holders)
+        if self._last is None or self._last[0] != inputs:
+            kept = (dict(view.weights), ready, holders)  # a copy: a caller's dict may change
+            self._last = (kept, ring.preferences(view.weights, ready, holders=holders))
+        return self._last[1]
 
     def plan(self, view: RingView) -> Plan:
         unowned = tuple(sorted(b for b, w in view.weights.items()

@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.commands import build_parser, main
 from autoscaler.commands.status import DEFAULT_LISTEN, daemon_url
+from autoscaler.commands.views import ring_summary
 from autoscaler.config.validated import DaemonSettings
 from autoscaler.observability.addresses import split_address, status_address
 from tests.commands.fake_http import serving
@@ -84,3 +85,12 @@ def test_status_with_the_in_cluster_config_reaches_status(tmp_path: Path) -> Non
             code = main(["status", "--config", str(config), "-o", "json"])
     assert code == 0
     assert '"desiredReplicas": 2' in out.getvalue()
+
+
+def test_the_ring_line_says_what_the_standby_still_waits_for() -> None:
+    ring = {"member": "m1", "valid": True, "members": ["m1", "m2"], "buckets": ["01", "02"],
+            "claiming": [], "releasing": [], "unownedBuckets": [], "moves": 3,
+            "cachedNamespaces": 12, "standbyPendingNamespaces": 0}
+    assert ring_summary(ring).endswith("3 moves; caches 12 namespaces")
+    waiting = ring_summary({**ring, "standbyPendingNamespaces": 4})
+    assert waiting.endswith("caches 12 namespaces (4 more once the ring settles)")

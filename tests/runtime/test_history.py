@@ -433,6 +433,7 @@ async def test_the_write_after_a_conflict_is_fenced_again() -> None:
     states = {WEB: TargetState(key=WEB, history=HISTORY)}
     history = fenced(store, states, leader)
     await history.restore([WEB])
+    states[WEB].history = History(scale_up_events=(EARLIER,))  # something to write
 
     def deposed() -> None:
         store.version += 1  # the new leader wrote
@@ -453,10 +454,12 @@ async def test_writes_asked_for_during_a_write_share_the_next_one() -> None:
             await super().save(data)
 
     store = Slow(reads=[None])
-    history = keeper(store)
+    states = {WEB: TargetState(key=WEB)}
+    history = keeper(store, states)
     await history.restore([WEB])
     first = asyncio.create_task(history.persist())
     await asyncio.sleep(0)
+    states[WEB].history = HISTORY  # outcomes known while the first write is under way
     rest = [asyncio.create_task(history.persist()) for _ in range(3)]
     await asyncio.sleep(0)
     gate.set()
@@ -502,9 +505,37 @@ async def test_a_scoped_keeper_writes_only_its_targets() -> None:
     states = {WEB: TargetState(key=WEB), API: TargetState(key=API)}
     store = Store(reads=[None])
     history = HistoryKeeper(store, states, clock=Clock(), retry_wait=wait_none(),
-                            scope=lambda key: key == WEB)
+                            scope=lambda: [WEB, "gone/Deployment/not-in-states"])
     await history.restore([WEB])
     for state in states.values():
         state.history = HISTORY
     await history.persist()
     assert set(store.saved[-1].targets) == {WEB}
+
+
+async def test_a_write_with_nothing_new_is_not_sent() -> None:
+    """No pass touched the targets since our last write (a ring member's other buckets after
+    a failover's first pass): nothing is sent, and the fence is still asked; a change, or a
+    clean write at a stop, is written."""
+    leader = [True]
+    store = Shared(reads=[None])
+    states = {WEB: TargetState(key=WEB, history=HISTORY)}
+    history = fenced(store, states, leader)
+    await history.restore([WEB])
+    await history.persist()
+    written = len(store.saved)
+    await history.persist()
+    assert len(store.saved) == written
+    leader[0] = False
+    with pytest.raises(NotLeaderError):
+        await history.persist()
+    leader[0] = True
+    states[WEB].history = History(scale_up_events=(EARLIER,))
+    await history.persist()
+    assert len(store.saved) == written + 1
+    await history.persist(clean=True)
+    assert len(store.saved) == written + 2
+    assert store.saved[-1].clean
+    await history.persist()  # in use again after a clean write: marked so
+    assert len(store.saved) == written + 3
+    assert not store.saved[-1].clean

@@ -254,3 +254,53 @@ def test_a_ring_never_has_two_valid_holders_and_heals_within_the_bound(seed: int
     cap = ring.OVERLOAD * sum(weights.values()) / len(loads)
     assert loads["m9"] > 0  # the newcomer got a share by hand-over
     assert max(loads.values()) <= cap + max(weights.values())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_survivors_that_see_the_claims_in_their_own_order_claim_every_bucket_at_once(
+        seed: int) -> None:
+    """A failover's claims land one by one: a survivor that plans after some of the other's
+    claims must still place the failed holder's buckets as the other did, or a bucket each
+    prefers for the other waits two retry periods (SIGSTOP rounds of bench/ring_failover.py
+    took 6.5-6.7 s so). Here ``a`` plans first and claims, ``b`` plans over ``a``'s claims
+    and claims, then both plan once more a tick later: nothing of ``c``'s may be left."""
+    rng = random.Random(seed)
+    weights = {b: 1 + rng.randrange(60) for b in rng.sample(range(ring.BUCKETS), 150)}
+    holders = {b: p.owner for b, p in ring.preferences(weights, ["a", "b", "c"]).items()}
+    leases = {b: BucketLease(holder=h) for b, h in holders.items()}
+    planners = {"a": RingPlanner(TIMINGS), "b": RingPlanner(TIMINGS)}
+
+    def plan_and_claim(me: str, now: float) -> None:
+        plan = planners[me].plan(view(
+            me=me, now=now, members={"a": True, "b": True},
+            holders={"c": HolderView(evicted=True)}, leases=dict(leases), weights=weights,
+            held=frozenset(b for b, lease in leases.items() if lease.holder == me)))
+        for bucket in plan.claims:  # each a CAS that wins: no one else claimed it
+            leases[bucket] = BucketLease(holder=me)
+
+    plan_and_claim("a", 100.0)
+    plan_and_claim("b", 100.05)
+    plan_and_claim("a", 100.25)
+    plan_and_claim("b", 100.3)
+    left = sorted(b for b, lease in leases.items() if lease.holder == "c")
+    assert left == [], f"still free after the survivors' first ticks: {left}"
+
+
+def test_the_preference_follows_every_change_of_its_inputs() -> None:
+    """Kept between ticks while the weights, ready members and holders stay: any change of
+    one (a weights dict changed in place too) gives what a fresh computation gives."""
+    weights = {b: 1 + b % 3 for b in range(16)}
+    planner = RingPlanner(TIMINGS)
+    views = [
+        view(weights=weights),
+        view(weights=weights, now=100.25),
+        view(weights=weights, leases={3: BucketLease(holder="b")}),
+        view(weights=weights, members={"a": True, "b": True, "c": True}),
+        view(weights=weights, members={"a": True, "b": False, "c": True}),
+    ]
+    for each in views:
+        ready = [m for m, is_ready in each.members.items() if is_ready]
+        holders = {b: lease.holder for b, lease in each.leases.items() if lease.holder}
+        assert planner.preference(each) == ring.preferences(weights, ready, holders=holders)
+    weights[5] = 40  # in place
+    assert planner.preference(views[-1]) == ring.preferences(weights, ["a", "c"])

@@ -323,3 +323,30 @@ async def test_idle_waits_for_the_passes_over_the_given_targets_only() -> None:
     assert now() == pytest.approx(2.0, abs=0.011)
     stop.set()
     await asyncio.wait_for(task, 2)
+
+
+async def test_changed_targets_the_gate_holds_back_are_not_looked_at_every_wake() -> None:
+    """A ring member starts with every configured target new and holds a fifth of them: the
+    others were asked about at every wake (twice a second here, 10,000 keys at 10,000
+    targets). Asked once, then again only after a poke; those it may run ran at once."""
+    recorder = Recorder()
+    asked: list[str] = []
+    mine = {"shop/Deployment/t0", "shop/Deployment/t5"}
+
+    def may_run(key: str) -> bool:
+        asked.append(key)
+        return key in mine
+
+    scheduler = scheduler_for(recorder, jitter=0, may_run=may_run)
+    scheduler.set_targets(targets_with({f"t{i}": "" for i in range(10)},
+                                       daemon="syncPeriod = 30"))
+    await run_for(scheduler, 10.0)
+    others = [key for key in asked if key not in mine]
+    assert len(others) <= 2 * 8  # the group's first look and the changed ones' one look
+    assert sorted(recorder.passes[0]) == sorted(mine)
+    asked.clear()
+    mine.add("shop/Deployment/t1")
+    scheduler.poke()  # the gate may have opened: the held-back ones are asked again
+    await run_for(scheduler, 1.0)
+    assert "shop/Deployment/t1" in asked
+    assert starts_of(recorder, "t1") == pytest.approx([10.0], abs=0.011)

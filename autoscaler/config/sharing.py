@@ -1,0 +1,49 @@
+"""One copy of each part that many targets of a config have in common.
+
+Targets merged over one ``[defaults]`` table mostly share their spec (bounds, metrics,
+behavior), their metric queries and their other settings; converted one by one, each held
+its own equal copy of all of it (a ring member loads every target of the fleet: at 50,000
+targets those copies were most of what the config cost). Config values are frozen, so
+equal parts can be one object: ``SharedParts`` hands out the first instance it saw of each.
+Only equality is relied on (nothing compares config values by identity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import TypeVar
+
+from autoscaler.config.validated import TargetConfig
+
+T = TypeVar("T")
+
+SHARED_FIELDS = ("spec", "metric_queries", "fallback", "schedules", "scale_to_zero",
+                 "predictions")
+"""The parts of a ``TargetConfig`` that targets commonly have in common (everything but its
+name, key and generation)."""
+
+
+class SharedParts:
+    """The instances seen so far, by value; one per config load."""
+
+    def __init__(self) -> None:
+        self._seen: dict[object, object] = {}
+
+    def __call__(self, value: T) -> T:
+        """The first instance equal to ``value`` seen, else ``value`` (now the one seen). A
+        value that cannot be hashed is kept as it is."""
+        try:
+            return self._seen.setdefault(value, value)  # type: ignore[return-value]
+        except TypeError:
+            return value
+
+    def target(self, target: TargetConfig) -> TargetConfig:
+        """``target`` with its common parts shared with the targets seen before it."""
+        parts = {name: self(getattr(target, name)) for name in SHARED_FIELDS}
+        ref = target.scale_target_ref
+        ref = dataclasses.replace(ref, api_version=sys.intern(ref.api_version),
+                                  kind=sys.intern(ref.kind))
+        return dataclasses.replace(
+            target, namespace=sys.intern(target.namespace), scale_target_ref=ref,
+            prometheus=sys.intern(target.prometheus), **parts)

@@ -1,0 +1,89 @@
+"""What loading a config of many targets costs: time, and peak RSS over the imports.
+
+    .venv/bin/python bench/config_load.py [--targets 50000] [--json FILE]
+
+A ring member (dynamic sharding) loads every target of the fleet, so this is part of each
+replica's memory whatever its share (``bench/ring_scale.py``'s config: one inline table a
+target, merged over ``[defaults]`` with two metrics). Each size runs in a child process of
+its own: its imports first (``VmRSS``), then ``load_config`` (``VmHWM`` after it: the peak,
+which the document being converted sets), then the RSS the loaded config keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SIZES = (1_000, 10_000, 50_000)
+
+
+def _kib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def measure_here(targets: int) -> dict[str, float]:
+    """In this process: the figures of one load (run by ``main`` in a fresh child)."""
+    from bench.ring_scale import daemon_config
+
+    args = SimpleNamespace(namespaces=max(1, targets // 100), shared_query=True, period=15)
+    text = daemon_config(args, targets=targets, ring=True,  # type: ignore[arg-type]
+                         prometheus="http://127.0.0.1:9", kubeconfig="/nonexistent")
+    text = text.replace("__PORT__", "9")
+    with tempfile.TemporaryDirectory(prefix="config-load-") as workdir:
+        path = Path(workdir) / "autoscaler.toml"
+        path.write_bytes(text.encode())
+        size = len(text.encode())
+        del text
+        import autoscaler.app  # noqa: F401 - the daemon's imports, counted before the load
+        from autoscaler.config.loader import load_config
+
+        imports = _kib("VmRSS")
+        started = time.perf_counter()
+        config = load_config(path, check_files=False)
+        seconds = time.perf_counter() - started
+    assert len(config.targets) == targets
+    return {"targets": targets, "configMiB": round(size / 2**20, 2),
+            "seconds": round(seconds, 2), "importsMB": round(imports, 1),
+            "peakOverImportsMB": round(_kib("VmHWM") - imports, 1),
+            "keptOverImportsMB": round(_kib("VmRSS") - imports, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", type=int, action="append",
+                        help=f"a size to load (repeatable; default {', '.join(map(str, SIZES))})")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure_here(args.child)))
+        return
+    rows = []
+    for targets in args.targets or SIZES:
+        child = subprocess.run([sys.executable, __file__, f"--child={targets}"],
+                               capture_output=True, text=True, check=True, timeout=600)
+        rows.append(json.loads(child.stdout))
+    print("| targets | config (MiB) | load (s) | imports (MB) | peak over imports (MB) "
+          "| kept over imports (MB) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(f"| {row['targets']:,} | {row['configMiB']} | {row['seconds']} | "
+              f"{row['importsMB']} | {row['peakOverImportsMB']} | {row['keptOverImportsMB']} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
