@@ -180,12 +180,22 @@ async def test_history_saved_before_the_machines_clock_stepped_keeps_the_policy(
         assert await first.stop_async() == 0
     offset.write_text(f"{STEP}\n")
     earliest = answered[0] + PERIOD
-    with daemon(text, tmp_path, name="second", env=env):
+    with daemon(text, tmp_path, name="second", env=env) as second:
         await hold(rig, 5, until=earliest - 0.1,
                    what="a step inside the period after the clock stepped")
         count, seen = await first_change(rig, 5, timeout=earliest + 20 - time.monotonic())
+        shifts = [float(e["shift_seconds"]) for e in second.logs()
+                  if str(e.get("event", "")).startswith("the saved history was written on a "
+                                                        "clock that differs")]
     late = seen - earliest
+    # The stored times are put on the new clock by comparing both runs' skews against the
+    # API server's Date headers (one-second resolution), at the end of what they allow that
+    # holds periods longer (runtime/timeline.history_shift): up to ~2 s past the true step.
+    # That hold is by design; the step must still come within a pass of it.
+    assert shifts, "the clock step was not noticed"
+    held = shifts[-1] - STEP
     print(f"clock stepped +{STEP:.0f} s between two runs: 5 -> {count} {late:+.2f} s after "
-          "the earliest the policy allows")
+          f"the earliest the policy allows (history moved by {shifts[-1]:+.2f} s)")
     assert count == 4
-    assert late <= WITHIN_A_PASS, f"the step came {late:.1f} s late"
+    assert 0.0 <= held <= 2.0 + 0.1, f"the stored times were moved by {shifts[-1]:.2f} s"
+    assert late <= WITHIN_A_PASS + held, f"the step came {late:.1f} s late ({held:.2f} s held)"
