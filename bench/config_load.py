@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,14 +24,13 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.e2e.hostile_answers import memory_kib  # noqa: E402
+
 SIZES = (1_000, 10_000, 50_000)
 
 
-def _kib(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
+def _mb(field: str) -> float:
+    return memory_kib(os.getpid(), field) / 1024
 
 
 def measure_here(targets: int) -> dict[str, float]:
@@ -49,15 +49,15 @@ def measure_here(targets: int) -> dict[str, float]:
         import autoscaler.app  # noqa: F401 - the daemon's imports, counted before the load
         from autoscaler.config.loader import load_config
 
-        imports = _kib("VmRSS")
+        imports = _mb("VmRSS")
         started = time.perf_counter()
         config = load_config(path, check_files=False)
         seconds = time.perf_counter() - started
     assert len(config.targets) == targets
     return {"targets": targets, "configMiB": round(size / 2**20, 2),
             "seconds": round(seconds, 2), "importsMB": round(imports, 1),
-            "peakOverImportsMB": round(_kib("VmHWM") - imports, 1),
-            "keptOverImportsMB": round(_kib("VmRSS") - imports, 1)}
+            "peakOverImportsMB": round(_mb("VmHWM") - imports, 1),
+            "keptOverImportsMB": round(_mb("VmRSS") - imports, 1)}
 
 
 def main() -> None:
