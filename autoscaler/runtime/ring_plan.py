@@ -20,14 +20,16 @@ MAX_RELEASES_IN_FLIGHT = 4
 """Hand-overs one holder runs at once when rebalancing: a join moves its share in a few
 rounds rather than leaving many buckets between owners at the same moment."""
 
-FORMATION_WAIT = 30.0
+FORMATION_WAIT = 60.0
 """Seconds a bucket never held (no Lease: a ring forming, or targets new to it) waits for
 its owner among all live members while that member syncs its caches. Claimed by whichever
 member is ready first, a ring started at once was held by its first ready member and then
 rebalanced by hand-overs for minutes, that member caching most of the fleet meanwhile
 (peak RSS 333 MB against 219-250 for the others, 10,000 targets over 5). Bounded, so a
 member that never gets ready delays a new bucket by this much at most; a bucket that was
-held before (failover, hand-over) never waits for it."""
+held before (failover, hand-over) never waits for it. 30 s was too short: five members
+started together against the simulated API server (one process serving their LISTs in
+turn) got ready up to ~40 s apart at 10,000 targets."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
