@@ -417,10 +417,12 @@ class RingMember:
             namespaces = frozenset().union(*(
                 by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
             current, now = self.warm_namespaces, self.monotonic()
-            if namespaces == current:
-                return
+            # The wish is always the latest (a standby that went back to what is cached
+            # wants nothing more, and a later change waits its own settle time).
             if namespaces != self._warm_wanted[0]:
                 self._warm_wanted = (namespaces, now)
+            if namespaces == current:
+                return
             held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
             settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
             if (current is not None and held <= current
