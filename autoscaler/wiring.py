@@ -15,9 +15,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
-from kubernetes_asyncio.client import ApiClient
 
 from autoscaler.adapters.kube.bucket_store import BucketStateStore, Legacy
 from autoscaler.adapters.kube.buckets import BucketLeases
@@ -52,6 +52,9 @@ from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.ports import BucketStatePort, StateStore
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.ring_member import RingParts
+
+if TYPE_CHECKING:  # only named here: importing it first would import all of the library
+    from kubernetes_asyncio.client import ApiClient
 
 log = structlog.get_logger("autoscaler.app")  # the daemon's lines, as before the split
 

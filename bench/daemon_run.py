@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from kubernetes_asyncio.client import CustomObjectsApi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -203,6 +202,10 @@ async def scale_reads(components: Components, targets: Sequence[TargetConfig],
                       concurrency: int) -> float:
     """N GET /scale over HTTP (kubernetes-asyncio, the pass's concurrency), alone: what a
     pass would pay without the workload watch cache."""
+    # Imported here, after the daemon's modules: imported first, kubernetes-asyncio would
+    # come in whole (its 768 models), not by parts as the daemon imports it.
+    from kubernetes_asyncio.client import CustomObjectsApi
+
     limit = asyncio.Semaphore(concurrency)
     api = CustomObjectsApi(components.api_client)
 

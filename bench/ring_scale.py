@@ -181,6 +181,12 @@ class Replica:
         scrape.at = at
         return scrape
 
+    def standby_pending(self) -> int:
+        """Namespaces its standby still has to cache (or waits to, until the ring settles):
+        a window that starts before they are cached measures their relist too."""
+        ring = (self.process.status() or {}).get("ring") or {}
+        return int(ring.get("standbyPendingNamespaces") or 0)
+
     def log_lines(self) -> list[dict[str, Any]]:
         """The log lines written since the last call."""
         with self.process.log_path.open("rb") as handle:
@@ -259,7 +265,7 @@ class Ring:
     def settle(self, timeout: float) -> dict[str, str]:
         """Wait until every target has one acting owner, unchanged for 8 polls and 10 s
         (hand-overs come a few at a time, once the planner's wish is stable; on a loaded
-        machine batches come more than 10 s apart)."""
+        machine batches come more than 10 s apart), and every member's standby is cached."""
         stable_for = max(10.0, 8 * self.poll)
         found: list[dict[str, str]] = []
         since = [0.0]
@@ -273,6 +279,8 @@ class Ring:
                 said[0] = time.monotonic()
                 held = {r.name: r.scrape().ring_targets for r in self.live()}
                 print(f"  {time.strftime('%H:%M:%S')} waiting; acting for: {held}", flush=True)
+            if owners is not None and any(r.standby_pending() for r in self.live()):
+                owners = None  # a standby still to be cached relists: not settled yet
             if owners is None or not found or owners != found[-1]:
                 found[:] = [owners] if owners is not None else []
                 since[0] = time.monotonic()

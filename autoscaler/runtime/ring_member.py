@@ -46,7 +46,7 @@ from autoscaler.runtime.ports import (
     ObservedBucketLease,
     RingMembershipPort,
 )
-from autoscaler.runtime.ring_plan import Plan, RingPlanner, RingView
+from autoscaler.runtime.ring_plan import FORMATION_WAIT, Plan, RingPlanner, RingView
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -334,9 +334,12 @@ class RingMember:
         self.unowned = unowned
         self._unowned_since = {b: self._unowned_since.get(b, now) for b in unowned}
         bound = self.timings.lease_duration + 2 * layout.longest_period
+        # A bucket never held may wait FORMATION_WAIT by design (its owner still syncing).
+        bounds = {b: bound + (FORMATION_WAIT if self.parts.leases.get(b) is None else 0.0)
+                  for b in unowned}
         metrics.ring_unowned.labels(ring=ring_name).set(len(unowned))
         metrics.ring_overdue.labels(ring=ring_name).set(
-            sum(1 for since in self._unowned_since.values() if now - since > bound))
+            sum(1 for b, since in self._unowned_since.items() if now - since > bounds[b]))
         for state in ClaimState:
             metrics.ring_buckets.labels(ring=ring_name, state=state.value).set(
                 sum(1 for c in self.claims.values() if c.state is state))
@@ -414,10 +417,12 @@ class RingMember:
             namespaces = frozenset().union(*(
                 by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
             current, now = self.warm_namespaces, self.monotonic()
-            if namespaces == current:
-                return
+            # The wish is always the latest (a standby that went back to what is cached
+            # wants nothing more, and a later change waits its own settle time).
             if namespaces != self._warm_wanted[0]:
                 self._warm_wanted = (namespaces, now)
+            if namespaces == current:
+                return
             held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
             settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
             if (current is not None and held <= current

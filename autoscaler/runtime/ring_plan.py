@@ -20,6 +20,17 @@ MAX_RELEASES_IN_FLIGHT = 4
 """Hand-overs one holder runs at once when rebalancing: a join moves its share in a few
 rounds rather than leaving many buckets between owners at the same moment."""
 
+FORMATION_WAIT = 60.0
+"""Seconds a bucket never held (no Lease: a ring forming, or targets new to it) waits for
+its owner among all live members while that member syncs its caches. Claimed by whichever
+member is ready first, a ring started at once was held by its first ready member and then
+rebalanced by hand-overs for minutes, that member caching most of the fleet meanwhile
+(peak RSS 333 MB against 219-250 for the others, 10,000 targets over 5). Bounded, so a
+member that never gets ready delays a new bucket by this much at most; a bucket that was
+held before (failover, hand-over) never waits for it. 30 s was too short: five members
+started together against the simulated API server (one process serving their LISTs in
+turn) got ready up to ~40 s apart at 10,000 targets."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RingView:
@@ -61,31 +72,43 @@ class RingPlanner:
     timings: ring.Timings
     _claimable_since: dict[int, float] = field(default_factory=dict)
     _preferred_since: dict[int, tuple[str, float]] = field(default_factory=dict)
-    _last: tuple[tuple[object, ...], dict[int, ring.Preference]] | None = None
-    """The last preference and what it was computed from: a member plans four times a
-    second and its inputs rarely change (one computation over 256 buckets: ~1.5 ms)."""
+    _ready_since: dict[str, float] = field(default_factory=dict)
+    _last: dict[bool, tuple[tuple[object, ...], dict[int, ring.Preference]]] = field(
+        default_factory=dict)
+    """The last preference among the ready members (True) and among all live members
+    (False), each with what it was computed from: a member plans four times a second and
+    the inputs rarely change (one computation over 256 buckets: ~1.5 ms)."""
 
     def preference(self, view: RingView) -> Mapping[int, ring.Preference]:
         """Who should own each bucket among the live, ready members, sticky to the holders."""
-        ready = tuple(sorted(m for m, is_ready in view.members.items() if is_ready))
+        return self._preference(view, ready_only=True)
+
+    def _preference(self, view: RingView, *, ready_only: bool) -> Mapping[int, ring.Preference]:
+        members = tuple(sorted(m for m, is_ready in view.members.items()
+                               if is_ready or not ready_only))
         holders = {b: lease.holder for b, lease in view.leases.items() if lease.holder}
-        inputs = (view.weights, ready, holders)
-        if self._last is None or self._last[0] != inputs:
-            kept = (dict(view.weights), ready, holders)  # a copy: a caller's dict may change
-            self._last = (kept, ring.preferences(view.weights, ready, holders=holders))
-        return self._last[1]
+        inputs = (view.weights, members, holders)
+        last = self._last.get(ready_only)
+        if last is None or last[0] != inputs:
+            kept = (dict(view.weights), members, holders)  # a copy: a caller's dict may change
+            last = self._last[ready_only] = (
+                kept, ring.preferences(view.weights, members, holders=holders))
+        return last[1]
 
     def plan(self, view: RingView) -> Plan:
         unowned = tuple(sorted(b for b, w in view.weights.items()
                                if w > 0 and self._free(view, b)))
         self._remember_claimable(view, unowned)
+        self._remember_ready(view)
         if not (view.valid and view.ready):
             # A member that may not write claims nothing and hands nothing over; what it
             # holds stays held (suspension is not loss, M5) and unused.
             return Plan(unowned=unowned)
         preferred = self.preference(view)
         self._remember_preference(view, preferred)
+        forming = self._forming(view, unowned)
         claims = tuple(b for b in unowned if b not in view.held and b not in view.releasing
+                       and b not in forming
                        and self._claim_due(view, b, preferred)) + self._stranded(view)
         releases = () if unowned else self._rebalance(view, preferred)
         return Plan(claims=claims, releases=releases, unowned=unowned)
@@ -111,6 +134,35 @@ class RingPlanner:
                 del self._claimable_since[bucket]
         for bucket in unowned:
             self._claimable_since.setdefault(bucket, view.now)
+
+    def _remember_ready(self, view: RingView) -> None:
+        for member in list(self._ready_since):
+            if not view.members.get(member):
+                del self._ready_since[member]
+        for member, is_ready in view.members.items():
+            if is_ready:
+                self._ready_since.setdefault(member, view.now)
+
+    def _forming(self, view: RingView, unowned: tuple[int, ...]) -> frozenset[int]:
+        """Never-held buckets left to their owner among all live members (FORMATION_WAIT):
+        until it has been ready two retry periods (its own claim comes first), at most
+        FORMATION_WAIT after the bucket became claimable."""
+        fresh = [b for b in unowned if b not in view.leases
+                 and view.now - self._claimable_since[b] < FORMATION_WAIT]
+        settled = 2 * self.timings.retry_period
+        if not fresh or all(view.now - self._ready_since.get(m, view.now) >= settled
+                            for m in view.members):
+            return frozenset()
+        eventual = self._preference(view, ready_only=False)
+        waiting: set[int] = set()
+        for bucket in fresh:
+            choice = eventual.get(bucket)
+            if choice is None or choice.owner == view.me:
+                continue
+            ready_at = self._ready_since.get(choice.owner)
+            if ready_at is None or view.now - ready_at < settled:
+                waiting.add(bucket)
+        return frozenset(waiting)
 
     def _claim_due(self, view: RingView, bucket: int,
                    preferred: Mapping[int, ring.Preference]) -> bool:

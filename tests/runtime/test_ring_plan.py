@@ -12,7 +12,13 @@ import pytest
 
 from autoscaler.runtime import ring
 from autoscaler.runtime.ring import BucketLease, HolderView
-from autoscaler.runtime.ring_plan import MAX_RELEASES_IN_FLIGHT, Plan, RingPlanner, RingView
+from autoscaler.runtime.ring_plan import (
+    FORMATION_WAIT,
+    MAX_RELEASES_IN_FLIGHT,
+    Plan,
+    RingPlanner,
+    RingView,
+)
 
 TIMINGS = ring.Timings()  # LD 3 s, RD 2 s, RP 1 s
 
@@ -82,6 +88,54 @@ def test_a_dead_holders_bucket_is_claimed(gone: str) -> None:
                              leases=leases, now=101.9)).claims == ()
     assert planner.plan(view(weights=weights, members={"a": True}, holders=absent,
                              leases=leases, now=102.0)).claims == (1,)
+
+
+def owned_by(owner: str, members: list[str], weights: dict[int, int]) -> set[int]:
+    return {b for b, p in ring.preferences(weights, members).items() if p.owner == owner}
+
+
+def test_a_forming_ring_leaves_a_new_bucket_to_its_owner_while_that_member_syncs() -> None:
+    """No Leases yet (a ring starting): the first ready member claims only what is its own
+    among all live members, not the fleet; a member that never gets ready delays its
+    buckets by FORMATION_WAIT at most (the liveness twin)."""
+    weights = dict.fromkeys(range(16), 1)
+    mine, theirs = owned_by("a", ["a", "b"], weights), owned_by("b", ["a", "b"], weights)
+    assert mine
+    assert theirs
+    planner = RingPlanner(TIMINGS)
+    syncing = {"a": True, "b": False}
+    assert set(planner.plan(view(weights=weights, members=syncing)).claims) == mine
+    late = planner.plan(view(weights=weights, members=syncing, now=100 + FORMATION_WAIT - 0.1))
+    assert not set(late.claims) & theirs
+    due = planner.plan(view(weights=weights, members=syncing, now=100 + FORMATION_WAIT))
+    assert set(due.claims) == mine | theirs
+
+
+def test_a_member_that_gets_ready_claims_its_new_buckets_before_the_others() -> None:
+    """Once the owner is ready it claims at once; the others wait two retry periods more,
+    then claim what is still free (it may have died on the way)."""
+    weights = dict.fromkeys(range(16), 1)
+    theirs = owned_by("b", ["a", "b"], weights)
+    planner = RingPlanner(TIMINGS)
+    planner.plan(view(weights=weights, members={"a": True, "b": False}))
+    both = {"a": True, "b": True}
+    for now in (110.0, 111.9):
+        assert not set(planner.plan(view(weights=weights, members=both, now=now)).claims) & \
+            theirs
+    assert set(planner.plan(view(weights=weights, members=both, now=112.0)).claims) >= theirs
+    owner = RingPlanner(TIMINGS).plan(view(me="b", weights=weights, members=both, now=110.0))
+    assert set(owner.claims) == theirs
+
+
+def test_a_bucket_held_before_never_waits_for_a_syncing_member() -> None:
+    """Failover is not slowed by a member that is still syncing: a dead holder's buckets
+    are claimed by the rules of failover whoever would own them once everyone is ready."""
+    weights = dict.fromkeys(range(16), 1)
+    leases = {b: BucketLease(holder="c") for b in weights}
+    plan = RingPlanner(TIMINGS).plan(view(
+        weights=weights, leases=leases, members={"a": True, "b": False},
+        holders={"c": HolderView(evicted=True)}))
+    assert set(plan.claims) == set(weights)
 
 
 @pytest.mark.parametrize(("valid", "ready"), [(False, True), (True, False)])

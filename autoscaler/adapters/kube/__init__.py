@@ -9,8 +9,14 @@ kinds over a changing set of namespaces), which the caches share, ``events`` (ag
 core/v1 Events), ``owners`` (other autoscalers on the same target), ``labels`` (selector
 strings), ``pod_json`` and ``pod_index`` (pods as the core sees them, indexed by label),
 ``api_errors`` (the boundary into ``autoscaler.errors``). ``leader`` and ``configmap_store``
-hold the Lease elector and the ConfigMap state store.
+hold the Lease elector and the ConfigMap state store. ``lazy_client`` imports only the parts
+of kubernetes-asyncio the daemon uses.
 """
+# ruff: noqa: E402  (lazy_client must be installed before the first import of the library)
+
+from autoscaler.adapters.kube import lazy_client
+
+lazy_client.install()
 
 from autoscaler.adapters.kube.api_errors import RejectedError
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo

@@ -31,6 +31,9 @@ class PodIndex:
     def __len__(self) -> int:
         return len(self._pods)
 
+    def get(self, name: str) -> Entry | None:
+        return self._pods.get(name)
+
     def replace(self, entries: Iterable[tuple[str, Entry]]) -> None:
         """Swap in a fresh LIST's pods."""
         self._pods.clear()

@@ -87,6 +87,13 @@ class _TargetSink:
         """name -> resourceVersion we wrote; older events for it are skipped."""
 
     def convert(self, obj: RawObject) -> Scale | None:
+        # Listed again at the version cached (a relist): the same object, kept (as pods are).
+        metadata = obj.get("metadata") or {}
+        cached = self.scales.get(str(metadata.get("name", "")))
+        if (cached is not None and cached.resource_version
+                and cached.resource_version == metadata.get("resourceVersion")
+                and cached.target.name not in self.pending):
+            return cached
         try:
             return scale_from_object(obj, kind=self.kind)
         except AutoscalerError as error:

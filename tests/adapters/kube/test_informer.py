@@ -1,13 +1,17 @@
 """The shared list-and-watch machinery: a LIST into the sink, then events in order."""
 
 import asyncio
+import json
 
 import pytest
+from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.adapters.kube.informer import (
     Backoff,
     Informer,
+    PlainWatch,
     RawObject,
     WatchCounters,
     WatchOptions,
@@ -66,6 +70,29 @@ async def test_list_then_events(kube: KubeSession, apiserver: SimApiServer) -> N
     assert {verb for verb, _ in sink.calls[1:]} == {"upsert"}
     assert (counters.lists, counters.watches) == (2, 1)  # three pods, pages of two
     assert counters.events == len(sink.calls) - 1
+
+
+async def test_plain_watch_sets_what_the_library_watch_sets() -> None:
+    """PlainWatch skips the library's __init__: it must set the same attributes, or a
+    release of kubernetes-asyncio that adds one breaks the watch at run time, not here."""
+    library = watch.Watch(return_type="object")
+    try:
+        assert set(vars(PlainWatch())) == set(vars(library))
+    finally:
+        await library.close()
+
+
+def test_plain_watch_events_stay_parsed_dicts_and_keep_errors() -> None:
+    stream = PlainWatch()
+    pod = {"metadata": {"name": "web-1", "resourceVersion": "41"}, "spec": {}}
+    event = stream.unmarshal_event(json.dumps({"type": "MODIFIED", "object": pod}), "object")
+    assert event["raw_object"] == pod
+    assert event["object"] is event["raw_object"]  # not a dumped-and-parsed copy
+    assert stream.resource_version == "41"  # the library resumes from it
+    gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "old"}}
+    with pytest.raises(ApiException) as error:
+        stream.unmarshal_event(json.dumps(gone), "object")
+    assert error.value.status == 410
 
 
 async def test_unknown_namespace_names_the_cache() -> None:

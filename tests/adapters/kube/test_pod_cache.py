@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from autoscaler.adapters.kube.pod_cache import Backoff, PodCache
+from autoscaler.adapters.kube.pod_cache import Backoff, PodCache, _PodSink
 from autoscaler.adapters.kube.session import KubeSession
 from autoscaler.algorithm import ConditionStatus, PodPhase
 from autoscaler.errors import TransientError
@@ -105,6 +105,52 @@ async def test_gone_relists(cache: PodCache, apiserver: SimApiServer) -> None:
     apiserver.set_replicas("Deployment", "shop", "web", 3)
     apiserver.settle()
     await eventually(lambda: len(names(cache)) == 3)
+
+
+async def test_a_relist_keeps_the_pods_it_lists_again_unchanged(
+        cache: PodCache, apiserver: SimApiServer) -> None:
+    """A pod listed again at the version the cache has is the same object: no second copy
+    of every pod while the list runs, no second conversion."""
+    apiserver.create_deployment("shop", "web", replicas=3)
+    await synced(cache)
+    await eventually(lambda: apiserver.open_watches == 1)
+    before = {pod.name: pod for pod in cache.pods_for("shop", "app=web")}
+    apiserver.compact()
+    apiserver.expire_watches(gone=True)
+    await eventually(lambda: cache.counters.relists == 1 and apiserver.open_watches == 1)
+    after = {pod.name: pod for pod in cache.pods_for("shop", "app=web")}
+    assert after.keys() == before.keys()
+    assert all(after[name] is before[name] for name in before)
+
+
+def raw_pod(name: str, version: str, *, ready: str = "True") -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "shop", "resourceVersion": version,
+                         "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def test_a_relisted_pod_at_another_version_is_converted_anew() -> None:
+    """Only the same resourceVersion is reused: a pod changed while the watch was down, or
+    one whose version the cache has from an event, is what the list says."""
+    sink = _PodSink()
+    sink.replace([sink.convert(raw_pod("a", "1")), sink.convert(raw_pod("b", "1"))])
+    first = {name: sink.pods.get(name) for name in ("a", "b")}
+    sink.upsert(raw_pod("b", "2", ready="False"))  # an event after the list
+    relisted = [sink.convert(raw_pod("a", "1")), sink.convert(raw_pod("b", "3")),
+                sink.convert(raw_pod("c", "3"))]
+    sink.replace(relisted)
+    assert sink.pods.get("a") is first["a"]
+    entry = sink.pods.get("b")
+    assert entry is not None
+    assert entry is not first["b"]
+    assert entry[1].ready is ConditionStatus.TRUE  # version 3 as listed, not the event's 2
+    assert len(sink.pods) == 3
+    sink.delete(raw_pod("a", "4"))
+    sink.replace([sink.convert(raw_pod("a", "1"))])  # the old version again: not reused
+    again = sink.pods.get("a")
+    assert again is not None
+    assert again is not first["a"]
 
 
 async def test_bookmarks_advance_the_version(cache: PodCache, apiserver: SimApiServer) -> None:

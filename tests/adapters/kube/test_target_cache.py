@@ -221,6 +221,26 @@ async def test_gone_relists_and_keeps_serving(kube: KubeSession, apiserver: SimA
     assert scale_gets(apiserver) == 0
 
 
+async def test_a_relist_keeps_the_objects_it_lists_again_unchanged(
+        apiserver: SimApiServer, cache: TargetCache) -> None:
+    """After a 410 relist, a workload listed at the version cached is the same entry (no
+    second copy while the list runs); one changed since is read anew."""
+    apiserver.create_deployment("shop", "web", replicas=1)
+    apiserver.create_deployment("shop", "api", replicas=2)
+    await synced(cache)
+    await eventually(lambda: apiserver.open_watches == len(KINDS))
+    web, api = cache.lookup("shop", Ref(name="web")), cache.lookup("shop", Ref(name="api"))
+    apiserver.compact()
+    apiserver.expire_watches(gone=True)
+    await eventually(lambda: cache.counters.relists == len(KINDS)
+                     and apiserver.open_watches == len(KINDS))
+    assert cache.lookup("shop", Ref(name="web")) is web
+    assert cache.lookup("shop", Ref(name="api")) is api
+    apiserver.set_replicas("Deployment", "shop", "web", 3)
+    await eventually(lambda: cached_replicas(cache) == 3)
+    assert cache.lookup("shop", Ref(name="api")) is api
+
+
 async def test_stale_cache_asks_the_server(kube: KubeSession, apiserver: SimApiServer) -> None:
     """Past max_staleness without word from the server, reads go to GET /scale."""
     apiserver.create_deployment("shop", "web", replicas=2)
