@@ -139,11 +139,11 @@ class Depths:
             pods={})
 
 
-def targets(*names: str, extra: str = "") -> list[TargetConfig]:
+def targets(*names: str, extra: str = "", namespace: str = "shop") -> list[TargetConfig]:
     """Deployments in ``shop`` scaled on an External metric ``depth`` (10 per replica)."""
     return list(parse_config("".join(f"""
 [[autoscaler]]
-namespace = "shop"
+namespace = "{namespace}"
 scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "{name}" }}
 maxReplicas = 10
 metrics = [{{ type = "External", external = {{ metric = {{ name = "depth" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = "sum(depth)" }} }}]

@@ -5,10 +5,13 @@ warm for its standby (what ``/status`` says is pending)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config import parse_config
+import pytest
+
+from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.ring import BucketLease
@@ -47,15 +50,18 @@ class Membership:
 
 
 def unused(*_: Any, **__: Any) -> Any:
-    raise AssertionError("not used by the report")
+    raise AssertionError("not used here")
 
 
-def member(now: list[float], leases: Leases) -> RingMember:
-    configured = targets("web")
+def member(now: list[float], leases: Leases, *, membership: Membership | None = None,
+           configured: list[TargetConfig] | None = None,
+           warm: Callable[[frozenset[str]], Awaitable[None]] = unused) -> RingMember:
+    configured = targets("web") if configured is None else configured
     return RingMember(
-        parts=RingParts(membership=Membership(), leases=leases, store=unused, keeper=unused),  # type: ignore[arg-type]
+        parts=RingParts(membership=membership or Membership(), leases=leases,  # type: ignore[arg-type]
+                        store=unused, keeper=unused),
         timings=ring.Timings(), placement="namespace", targets=lambda: configured,
-        ready=lambda: True, run_now=unused, gained=unused, idle=unused, warm=unused,
+        ready=lambda: True, run_now=unused, gained=unused, idle=unused, warm=warm,
         cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
 
 
@@ -66,12 +72,17 @@ def overdue(subject: RingMember) -> float:
     return value
 
 
-def test_a_bucket_held_before_is_overdue_a_lease_duration_and_two_passes_after() -> None:
+@pytest.mark.parametrize(("held_before", "wait"), [(True, 0.0), (False, FORMATION_WAIT)],
+                         ids=["held-before", "never-held"])
+def test_an_unowned_bucket_is_overdue_a_lease_duration_and_two_passes_after(
+        held_before: bool, wait: float) -> None:
+    """A bucket never held may also wait FORMATION_WAIT for its owner to sync."""
     now, leases = [100.0], Leases()
     subject = member(now, leases)
     (bucket,) = {subject.bucket_of(t) for t in targets("web")}
-    leases.view[bucket] = Observed(BucketLease(holder=""))  # released: held before
-    bound = ring.Timings().lease_duration + 2 * 15.0  # the targets' sync period
+    if held_before:
+        leases.view[bucket] = Observed(BucketLease(holder=""))  # released
+    bound = ring.Timings().lease_duration + 2 * 15.0 + wait  # 15 s: the targets' period
     subject._report((bucket,))
     now[0] = 100.0 + bound
     subject._report((bucket,))
@@ -79,30 +90,6 @@ def test_a_bucket_held_before_is_overdue_a_lease_duration_and_two_passes_after()
     now[0] += 0.1
     subject._report((bucket,))
     assert overdue(subject) == 1
-
-
-def test_a_never_held_bucket_may_wait_for_its_owner_to_sync_before_it_is_overdue() -> None:
-    now = [100.0]
-    subject = member(now, Leases())
-    (bucket,) = {subject.bucket_of(t) for t in targets("web")}
-    bound = ring.Timings().lease_duration + 2 * 15.0 + FORMATION_WAIT
-    subject._report((bucket,))
-    now[0] = 100.0 + bound
-    subject._report((bucket,))
-    assert overdue(subject) == 0
-    now[0] += 0.1
-    subject._report((bucket,))
-    assert overdue(subject) == 1
-
-
-def spread_targets(namespaces: int) -> list[Any]:
-    return list(parse_config("".join(f"""
-[[autoscaler]]
-namespace = "ns-{n:02d}"
-scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
-maxReplicas = 10
-metrics = [{{ type = "External", external = {{ metric = {{ name = "depth" }}, target = {{ type = "AverageValue", averageValue = "10" }}, query = "sum(depth)" }} }}]
-""" for n in range(namespaces))).targets)
 
 
 async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more() -> None:
@@ -117,12 +104,8 @@ async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more() -
     async def warm(namespaces: frozenset[str]) -> None:
         warmed.append(frozenset(namespaces))
 
-    configured = spread_targets(30)
-    subject = RingMember(
-        parts=RingParts(membership=membership, leases=leases, store=unused, keeper=unused),  # type: ignore[arg-type]
-        timings=ring.Timings(), placement="namespace", targets=lambda: configured,
-        ready=lambda: True, run_now=unused, gained=unused, idle=unused, warm=warm,
-        cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
+    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
+    subject = member(now, leases, membership=membership, configured=spread, warm=warm)
     await subject._keep_warm()
     assert len(warmed) == 1
     three = warmed[0]
