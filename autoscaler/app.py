@@ -244,7 +244,8 @@ class Daemon:
     async def _serve(self, components: Components) -> int:
         if self.dynamic:
             self._membership = await asyncio.to_thread(
-                start_membership, self.config, lease=self._lease())
+                start_membership, self.config, lease=self._lease(),
+                wall_offset=self.clock_skew)
         running = self._running = self._start(components)
         await self._check_store()
         self._install_probes()
@@ -454,9 +455,16 @@ class Daemon:
                         "periods run on the monotonic clock and ignore it; this process's "
                         "times stay on the clock it started with", step_seconds=round(step, 3))
             self.telemetry.clock_steps.labels(source="machine").inc()
-        skew = self.timeline.skew()
+        skew = self.clock_skew()
         if skew is not None:
-            self.telemetry.clock_skew.set((skew[0] + skew[1]) / 2)
+            self.telemetry.clock_skew.set(skew)
+
+    def clock_skew(self) -> float | None:
+        """Our timeline minus the API server's clock, seconds (the middle of what its
+        ``Date`` headers allow), when it has answered. The ring's member Lease carries it
+        (read from the membership's thread: one tuple, read whole)."""
+        skew = self.timeline.skew()
+        return None if skew is None else (skew[0] + skew[1]) / 2
 
     def _dead(self) -> list[str]:
         """Background work that ended when it should not have: the daemon's own tasks and

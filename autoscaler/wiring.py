@@ -186,13 +186,16 @@ def state_store(config: Config, *, client: ApiClient, lock: StoreLock | None,
     return ReadOnceStore(store) if daemon.dry_run else store
 
 
-def start_membership(config: Config, *, lease: tuple[str, str]) -> MembershipThread:
+def start_membership(config: Config, *, lease: tuple[str, str],
+                     wall_offset: Callable[[], float | None]) -> MembershipThread:
     """Join the ring named by the Lease's name, in its namespace: a member Lease renewed
     from a thread of its own, with its own client (a main loop stalled by a long pass must
-    not look like death to the peers). Blocks until it runs: call it in a thread."""
+    not look like death to the peers), carrying ``wall_offset`` (our clock minus the API
+    server's, for whoever reads the Lease). Blocks until it runs: call it in a thread."""
     name, namespace = lease
     thread = MembershipThread(client_factory(config.kubernetes), MemberConfig(
-        namespace=namespace, ring=name, timings=ring.Timings.of(config.daemon.sharding)))
+        namespace=namespace, ring=name, timings=ring.Timings.of(config.daemon.sharding)),
+        wall_offset=wall_offset)
     thread.start()
     return thread
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from autoscaler.runtime import ring
+from autoscaler.runtime.clock import TEST_WALL_CLOCK_OFFSET
 from tests.e2e.conftest import Rig
 from tests.e2e.harness import DaemonProcess, LoadModel, eventually
 from tests.sim.prometheus import free_port
@@ -108,14 +109,15 @@ async def loads(rig: Rig) -> AsyncIterator[dict[str, LoadModel]]:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def start_member(rig: Rig, tmp_path: Path, name: str) -> Member:
+def start_member(rig: Rig, tmp_path: Path, name: str,
+                 env: dict[str, str] | None = None) -> Member:
     user = f"system:serviceaccount:ring:{name}"
     rig.api.add_token(f"{name}-token", user)
     kubeconfig = rig.api.write_kubeconfig(tmp_path / f"{name}.kubeconfig", token=f"{name}-token")
     config = tmp_path / f"{name}.toml"
     port = free_port()
     config.write_text(ring_config(rig, kubeconfig).replace("__PORT__", str(port)))
-    process = DaemonProcess(config, port=port, log=tmp_path / f"{name}.log")
+    process = DaemonProcess(config, port=port, log=tmp_path / f"{name}.log", env=env)
     process.start()
     return Member(name=name, user=user, process=process)
 
@@ -431,3 +433,76 @@ async def test_a_member_that_joins_takes_a_share_and_one_that_leaves_hands_its_t
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+
+
+CLOCK_BEHIND = -40.0
+"""Seconds member a's wall clock is behind the API server's (and b's) in the skew test:
+more than the policy's period, so its history read unshifted would allow the next step at
+once."""
+
+
+def member_lease_offsets(rig: Rig) -> dict[str, int]:
+    """Each live member Lease's holder -> its ``autoscaler.dev/wall-offset-ms``."""
+    leases = rig.api.rest.list(rig.api.resource("coordination.k8s.io/v1", "Lease"), "default")
+    return {lease["spec"]["holderIdentity"]: int(annotations["autoscaler.dev/wall-offset-ms"])
+            for lease in leases if "-member-" in lease["metadata"]["name"]
+            and lease["spec"].get("holderIdentity")
+            and "autoscaler.dev/wall-offset-ms" in (
+                annotations := lease["metadata"].get("annotations") or {})}
+
+
+async def test_history_moves_between_members_whose_clocks_differ(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """Member a's wall clock is 40 s behind the API server's; b's is right. a, alone, takes
+    every target's step 2 -> 4; b joins and takes a share by hand-over, then a is killed and b
+    inherits the rest. a's history, stamped on its clock, is moved onto b's (each Lease's
+    ``Date`` says how far each clock is off): no 4 -> 6 inside the 20 s period of a's step
+    (read unshifted, the step would look 40 s old and the next allowed at once), and each
+    comes as soon as the period allows. Each member Lease carries its clock's offset."""
+    series = Series.watching(rig)
+    watcher = asyncio.create_task(series.run())
+    clock = tmp_path / "a.clock"
+    clock.write_text(f"{CLOCK_BEHIND}\n")
+    running: dict[str, Member] = {}
+    try:
+        running["a"] = start_member(rig, tmp_path, "a", env={TEST_WALL_CLOCK_OFFSET: str(clock)})
+        await eventually(lambda: len(running["a"].owned()) == len(NAMESPACES), timeout=40,
+                         what="a holds every target")
+        for model in loads.values():
+            model.demand = 400
+        await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
+                         timeout=30, what="every target 2 -> 4, written by a")
+        for model in loads.values():
+            model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
+        running["b"] = start_member(rig, tmp_path, "b")
+        await eventually(lambda: every_target_has_one_owner(running)
+                         and bool(running["b"].owned()), timeout=20,
+                         what="b holds a share, handed over by a")
+        a, b = (running[n].status()["ring"]["member"] for n in ("a", "b"))
+        await eventually(lambda: {a, b} <= set(member_lease_offsets(rig)), timeout=5,
+                         what="both member Leases carry their clock's offset")
+        offsets = member_lease_offsets(rig)
+        assert abs(offsets[a] - CLOCK_BEHIND * 1000) <= 1500, offsets
+        assert abs(offsets[b]) <= 1500, offsets
+        assert running["a"].process.process is not None
+        running["a"].process.process.send_signal(signal.SIGKILL)
+        await eventually(lambda: len(running["b"].owned()) == len(NAMESPACES), timeout=10,
+                         what="b holds every target")
+        await eventually(lambda: all(replicas(rig, ns) == 6 for ns in NAMESPACES),
+                         timeout=POLICY_PERIOD + 15, what="every target 4 -> 6")
+        await asyncio.sleep(0.3)  # the series samples every 0.1 s
+        assert series.forbidden() == []
+        for ns in NAMESPACES:
+            first, second = series.step_times(ns, 4), series.step_times(ns, 6)
+            assert first is not None, (ns, series.changes[ns])
+            assert second is not None, (ns, series.changes[ns])
+            # b moves a's times by what the Date headers allow, to the side that holds the
+            # period longer: up to ~2 s, plus a pass.
+            assert second - first <= POLICY_PERIOD + 3.0, (
+                f"{ns}: 4 -> 6 came {second - first:.1f}s after 2 -> 4 (late)")
+        assert non_owner_writes(rig, running) == []
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        await asyncio.gather(*(m.process.stop_async() for m in running.values()))

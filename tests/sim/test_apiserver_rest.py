@@ -159,6 +159,38 @@ async def test_pagination_across_namespaces_in_store_order(apiserver: SimApiServ
     assert [a["metadata"]["remainingItemCount"] for a in answers[:-1]] == [5, 4, 3, 2, 1]
 
 
+async def test_pagination_follows_creates_and_deletes_between_pages(
+        apiserver: SimApiServer) -> None:
+    """A continue token pages the current state: an object created after the token's place
+    comes in a later page, one deleted before its page does not, and what came before the
+    token is not given again (the store keeps every kind's places sorted between writes)."""
+    async def configmap(method: str, namespace: str, name: str) -> None:
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        body = {"metadata": {"name": name, "labels": {"paged": "yes"}}}
+        result = await (http(apiserver, "POST", path, body=body) if method == "POST" else
+                        http(apiserver, "DELETE", f"{path}/{name}"))
+        assert result.status in (200, 201)
+
+    for name in ("a", "c", "e"):
+        await configmap("POST", "default", name)
+    path = "/api/v1/configmaps?labelSelector=paged%3Dyes"
+    first = (await http(apiserver, "GET", path + "&limit=2")).json()
+    token = first["metadata"]["continue"]
+    await configmap("DELETE", "default", "c")
+    await configmap("DELETE", "default", "e")
+    await configmap("POST", "default", "d")
+    await configmap("POST", "kube-system", "b")
+    rest = (await http(apiserver, "GET", f"{path}&limit=2&continue={token}")).json()
+    place = [(c["metadata"]["namespace"], c["metadata"]["name"])
+             for c in first["items"] + rest["items"]]
+    assert place == [("default", "a"), ("default", "c"), ("default", "d"), ("kube-system", "b")]
+    assert "continue" not in rest["metadata"]
+    stored = apiserver.store.places(("", "configmaps"))
+    assert stored == sorted(stored)
+    assert ("default", "e") not in stored
+    assert ("kube-system", "b") in stored
+
+
 async def test_pagination_with_a_selector(apiserver: SimApiServer) -> None:
     """Pages hold only matching objects; their remaining count is left out, as the real
     server leaves it out when selectors filter the list."""

@@ -8,7 +8,11 @@ tests force with ``compact()``. All methods are synchronous, so a read-check-wri
 request handler is atomic on the event loop, like an etcd transaction.
 
 Scale: objects are bucketed by namespace (a namespaced LIST touches only its namespace) and
-indexed by uid and by owner uid (controllers find their children without a scan). A stored
+indexed by uid and by owner uid (controllers find their children without a scan); each
+storage key keeps its slots sorted as etcd's key order (kept up to date by creates and
+deletes), so a page of a cluster-wide LIST starts by bisection instead of sorting the whole
+kind (at 250,000 pods in pages of 500, each page sorted them all: minutes of the server's
+only thread per LIST). A stored
 object is never mutated in place: every write stores a fresh copy, so the history, watch
 events and the controllers' read-only views (``peek``, ``scan``, ``children``) share it
 instead of copying it; only what leaves the store to a caller that may mutate it (``get``,
@@ -18,6 +22,7 @@ instead of copying it; only what leaves the store to a caller that may mutate it
 from __future__ import annotations
 
 import asyncio
+import bisect
 import builtins
 import contextlib
 from collections import deque
@@ -31,6 +36,7 @@ Key = tuple[str, str]
 Obj = dict[str, Any]
 ObjectFilter = Callable[[Obj], bool]
 Slot = tuple[Key, str, str]  # storage key, namespace ("" if cluster-scoped), name
+Place = tuple[str, str]  # namespace ("" if cluster-scoped), name: where etcd's key order puts it
 
 
 def json_copy(value: Any) -> Any:
@@ -98,6 +104,8 @@ class Watcher:
 class Store:
     def __init__(self, *, history_limit: int = 10_000, first_rv: int = 1000) -> None:
         self._objects: dict[Key, dict[str, dict[str, Obj]]] = {}
+        self._order: dict[Key, builtins.list[Place]] = {}
+        """Every stored object's place, sorted, per storage key."""
         self._by_uid: dict[str, Slot] = {}
         self._by_owner: dict[str, set[Slot]] = {}
         self._rv = first_rv
@@ -132,10 +140,14 @@ class Store:
     def scan(self, key: Key, namespace: str | None = None) -> builtins.list[Obj]:
         """Stored objects (read-only) in namespace and name order."""
         buckets = self._objects.get(key, {})
-        if namespace is not None:
-            bucket = buckets.get(namespace, {})
-            return [bucket[n] for n in sorted(bucket)]
-        return [buckets[ns][n] for ns in sorted(buckets) for n in sorted(buckets[ns])]
+        return [buckets[ns][n] for ns, n in self.places(key, namespace)]
+
+    def places(self, key: Key, namespace: str | None = None) -> builtins.list[Place]:
+        """Where the stored objects are, in namespace and name order (read-only, and valid
+        until the next write: a page of a LIST bisects it for its start)."""
+        if namespace is None:
+            return self._order.get(key, [])
+        return [(namespace, n) for n in sorted(self._objects.get(key, {}).get(namespace, {}))]
 
     def locate(self, uid: str) -> Slot | None:
         """Where the object with this uid is stored, if it exists."""
@@ -194,14 +206,19 @@ class Store:
         new["metadata"]["resourceVersion"] = str(self._rv)
         namespace, name = new["metadata"].get("namespace", ""), new["metadata"]["name"]
         buckets = self._objects.setdefault(key, {})
+        order = self._order.setdefault(key, [])
         if type_ == "DELETED":
             bucket = buckets.get(namespace, {})
-            bucket.pop(name, None)
+            if bucket.pop(name, None) is not None:
+                del order[bisect.bisect_left(order, (namespace, name))]
             if not bucket:
                 buckets.pop(namespace, None)
             self._index((key, namespace, name), old, None)
         else:
-            buckets.setdefault(namespace, {})[name] = new
+            bucket = buckets.setdefault(namespace, {})
+            if name not in bucket:
+                bisect.insort(order, (namespace, name))
+            bucket[name] = new
             self._index((key, namespace, name), old, new)
         change = Change(self._rv, type_, key, old, new)
         self._history.append(change)
