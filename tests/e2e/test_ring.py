@@ -284,12 +284,18 @@ async def scaled_to_four(rig: Rig, loads: dict[str, LoadModel],
     await eventually(lambda: every_target_has_one_owner(running)
                      and max(len(m.owned()) for m in running.values()) <= 3,
                      timeout=40, what="a balanced ring")
+    await first_step_then_more_load(rig, loads)
+
+
+async def first_step_then_more_load(rig: Rig, loads: dict[str, LoadModel]) -> None:
+    """Every target steps 2 -> 4 (its policy's two pods), then wants 10: 4 -> 6 is allowed
+    20 s after 2 -> 4."""
     for model in loads.values():
         model.demand = 400
     await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
                      timeout=30, what="every target 2 -> 4")
     for model in loads.values():
-        model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
+        model.demand = 1000
 
 
 @pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long", "partition"])
@@ -469,12 +475,7 @@ async def test_history_moves_between_members_whose_clocks_differ(
         running["a"] = start_member(rig, tmp_path, "a", env={TEST_WALL_CLOCK_OFFSET: str(clock)})
         await eventually(lambda: len(running["a"].owned()) == len(NAMESPACES), timeout=40,
                          what="a holds every target")
-        for model in loads.values():
-            model.demand = 400
-        await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
-                         timeout=30, what="every target 2 -> 4, written by a")
-        for model in loads.values():
-            model.demand = 1000  # each now wants 10: 4 -> 6 is allowed 20 s after 2 -> 4
+        await first_step_then_more_load(rig, loads)  # written by a
         running["b"] = start_member(rig, tmp_path, "b")
         await eventually(lambda: every_target_has_one_owner(running)
                          and bool(running["b"].owned()), timeout=20,
