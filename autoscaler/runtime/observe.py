@@ -178,9 +178,10 @@ class Observer:
                              f"the pods of the target cannot be listed yet: {error}")
             return None
         self._readable_again(target)
-        state.pause = None
-        return Observed(target=target, scale=scale, pods=pods,
-                         pause=pause_of(target, scale.annotations))
+        pause = pause_of(target, scale.annotations)
+        # Said from the read on: /status may be read while the pass awaits other targets.
+        state.pause = pause.source if pause is not None else None
+        return Observed(target=target, scale=scale, pods=pods, pause=pause)
 
     def _own_zero(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
         """At 0 replicas: whose zero it is, by who last set the count (the cluster's

@@ -275,7 +275,6 @@ class Reconciler:
 
     def _settle_paused(self, observed: Observed, pause: Pause,
                        state: TargetState) -> _Pending | None:
-        state.pause = pause.source
         state.desired_replicas = pause.replicas  # held there, or left alone (None)
         state.shadow = None
         # Read this pass: an earlier pass's FailedGetScale no longer holds. Upstream says

@@ -22,6 +22,7 @@ from autoscaler.algorithm import ConditionType, MetricUnavailable, MetricValues,
 from autoscaler.config import ScaleTargetRef, TargetConfig
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.runtime.pause import PAUSED_REPLICAS_ANNOTATION
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.runtime.status import TargetState
@@ -31,6 +32,7 @@ from tests.runtime.doubles import (
     Depths,
     Events,
     FixedScale,
+    Fleet,
     NoPods,
     Owners,
     Workload,
@@ -446,3 +448,42 @@ async def test_the_fallback_count_is_the_desired_count_everywhere() -> None:
     assert workload.replicas == 5
     assert said_everywhere(reconciler, state)[:2] == (5, 5)
     assert state.to_json()["fallbackActive"] is True
+
+
+class StatusReadDuringFetch(Depths):
+    """Metrics that take a while: ``/status`` is read, as a user may at any moment, while
+    they are fetched (the pass has observed every target and decided none)."""
+
+    reconciler: Reconciler
+
+    def __init__(self, values: dict[str, MetricValues]) -> None:
+        super().__init__(values)
+        self.read: list[dict[str, dict[str, Any]]] = []
+
+    async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                            deadline: float) -> FetchedMetrics:
+        self.read.append({key: state.to_json() for key, state in self.reconciler.states.items()})
+        return await super().fetch_metrics(wanted, deadline=deadline)
+
+
+async def test_a_paused_target_is_shown_paused_in_the_middle_of_a_pass() -> None:
+    """Held at 2 by its annotation beside a target that is autoscaled: ``/status`` read while
+    the pass fetches the other's metrics says paused, as it does between passes (it said not
+    paused there: the pass forgot the pause when it read the scale and set it again only
+    when it settled the target, after the fetch)."""
+    cluster = Fleet({"held": {PAUSED_REPLICAS_ANNOTATION: "2"}})
+    metrics = StatusReadDuringFetch({"web": depth(20)})
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=metrics, events=cluster,
+                            owners=Owners(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics())
+    metrics.reconciler = reconciler
+    fleet = targets("web", "held")
+    held = fleet[1].key
+    async with asyncio.timeout(10):
+        for _ in range(3):
+            await reconciler.run_pass(fleet, deadline=time.monotonic() + 5)
+    paused = f"annotation {PAUSED_REPLICAS_ANNOTATION}"
+    assert [read[held].get("paused") for read in metrics.read] == [paused] * 3
+    assert reconciler.states[held].to_json()["paused"] == paused
+    assert "paused" not in reconciler.states[fleet[0].key].to_json()
+    assert cluster.log == []
