@@ -6,7 +6,9 @@ whoever asks. A ring member (or a static shard) runs it cut to the namespaces it
 reads (``queries.narrowed``, docs/sharding.md). This bench starts Debian's Prometheus
 scraping the synthetic exporter (T targets x 5 pods over 50 namespaces), then times the
 query as written and cut to 1/3 and 1/6 of the namespaces (a member's pass in a ring of 3,
-a failover's gained buckets), each read as the daemon reads it (HTTP, then the JSON parsed
+a failover's gained buckets; by matchers in its selector, as the daemon cuts this query),
+and 1/6 by wrapping it (as the daemon cuts a query that mixes namespaces), each read as
+the daemon reads it (HTTP, then the JSON parsed
 into the per-pod index), and prints per variant: series, bytes, median and max seconds
 over the rounds. The machine's other work counts: run it on an idle machine.
 
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autoscaler.adapters.prometheus.parse import parse_pod_answer  # noqa: E402
-from autoscaler.adapters.prometheus.share import narrowed  # noqa: E402
+from autoscaler.adapters.prometheus.share import narrowed, wrapped  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
 from tests.sim.prometheus import start_prometheus  # noqa: E402
 
@@ -55,7 +57,8 @@ def run(targets: int, rounds: int) -> dict[str, Any]:
             for p in range(PODS)]
     variants = {"whole": FLEET_WIDE,
                 "cut to 1/3": narrowed(FLEET_WIDE, namespaces[::3]),
-                "cut to 1/6": narrowed(FLEET_WIDE, namespaces[::6])}
+                "cut to 1/6": narrowed(FLEET_WIDE, namespaces[::6]),
+                "wrapped 1/6": wrapped(FLEET_WIDE, namespaces[::6])}
     with SyntheticExporter(pods, series=("rps",)) as exporter, start_prometheus(
             scrape_targets=[exporter.target], scrape_interval=5.0) as prometheus:
         deadline = time.monotonic() + 120
@@ -86,7 +89,7 @@ def main() -> None:
     print(f"{args.targets} targets x {PODS} pods over {NAMESPACES} namespaces, "
           f"{args.rounds} rounds")
     for name, figures in result.items():
-        print(f"  {name:11s} {figures['series']:6d} series {figures['bytes']:9d} bytes  "
+        print(f"  {name:12s} {figures['series']:6d} series {figures['bytes']:9d} bytes  "
               f"median {figures['medianSeconds'] * 1000:7.1f} ms  "
               f"max {figures['maxSeconds'] * 1000:7.1f} ms")
     if args.json:

@@ -26,5 +26,6 @@ def test_smoke_run_reports_each_variant(tmp_path: Path) -> None:
     assert figures["whole"]["series"] == 300
     assert figures["cut to 1/3"]["series"] == 17 * 5 + 4 * 5  # ns 0, 3, ..., 48; 0-9 hold two
     assert figures["cut to 1/6"]["series"] == 9 * 5 + 2 * 5
+    assert figures["wrapped 1/6"]["series"] == figures["cut to 1/6"]["series"]
     assert figures["cut to 1/6"]["bytes"] < figures["cut to 1/3"]["bytes"] < figures["whole"]["bytes"]
     assert "cut to 1/6" in finished.stdout
