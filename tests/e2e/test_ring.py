@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.prometheus.share import narrowed
+from autoscaler.config import parse_config
 from autoscaler.runtime import ring
 from autoscaler.runtime.clock import TEST_WALL_CLOCK_OFFSET
+from autoscaler.runtime.shards import targets_for_shard
 from tests.e2e.conftest import Rig
 from tests.e2e.harness import DaemonProcess, LoadModel, eventually
 from tests.sim.prometheus import CountingProxy, free_port
@@ -545,3 +547,37 @@ async def test_history_moves_between_members_whose_clocks_differ(
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         await asyncio.gather(*(m.process.stop_async() for m in running.values()))
+
+
+async def test_a_static_shard_asks_for_its_share_of_a_fleet_wide_query(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """`--shard 0 --total-shards 2` over the six targets (leader mode, no ring): its
+    fleet-wide query is cut to the namespaces of its own targets (seen through a proxy), and
+    it decides them from it."""
+    ours = {t.namespace for t in targets_for_shard(
+        [t for ns in NAMESPACES for t in parse_config(f"""
+[[autoscaler]]
+namespace = "{ns}"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 10
+""").targets], 0, 2)}
+    assert 0 < len(ours) < len(NAMESPACES)
+    with CountingProxy(rig.prometheus.url) as proxy:
+        path, port = tmp_path / "shard.toml", free_port()
+        text = ring_config(rig, rig.api.kubeconfig, prometheus=proxy.url,
+                           query=FLEET_WIDE_QUERY).replace(RING, "")
+        path.write_text(text.replace("__PORT__", str(port)))
+        shard = DaemonProcess(path, port=port, log=tmp_path / "shard.log",
+                              extra_args=("--shard", "0", "--total-shards", "2"))
+        shard.start()
+        try:
+            await eventually(lambda: {k.split("/")[0] for k, body in (
+                (shard.status() or {}).get("targets") or {}).items()
+                if body.get("lastOutcome") == "ok"} == ours, timeout=40,
+                what="the shard's targets decided")
+        finally:
+            await shard.stop_async()
+        asked = [shared_namespaces(q) for q in proxy.queries if "app_load" in q]
+    assert asked
+    assert all(names == ours for names in asked), asked[:3]
