@@ -429,9 +429,14 @@ class RingMember:
                 return
             held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
             settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
-            if (current is not None and held <= current
-                    and now - max(self._warm_wanted[1], unsteady) < settle):
-                return  # only the standby changed: once the ring is steady, not mid-failover
+            if current is not None and now - max(self._warm_wanted[1], unsteady) < settle:
+                if held <= current:
+                    return  # only the standby changed: once the ring is steady, not mid-failover
+                # A claim needs its namespaces now; the standby's change still waits its turn
+                # (taken along, every member that claimed after a join relisted its whole
+                # standby at once: 10,000 targets over 5 on the simulated server, all renewals
+                # lapsed).
+                namespaces = current | held
             await self.warm(namespaces)
             log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
                      added=len(namespaces - (current or frozenset())),

@@ -15,7 +15,7 @@ from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.ring import BucketLease
-from autoscaler.runtime.ring_member import WARM_SETTLE, RingMember, RingParts
+from autoscaler.runtime.ring_member import WARM_SETTLE, Claim, RingMember, RingParts
 from autoscaler.runtime.ring_plan import FORMATION_WAIT
 from tests.runtime.doubles import targets
 
@@ -182,3 +182,38 @@ async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle
     await subject._keep_warm()
     assert len(warmed) == 2
     assert warmed[1] > warmed[0]
+
+
+async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wait() -> None:
+    """c drops out of a's view: a's standby grows, and waits for the ring to be steady. A
+    bucket a claims meanwhile (outside what it caches) has its namespaces cached at once,
+    and only those: before, the claim took the whole pending standby along, so after a
+    join every member that claimed a released bucket relisted its standby at the same
+    moment (10,000 targets over 5 on the simulated server: every renewal lapsed)."""
+    now, leases = [100.0], Leases()
+    leases.synced.set()
+    membership = Membership(live=("a", "b", "c"))
+    warmed: list[frozenset[str]] = []
+
+    async def warm(namespaces: frozenset[str]) -> None:
+        warmed.append(frozenset(namespaces))
+
+    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
+    subject = member(now, leases, membership=membership, configured=spread, warm=warm)
+    await subject._keep_warm()
+    first = warmed[0]
+    membership.live = ("a", "b")
+    now[0] = 101.0
+    await subject._keep_warm()
+    assert subject._standby_pending() > 0
+    outside = next(t for t in spread if t.namespace not in first)
+    bucket = subject.bucket_of(outside)
+    subject.claims[bucket] = Claim(bucket=bucket, epoch=1)
+    now[0] = 102.0
+    await subject._keep_warm()
+    assert warmed[1] == first | {outside.namespace}
+    assert subject._standby_pending() > 0  # the standby still waits
+    now[0] = 102.0 + 2 * WARM_SETTLE  # its settle time, from the wish the claim changed
+    await subject._keep_warm()
+    assert subject._standby_pending() == 0
+    assert warmed[-1] > warmed[1]
