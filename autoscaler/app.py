@@ -182,7 +182,8 @@ class Daemon:
         connections = contextlib.AsyncExitStack()
         components = await connections.enter_async_context(
             connect(self.config, telemetry=self.telemetry,
-                    on_date=self.timeline.server.observe))
+                    on_date=self.timeline.server.observe,
+                    share=self.dynamic or self.overrides.total_shards is not None))
         try:
             return await self._serve(components)
         finally:

@@ -81,10 +81,12 @@ class Components:
 
 @asynccontextmanager
 async def connect(config: Config, *, telemetry: DaemonMetrics | None = None,
-                  on_date: DateObserver | None = None) -> AsyncIterator[Components]:
+                  on_date: DateObserver | None = None,
+                  share: bool = False) -> AsyncIterator[Components]:
     """Open every adapter the config needs; close them all on exit. With ``telemetry``, every
     API request and PromQL query is counted there; ``on_date`` is told of every API
-    server's answer's ``Date`` header (its clock)."""
+    server's answer's ``Date`` header (its clock); ``share``: this process acts for a share
+    of the configured targets (a ring member, a static shard)."""
     if telemetry is not None:
         telemetry.prometheus_servers(config.prometheus_servers)
     async with KubeSession.connect(
@@ -101,7 +103,7 @@ async def connect(config: Config, *, telemetry: DaemonMetrics | None = None,
         owners = OwnerCache(client, scope=scope)
         source = PrometheusSource(
             config.prometheus_servers, max_workers=min(8, max(2, config.daemon.concurrency)),
-            observe=None if telemetry is None else telemetry.prometheus_query)
+            observe=None if telemetry is None else telemetry.prometheus_query, share=share)
         try:
             async with EventRecorder(client, uid_of=scales.uid_of) as events:
                 yield Components(

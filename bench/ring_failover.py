@@ -265,7 +265,7 @@ def main() -> None:
     parser.add_argument("--stops", type=int, default=20)
     parser.add_argument("--no-shared-query", dest="shared_query", action="store_false",
                         help="only the cpu metric: no Pods query every target shares verbatim "
-                             "(whose answer, the whole fleet's, each replica gets every pass)")
+                             "(the whole fleet's; each replica asks for its share of it)")
     parser.add_argument("--second-fault", action="store_true",
                         help="strike once the buckets are steady, not waiting for every "
                              "standby to be cached (a fault soon after the last one)")

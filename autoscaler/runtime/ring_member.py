@@ -65,13 +65,13 @@ CACHE_WAIT = 10.0
 warm unless it was no one's standby); past it its targets are decided once the caches have
 synced (a target whose pods are not cached is not decided, never scaled)."""
 WARM_SETTLE = 10.0
-"""Seconds, at least, the wanted caches must stay the same before a change that only
-concerns the standby is applied: growing them relists the cluster-wide watches, which must
-not compete with a failover's passes (what is inherited was warm already), nor churn while
-the ring settles. Each member waits between one and two of these (by its name), so the
-members' relists after a membership change do not reach the API server at once (at 10,000
-targets over 5 replicas, together they held it long enough for renewals to lapse). Namespaces
-of a bucket we hold or claim are added at once."""
+"""Seconds, at least, the wanted caches and the ring must stay the same before a change
+that only concerns the standby is applied: growing them relists the cluster-wide watches,
+which must not compete with a failover's passes (what is inherited was warm already), nor
+churn while the ring settles. Each member waits between one and two of these (by its
+name), so the members' relists after a membership change do not reach the API server at
+once (at 10,000 targets over 5 replicas, together they held it long enough for renewals to
+lapse). Namespaces of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
@@ -169,6 +169,9 @@ class RingMember:
     made again (which restarts the Lease's count at 1)."""
     _warm_wanted: tuple[frozenset[str] | None, float] = (None, 0.0)
     """The namespaces last computed as wanted, and since when."""
+    _ring_seen: tuple[tuple[str, ...], float] = ((), 0.0)
+    """The live members last seen, and the last instant the ring was not steady (members
+    changed, a bucket unowned, or we were not valid or not ready)."""
     _by_bucket: tuple[object, _Layout | None] = (None, None)
     """``_layout``'s answer, and the targets list it was made of."""
 
@@ -397,6 +400,8 @@ class RingMember:
         if (self.parts.membership.view_synced_at is None
                 or not self.parts.leases.synced.is_set()):
             return  # we know nothing of the ring yet
+        members = tuple(sorted(self.parts.membership.members()))
+        unsteady = self._unsteady_at(members)
         if not self.parts.membership.valid():
             # Our renewals are not getting through: the API server is likely slow for every
             # member, so the peers' Leases look stale too. Widening the caches to what we
@@ -408,7 +413,6 @@ class RingMember:
             weights, by_bucket = layout.weights, layout.namespaces
             holders = {b: o.lease.holder for b, o in self.parts.leases.view.items()
                        if o.lease.holder}
-            members = tuple(sorted(self.parts.membership.members()))
             inputs = (weights, self.me, members, holders)
             if inputs != self._warm_inputs:
                 self._warm_inputs = inputs
@@ -425,14 +429,36 @@ class RingMember:
                 return
             held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
             settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
-            if (current is not None and held <= current
-                    and now - self._warm_wanted[1] < settle):
-                return  # only the standby changed: after the ring settles, not mid-failover
+            if current is not None and now - max(self._warm_wanted[1], unsteady) < settle:
+                if held <= current:
+                    return  # only the standby changed: once the ring is steady, not mid-failover
+                # A claim needs its namespaces now; the standby's change still waits its turn
+                # (taken along, every member that claimed after a join relisted its whole
+                # standby at once: 10,000 targets over 5 on the simulated server, all renewals
+                # lapsed).
+                namespaces = current | held
             await self.warm(namespaces)
             log.info("caches narrowed to the ring's share", namespaces=len(namespaces),
                      added=len(namespaces - (current or frozenset())),
                      buckets=len(self._warm_buckets))
             self.warm_namespaces = namespaces
+
+    def _unsteady_at(self, members: tuple[str, ...]) -> float:
+        """The last instant the ring was not steady: its members changed, a bucket had no
+        owner, or we were not valid or not ready (our caches not synced yet).
+
+        A standby is for a steady ring. While peers' renewals lapse on a struggling API
+        server they drop out of our view, and the standby (what we would inherit if one
+        more left) becomes the whole fleet; widening to it then relists everything on the
+        server that struggles, and the peers do the same (at 50,000 targets over 5 replicas
+        on the simulated server, members widened to all 500 namespaces and the ring never
+        formed). What we must serve is cached at once by its claim anyway."""
+        seen, since = self._ring_seen
+        membership = self.parts.membership
+        if members != seen or self.unowned or not membership.valid() or not self.ready():
+            since = self.monotonic()
+        self._ring_seen = (members, since)
+        return since
 
     def _keys(self, bucket: int) -> list[str]:
         return list(self._layout().keys.get(bucket, ()))

@@ -367,7 +367,8 @@ def _iso_dt(moment: datetime | None) -> str | None:
 
 def metric_json(outcome: MetricOutcome) -> dict[str, Any]:
     """A metric as HPA status shows it (quantities as Kubernetes quantity strings), with the
-    query that was run and, for per-pod metrics, each pod's value and group."""
+    query that was read (as the target's template renders it: a ring member runs a share's
+    cut of a fleet-wide one) and, for per-pod metrics, each pod's value and group."""
     spec = outcome.spec
     body: dict[str, Any] = {
         "type": spec.type.value,

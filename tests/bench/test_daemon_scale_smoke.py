@@ -9,25 +9,17 @@ query per target and metric.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.smoke import run_bench
 
 
 @pytest.mark.timeout(600)
 def test_smoke_run_counts(tmp_path: Path) -> None:
-    out = tmp_path / "figures.json"
-    finished = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "daemon_scale.py"), "--smoke",
-         f"--json={out}", f"--workdir={tmp_path / 'work'}"],
-        capture_output=True, text=True, timeout=540, check=False)
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    rows = json.loads(out.read_text())
+    rows, printed = run_bench("daemon_scale.py", tmp_path / "figures.json", "--smoke",
+                              f"--workdir={tmp_path / 'work'}", timeout=540)
     assert [row["targets"] for row in rows] == [10, 20]
     for row in rows:
         assert row["queries"] == [2], row  # one built-in cpu query + one shared Pods query
@@ -41,7 +33,7 @@ def test_smoke_run_counts(tmp_path: Path) -> None:
         scrape = row["scrape"]  # every target's series, over HTTP as Prometheus asks
         assert scrape["lines"] > 20 * row["targets"]
         assert 0 < scrape["http_bytes"] < scrape["bytes"]  # gzipped
-    assert "| targets | pass (s) |" in finished.stdout
+    assert "| targets | pass (s) |" in printed
 
 
 def test_across_runs_reports_the_spread_of_run_medians() -> None:

@@ -9,8 +9,6 @@ more than a fair share and a bit.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.ring_scale import Scrape, parse_metrics  # noqa: E402
+from tests.bench.smoke import run_bench  # noqa: E402
 
 TARGETS, REPLICAS = 300, 3
 BOUND = 1.15
@@ -28,12 +27,8 @@ BOUND = 1.15
 
 @pytest.mark.timeout(300)
 def test_smoke_run_counts(tmp_path: Path) -> None:
-    out = tmp_path / "figures.json"
-    finished = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ring_scale.py"), "--smoke", f"--json={out}"],
-        capture_output=True, text=True, timeout=280, check=False)
-    assert finished.returncode == 0, finished.stdout[-4000:] + finished.stderr[-4000:]
-    result = json.loads(out.read_text())
+    result, printed = run_bench("ring_scale.py", tmp_path / "figures.json", "--smoke",
+                                timeout=280)
     rows = result["steady"]
     assert [r["replica"] for r in rows] == [f"r{i}" for i in range(REPLICAS)]
     assert sum(r["targets"] for r in rows) == TARGETS
@@ -53,7 +48,7 @@ def test_smoke_run_counts(tmp_path: Path) -> None:
     assert left["targets_moved"] <= BOUND * TARGETS / REPLICAS + 10, left
     assert result["single"]["targets"] == TARGETS // REPLICAS
     assert result["single"]["decided_every_pass"]
-    assert "| replica | targets | peak RSS (MB) |" in finished.stdout
+    assert "| replica | targets | peak RSS (MB) |" in printed
 
 
 METRICS = """\

@@ -20,11 +20,14 @@ from typing import Any
 
 import pytest
 
+from autoscaler.adapters.prometheus.share import narrowed
+from autoscaler.config import parse_config
 from autoscaler.runtime import ring
 from autoscaler.runtime.clock import TEST_WALL_CLOCK_OFFSET
+from autoscaler.runtime.shards import targets_for_shard
 from tests.e2e.conftest import Rig
 from tests.e2e.harness import DaemonProcess, LoadModel, eventually
-from tests.sim.prometheus import free_port
+from tests.sim.prometheus import CountingProxy, free_port
 
 NAMESPACES = [f"r{i}" for i in range(6)]
 RING = """
@@ -42,7 +45,13 @@ policies = [{ type = "Pods", value = 2, periodSeconds = 20 }]
 """
 
 
-def ring_config(rig: Rig, kubeconfig: Path) -> str:
+SCOPED_QUERY = "app_load{${pod_selector}}"
+FLEET_WIDE_QUERY = "sum by (namespace, pod) (app_load)"
+"""A query every target shares as written: it answers for the whole fleet."""
+
+
+def ring_config(rig: Rig, kubeconfig: Path, *, prometheus: str | None = None,
+                query: str = SCOPED_QUERY) -> str:
     targets = "".join(f"""
 [[autoscaler]]
 namespace = "{ns}"
@@ -52,7 +61,7 @@ maxReplicas = 10
 {UP_TWO_PODS_PER_20S}
 [[autoscaler.metrics]]
 type = "Pods"
-pods = {{ metric = {{ name = "app_load" }}, target = {{ type = "AverageValue", averageValue = "100" }}, query = 'app_load{{${{pod_selector}}}}', window = "1s" }}
+pods = {{ metric = {{ name = "app_load" }}, target = {{ type = "AverageValue", averageValue = "100" }}, query = '{query}', window = "1s" }}
 """ for ns in NAMESPACES)
     return f"""
 [daemon]
@@ -62,7 +71,7 @@ listenAddress = "127.0.0.1:__PORT__"
 logFormat = "json"
 {RING}
 [prometheus]
-url = "{rig.prometheus.url}"
+url = "{prometheus or rig.prometheus.url}"
 timeout = "2s"
 
 [kubernetes]
@@ -110,24 +119,25 @@ async def loads(rig: Rig) -> AsyncIterator[dict[str, LoadModel]]:
 
 
 def start_member(rig: Rig, tmp_path: Path, name: str,
-                 env: dict[str, str] | None = None) -> Member:
+                 env: dict[str, str] | None = None, **config: str) -> Member:
+    """``config``: ``ring_config``'s options (``prometheus``, ``query``)."""
     user = f"system:serviceaccount:ring:{name}"
     rig.api.add_token(f"{name}-token", user)
     kubeconfig = rig.api.write_kubeconfig(tmp_path / f"{name}.kubeconfig", token=f"{name}-token")
-    config = tmp_path / f"{name}.toml"
+    path = tmp_path / f"{name}.toml"
     port = free_port()
-    config.write_text(ring_config(rig, kubeconfig).replace("__PORT__", str(port)))
-    process = DaemonProcess(config, port=port, log=tmp_path / f"{name}.log", env=env)
+    path.write_text(ring_config(rig, kubeconfig, **config).replace("__PORT__", str(port)))
+    process = DaemonProcess(path, port=port, log=tmp_path / f"{name}.log", env=env)
     process.start()
     return Member(name=name, user=user, process=process)
 
 
 @contextlib.asynccontextmanager
-async def members(rig: Rig, tmp_path: Path,
-                  names: list[str]) -> AsyncIterator[dict[str, Member]]:
+async def members(rig: Rig, tmp_path: Path, names: list[str],
+                  **config: str) -> AsyncIterator[dict[str, Member]]:
     """Members started at once; stopped by SIGTERM together at the end, without blocking
     the loop the simulated API server answers on (their hand-overs need it)."""
-    running = {name: start_member(rig, tmp_path, name) for name in names}
+    running = {name: start_member(rig, tmp_path, name, **config) for name in names}
     try:
         yield running
     finally:
@@ -171,40 +181,70 @@ async def test_three_members_share_the_targets_and_scale_them(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
 ) -> None:
     """Every target gets exactly one owner, each member holds some, and every target
-    scales 2 -> 4 under load (the step its policy allows), written by its owner only."""
-    async with members(rig, tmp_path, ["a", "b", "c"]) as running:
-        def balanced() -> bool:
-            counts = [len(m.owned()) for m in running.values()]
-            return every_target_has_one_owner(running) and max(counts) <= 3
-        # One member may take every bucket before the others are ready; then it hands over
-        # down to the bound (ceil(1.15 * 6 / 3) = 3 targets).
-        await eventually(balanced, timeout=40, what="each target owned by exactly one member, "
-                         "none holding more than 3")
-        # Each member caches its share and its standby, not the fleet: its pods are listed
-        # and watched for the namespaces it holds and those it would inherit (each namespace
-        # is warm at about two of the three; a standby change waits for the ring to settle).
-        await eventually(lambda: all(m.owned() <= {key(ns) for ns in cached(rig, m)}
-                                     for m in running.values())
-                         and sum(len(cached(rig, m)) for m in running.values())
-                         < 3 * len(NAMESPACES),
-                         timeout=45, what="each member caching what it holds, not all")
-        # `autoscaler status` against a member: its targets, and the ring line under them.
-        member = running["a"]
-        shown = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "autoscaler", "status", "--url",
-                             f"http://127.0.0.1:{member.process.port}"],
-            capture_output=True, text=True, timeout=30)
-        ring_line = shown.stdout.strip().splitlines()[-1]
-        body = member.status()["ring"]
-        assert ring_line.startswith(f"Ring member {body['member']}: "
-                                    f"{len(body['buckets'])} buckets held"), shown.stdout
-        assert f"caches {body['cachedNamespaces']} namespaces" in ring_line
-        assert all(key.split("/")[0] in shown.stdout for key in member.owned())
-        for model in loads.values():
-            model.demand = 400
-        await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
-                         timeout=30, what="every target 2 -> 4")
-        assert non_owner_writes(rig, running) == []
+    scales 2 -> 4 under load (the step its policy allows), written by its owner only.
+
+    Their metric's query names no namespace (the whole fleet's answer): each member asks
+    Prometheus only for its share of it (seen through a proxy), and reads the same values."""
+    with CountingProxy(rig.prometheus.url) as proxy:
+        async with members(rig, tmp_path, ["a", "b", "c"], prometheus=proxy.url,
+                           query=FLEET_WIDE_QUERY) as running:
+            await three_members_share_and_scale(rig, loads, running)
+            holder = next(m for m in running.values() if m.owned())
+            shown = [m.get("query") for m in holder.status()["targets"][
+                min(holder.owned())].get("currentMetrics", ())]
+        asked = [q for q in proxy.queries if "app_load" in q]
+    cuts = [shared_namespaces(q) for q in asked]
+    assert asked
+    assert None not in cuts, f"not cut to a share: {asked[:3]}"
+    assert any(len(names or ()) < len(NAMESPACES) for names in cuts)
+    assert shown == [FLEET_WIDE_QUERY]  # /status shows the query as written
+
+
+def shared_namespaces(promql: str) -> set[str] | None:
+    """The namespaces ``promql`` is the fleet-wide query cut to, or None if it is not a cut."""
+    for size in range(1, len(NAMESPACES) + 1):
+        for names in itertools.combinations(NAMESPACES, size):
+            if promql == narrowed(FLEET_WIDE_QUERY, names):
+                return set(names)
+    return None
+
+
+async def three_members_share_and_scale(rig: Rig, loads: dict[str, LoadModel],
+                                        running: dict[str, Member]) -> None:
+    """Each target owned by exactly one member, each caching its share; `status` shows
+    the ring; every target scaled 2 -> 4 by its owner only."""
+    def balanced() -> bool:
+        counts = [len(m.owned()) for m in running.values()]
+        return every_target_has_one_owner(running) and max(counts) <= 3
+    # One member may take every bucket before the others are ready; then it hands over
+    # down to the bound (ceil(1.15 * 6 / 3) = 3 targets).
+    await eventually(balanced, timeout=40, what="each target owned by exactly one member, "
+                     "none holding more than 3")
+    # Each member caches its share and its standby, not the fleet: its pods are listed
+    # and watched for the namespaces it holds and those it would inherit (each namespace
+    # is warm at about two of the three; a standby change waits for the ring to settle).
+    await eventually(lambda: all(m.owned() <= {key(ns) for ns in cached(rig, m)}
+                                 for m in running.values())
+                     and sum(len(cached(rig, m)) for m in running.values())
+                     < 3 * len(NAMESPACES),
+                     timeout=45, what="each member caching what it holds, not all")
+    # `autoscaler status` against a member: its targets, and the ring line under them.
+    member = running["a"]
+    shown = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "autoscaler", "status", "--url",
+                         f"http://127.0.0.1:{member.process.port}"],
+        capture_output=True, text=True, timeout=30)
+    ring_line = shown.stdout.strip().splitlines()[-1]
+    body = member.status()["ring"]
+    assert ring_line.startswith(f"Ring member {body['member']}: "
+                                f"{len(body['buckets'])} buckets held"), shown.stdout
+    assert f"caches {body['cachedNamespaces']} namespaces" in ring_line
+    assert all(key.split("/")[0] in shown.stdout for key in member.owned())
+    for model in loads.values():
+        model.demand = 400
+    await eventually(lambda: all(replicas(rig, ns) == 4 for ns in NAMESPACES),
+                     timeout=30, what="every target 2 -> 4")
+    assert non_owner_writes(rig, running) == []
 
 
 POLICY_PERIOD = 20.0
@@ -507,3 +547,37 @@ async def test_history_moves_between_members_whose_clocks_differ(
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         await asyncio.gather(*(m.process.stop_async() for m in running.values()))
+
+
+async def test_a_static_shard_asks_for_its_share_of_a_fleet_wide_query(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """`--shard 0 --total-shards 2` over the six targets (leader mode, no ring): its
+    fleet-wide query is cut to the namespaces of its own targets (seen through a proxy), and
+    it decides them from it."""
+    ours = {t.namespace for t in targets_for_shard(
+        [t for ns in NAMESPACES for t in parse_config(f"""
+[[autoscaler]]
+namespace = "{ns}"
+scaleTargetRef = {{ apiVersion = "apps/v1", kind = "Deployment", name = "web" }}
+maxReplicas = 10
+""").targets], 0, 2)}
+    assert 0 < len(ours) < len(NAMESPACES)
+    with CountingProxy(rig.prometheus.url) as proxy:
+        path, port = tmp_path / "shard.toml", free_port()
+        text = ring_config(rig, rig.api.kubeconfig, prometheus=proxy.url,
+                           query=FLEET_WIDE_QUERY).replace(RING, "")
+        path.write_text(text.replace("__PORT__", str(port)))
+        shard = DaemonProcess(path, port=port, log=tmp_path / "shard.log",
+                              extra_args=("--shard", "0", "--total-shards", "2"))
+        shard.start()
+        try:
+            await eventually(lambda: {k.split("/")[0] for k, body in (
+                (shard.status() or {}).get("targets") or {}).items()
+                if body.get("lastOutcome") == "ok"} == ours, timeout=40,
+                what="the shard's targets decided")
+        finally:
+            await shard.stop_async()
+        asked = [shared_namespaces(q) for q in proxy.queries if "app_load" in q]
+    assert asked
+    assert all(names == ours for names in asked), asked[:3]

@@ -15,7 +15,7 @@ from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.ring import BucketLease
-from autoscaler.runtime.ring_member import WARM_SETTLE, RingMember, RingParts
+from autoscaler.runtime.ring_member import WARM_SETTLE, Claim, RingMember, RingParts
 from autoscaler.runtime.ring_plan import FORMATION_WAIT
 from tests.runtime.doubles import targets
 
@@ -41,9 +41,10 @@ class Membership:
     incarnation: str = "a"
     live: tuple[str, ...] = ("a",)
     view_synced_at: float | None = 0.0
+    renewing: bool = True
 
     def valid(self) -> bool:
-        return True
+        return self.renewing
 
     def members(self) -> dict[str, bool]:
         return dict.fromkeys(self.live, True)
@@ -55,13 +56,14 @@ def unused(*_: Any, **__: Any) -> Any:
 
 def member(now: list[float], leases: Leases, *, membership: Membership | None = None,
            configured: list[TargetConfig] | None = None,
-           warm: Callable[[frozenset[str]], Awaitable[None]] = unused) -> RingMember:
+           warm: Callable[[frozenset[str]], Awaitable[None]] = unused,
+           ready: Callable[[], bool] = lambda: True) -> RingMember:
     configured = targets("web") if configured is None else configured
     return RingMember(
         parts=RingParts(membership=membership or Membership(), leases=leases,  # type: ignore[arg-type]
                         store=unused, keeper=unused),
         timings=ring.Timings(), placement="namespace", targets=lambda: configured,
-        ready=lambda: True, run_now=unused, gained=unused, idle=unused, warm=warm,
+        ready=ready, run_now=unused, gained=unused, idle=unused, warm=warm,
         cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
 
 
@@ -127,3 +129,91 @@ async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more() -
     assert len(warmed) == 2
     assert warmed[1] > three
     assert subject._standby_pending() == 0
+
+
+@pytest.mark.parametrize("cause", ["a-bucket-unowned", "renewals-lapsing", "caches-not-synced"])
+async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle_time(
+        cause: str) -> None:
+    """c drops out of a's view (its renewals lapse on a struggling API server, say) and a's
+    standby grows; while the ring is not steady (``cause``: a bucket without an owner, a's
+    own renewals lapsing, a's caches not synced yet) a does not relist for it, however long
+    that lasts, and once steady it waits the settle time again. Before, a widened once the
+    wish was old enough: on a struggling server every member relisted its whole standby (at
+    50,000 targets over 5, all 500 namespaces) and the ring never formed; a member whose own
+    renewals had lapsed widened at once when they got through again."""
+    now, leases = [100.0], Leases()
+    leases.synced.set()
+    membership = Membership(live=("a", "b", "c"))
+    listing = [False]
+    warmed: list[frozenset[str]] = []
+
+    async def warm(namespaces: frozenset[str]) -> None:
+        warmed.append(frozenset(namespaces))
+
+    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
+    subject = member(now, leases, membership=membership, configured=spread, warm=warm,
+                     ready=lambda: not listing[0])
+    await subject._keep_warm()
+    assert len(warmed) == 1
+
+    def unsteady(on: bool) -> None:
+        if cause == "a-bucket-unowned":
+            subject.unowned = (7,) if on else ()
+        elif cause == "renewals-lapsing":
+            membership.renewing = not on
+        else:
+            listing[0] = on
+
+    membership.live = ("a", "b")  # c is gone from a's view: a's standby grows
+    now[0] = 101.0
+    await subject._keep_warm()
+    unsteady(True)
+    for tick in range(1, 13):  # a minute, a tick every 5 s
+        now[0] = 101.0 + 5 * tick
+        await subject._keep_warm()
+    assert len(warmed) == 1
+    unsteady(False)
+    now[0] += 5
+    steady_since = now[0]
+    await subject._keep_warm()
+    assert len(warmed) == 1  # steady again: the settle time counts from here
+    assert subject._standby_pending() > 0
+    now[0] = steady_since + 2 * WARM_SETTLE  # doubled at most, by the member's name
+    await subject._keep_warm()
+    assert len(warmed) == 2
+    assert warmed[1] > warmed[0]
+
+
+async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wait() -> None:
+    """c drops out of a's view: a's standby grows, and waits for the ring to be steady. A
+    bucket a claims meanwhile (outside what it caches) has its namespaces cached at once,
+    and only those: before, the claim took the whole pending standby along, so after a
+    join every member that claimed a released bucket relisted its standby at the same
+    moment (10,000 targets over 5 on the simulated server: every renewal lapsed)."""
+    now, leases = [100.0], Leases()
+    leases.synced.set()
+    membership = Membership(live=("a", "b", "c"))
+    warmed: list[frozenset[str]] = []
+
+    async def warm(namespaces: frozenset[str]) -> None:
+        warmed.append(frozenset(namespaces))
+
+    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
+    subject = member(now, leases, membership=membership, configured=spread, warm=warm)
+    await subject._keep_warm()
+    first = warmed[0]
+    membership.live = ("a", "b")
+    now[0] = 101.0
+    await subject._keep_warm()
+    assert subject._standby_pending() > 0
+    outside = next(t for t in spread if t.namespace not in first)
+    bucket = subject.bucket_of(outside)
+    subject.claims[bucket] = Claim(bucket=bucket, epoch=1)
+    now[0] = 102.0
+    await subject._keep_warm()
+    assert warmed[1] == first | {outside.namespace}
+    assert subject._standby_pending() > 0  # the standby still waits
+    now[0] = 102.0 + 2 * WARM_SETTLE  # its settle time, from the wish the claim changed
+    await subject._keep_warm()
+    assert subject._standby_pending() == 0
+    assert warmed[-1] > warmed[1]

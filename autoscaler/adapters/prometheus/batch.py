@@ -9,6 +9,7 @@ regex: one query per group, whatever the number of targets.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import NamedTuple
 from autoscaler.adapters.prometheus import queries
 from autoscaler.adapters.prometheus.inputs import QuerySettings, TargetRequest
 from autoscaler.adapters.prometheus.parse import PodAnswer, Sample
+from autoscaler.adapters.prometheus.share import narrowed
 from autoscaler.algorithm import MetricSourceType, MetricSpec, MetricTargetType, MetricUnavailable
 from autoscaler.errors import AutoscalerError
 from autoscaler.record import record
@@ -58,6 +60,14 @@ class Slot:
     """The kube-state-metrics requests query, when the target's requests come from there."""
     empty_is_zero: bool = False
     """An Object or External answer with no series reads as 0 (``whenEmpty = "zero"``)."""
+    rendered: str | None = None
+    """The query as the target's template renders it, when ``query`` runs a cut of it
+    (``_cut_to_share``): what ``status`` and ``explain`` show."""
+
+    @property
+    def shown(self) -> str:
+        """The PromQL to show with the values read."""
+        return self.rendered or self.query.promql
 
 
 Planned = Slot | MetricUnavailable
@@ -123,8 +133,13 @@ class Plan:
         return counts
 
 
-def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool]) -> Plan:
-    """Every target's slots; each distinct (server, query) appears once in ``Plan.queries``."""
+def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool], *,
+         share: bool = False) -> Plan:
+    """Every target's slots; each distinct (server, query) appears once in ``Plan.queries``.
+
+    ``share``: ``requests`` are a share of the configured targets (a ring member's, a static
+    shard's), so a per-pod query that answers for the whole fleet is cut to their
+    namespaces (``_cut_to_share``)."""
     usage_ns: dict[tuple[str, str, bool, float], set[str]] = defaultdict(set)
     requests_ns: dict[tuple[str, str], set[str]] = defaultdict(set)
     for target in requests:  # first pass: which namespaces each shared query must cover
@@ -135,8 +150,36 @@ def plan(requests: Sequence[TargetRequest], known: Callable[[str], bool]) -> Pla
                 if _needs_requests(spec, query):
                     requests_ns[(target.server, spec.name)].add(target.namespace)
     shared = _SharedQueries(usage_ns, requests_ns)
-    return Plan(slots={t.key: _target_slots(t, known, shared) for t in requests},
+    slots = {t.key: _target_slots(t, known, shared) for t in requests}
+    return Plan(slots=_cut_to_share(requests, slots) if share else slots,
                 pods={t.key: max(1, len(t.pods)) for t in requests})
+
+
+def _cut_to_share(requests: Sequence[TargetRequest],
+                  slots: dict[str, tuple[Planned, ...]]) -> dict[str, tuple[Planned, ...]]:
+    """Each per-pod query from a template that names no namespace or pod (the whole fleet's
+    answer: every replica would fetch and parse all of it every pass, a failover's first
+    pass included), cut to the namespaces of the targets reading it. Not a query also read
+    whole (Object, External), nor one a scoped template renders too."""
+    namespaces: dict[QueryKey, set[str]] = defaultdict(set)
+    kept: set[QueryKey] = set()
+    for target in requests:
+        for slot, query in zip(slots[target.key], target.queries, strict=False):
+            if not isinstance(slot, Slot):
+                continue
+            if (slot.shape is Shape.POD_VECTOR and query.query is not None
+                    and queries.fleet_wide(query.query)):
+                namespaces[slot.query].add(target.namespace)
+            else:
+                kept.add(slot.query)
+    cut = {key: QueryKey(key.server, narrowed(key.promql, names))
+           for key, names in namespaces.items() if key not in kept}
+    if not cut:
+        return slots
+    return {key: tuple(
+        dataclasses.replace(slot, query=cut[slot.query], rendered=slot.query.promql)
+        if isinstance(slot, Slot) and slot.shape is Shape.POD_VECTOR and slot.query in cut
+        else slot for slot in row) for key, row in slots.items()}
 
 
 def _usage_group(server: str, spec: MetricSpec, query: QuerySettings) -> tuple[

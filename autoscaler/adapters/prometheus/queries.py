@@ -109,6 +109,15 @@ def render(
     )
 
 
+def fleet_wide(template: str) -> bool:
+    """Whether a query template names neither its target's namespace nor its pods: every
+    target renders it to an answer for the whole fleet."""
+    return "$" not in template or not _SCOPING & _placeholders(template)
+
+
+_SCOPING = frozenset({"namespace", "pod_selector", "pod_regex"})
+
+
 @functools.lru_cache(maxsize=1024)
 def _placeholders(template: str) -> frozenset[str]:
     return frozenset(string.Template(template).get_identifiers())

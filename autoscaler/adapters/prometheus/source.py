@@ -68,6 +68,7 @@ class PrometheusSource:
         clock: Callable[[], float] = time.time,
         series_in_flight: int = 60_000,
         observe: QueryObserver | None = None,
+        share: bool = False,
     ) -> None:
         """``max_workers`` bounds concurrent queries (all servers);
         ``max_series_per_metric`` is the number of series one (target, metric) may bring
@@ -78,7 +79,9 @@ class PrometheusSource:
         ``series_in_flight`` bounds the series of the answers being fetched and decoded at
         once (by the plan's estimate; a larger query runs alone): a decoded answer costs ~750
         bytes per series, and two 50,000-series answers at once were most of the daemon's
-        peak memory at 10,000 targets; ``observe`` is told of every query's end."""
+        peak memory at 10,000 targets; ``observe`` is told of every query's end; ``share``:
+        the daemon reads a share of the fleet (a ring member, a static shard), so a query
+        that answers for the whole fleet is cut to the share (``batch.plan``)."""
         policy = retry or RetryPolicy(attempts=retry_attempts)
         self._client = PrometheusClient(servers, max_workers=max_workers, retry=policy)
         self._servers = servers
@@ -87,6 +90,7 @@ class PrometheusSource:
         self._clock = clock
         self._repeats = RepeatedWarnings(log)
         self._observe = observe
+        self._share = share
 
     def __repr__(self) -> str:
         return (f"PrometheusSource({self._client!r}, "
@@ -95,7 +99,7 @@ class PrometheusSource:
     async def fetch(self, requests: Sequence[TargetRequest], *, deadline: float) -> FetchedMetrics:
         """Values for every target, aligned with its metrics; ``deadline`` is monotonic time."""
         try:
-            plan = batch.plan(requests, self._client.knows)
+            plan = batch.plan(requests, self._client.knows, share=self._share)
             answers = await self._run_all(plan, deadline)
             return _assemble(requests, plan, answers, queries_issued=len(answers),
                              repeats=self._repeats)

@@ -58,20 +58,20 @@ class Splitter:
         answer = self.answers.get(slot.query)
         if answer is None:
             return MetricUnavailable(reason="the query was not run before the deadline",
-                                     query=slot.query.promql), []
+                                     query=slot.shown), []
         if isinstance(answer, AutoscalerError):  # kept as a value: never raised again
-            return MetricUnavailable(reason=describe(answer), query=slot.query.promql), []
+            return MetricUnavailable(reason=describe(answer), query=slot.shown), []
         try:
             return self._read(slot, target, pods, answer)
         except AutoscalerError as error:
-            return MetricUnavailable(reason=describe(error), query=slot.query.promql), []
+            return MetricUnavailable(reason=describe(error), query=slot.shown), []
 
     def _read(self, slot: Slot, target: TargetRequest, pods: AbstractSet[str],
               answer: Answer) -> tuple[MetricValues, list[str]]:
         if slot.shape is Shape.OBJECT or slot.shape is Shape.EXTERNAL:
             if isinstance(answer, PodAnswer):  # the plan indexes only per-pod queries
                 raise BadDataError("internal: a single-value query was indexed per pod")
-            promql = slot.query.promql
+            promql = slot.shown
             if not answer and slot.empty_is_zero:
                 # whenEmpty = "zero": only an answer with no series; an error, NaN or a
                 # stale sample is still invalid.
@@ -83,7 +83,7 @@ class Splitter:
             return ExternalMetricValues(values=all_values(answer), query=promql), []
         found, notes = pod_samples(self.indexed(slot.query, answer), namespace=target.namespace,
                                    pods=pods, window=slot.window, container=slot.container)
-        return PodMetricValues(samples=found, query=slot.query.promql), notes
+        return PodMetricValues(samples=found, query=slot.shown), notes
 
     def indexed(self, key: QueryKey, answer: Answer) -> PodAnswer:
         """``answer`` per pod: as fetched, or indexed once here when it was also read whole."""

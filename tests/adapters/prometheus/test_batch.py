@@ -9,6 +9,8 @@ import pytest
 
 from autoscaler.adapters.prometheus import PrometheusSource, batch
 from autoscaler.adapters.prometheus.batch import QueryKey
+from autoscaler.adapters.prometheus.inputs import TargetRequest
+from autoscaler.adapters.prometheus.share import narrowed
 from autoscaler.algorithm import MetricSourceType, MetricTargetType, PodMetricValues
 from tests.adapters.prometheus.conftest import CPU_WINDOW, PER_POD
 from tests.adapters.prometheus.support import metric_query, prom_server, spec, target
@@ -150,3 +152,81 @@ async def test_the_series_budget_decides_how_many_queries_run_at_once(
         value = result.values[f"shop/q{i}"][0]
         assert isinstance(value, PodMetricValues)
         assert value.samples["web-0"].value == PER_POD["shop", "web-0"] * i * 1000
+
+
+# --- a share of the fleet: a fleet-wide per-pod query cut to the share's namespaces -----------
+
+FLEET_WIDE = "sum by (namespace, pod) (http_requests_per_second)"
+
+
+def pods_target(key: str, namespace: str, promql: str,
+                kind: MetricSourceType = PODS) -> TargetRequest:
+    return target(key, namespace=namespace, pod_names=["web-0"],
+                  metrics=[(spec(kind, "rps"), metric_query(query=promql))])
+
+
+@pytest.mark.parametrize(("promqls", "cut"), [
+    ((FLEET_WIDE, FLEET_WIDE), True),
+    (("sum by (pod) (rps{app=\"$name\"})",) * 2, True),
+    (('sum by (pod) (rps{namespace="$namespace"})',) * 2, False),
+    (("sum by (pod) (rps{$pod_selector})",) * 2, False),
+], ids=["verbatim", "names-the-workload-only", "names-the-namespace", "names-the-pods"])
+def test_a_share_cuts_a_fleet_wide_query_to_its_namespaces(promqls: tuple[str, str],
+                                                             cut: bool) -> None:
+    """Planned for a share (a ring member, a static shard), a per-pod query from a template
+    that names neither namespace nor pods is cut to the namespaces reading it; the same plan
+    for the whole fleet, or a template that is scoped already, leaves the query as written."""
+    targets = [pods_target("shop/web", "shop", promqls[0]),
+               pods_target("blog/web", "blog", promqls[1])]
+    whole = batch.plan(targets, known=lambda _: True)
+    share = batch.plan(targets, known=lambda _: True, share=True)
+    if not cut:
+        assert share.queries == whole.queries
+        return
+    (key,) = share.queries
+    (original,) = whole.queries
+    assert key.promql == narrowed(original.promql, ["blog", "shop"])
+    assert "blog|shop|" in key.promql
+    assert {slot.query for row in share.slots.values() for slot in row
+            if isinstance(slot, batch.Slot)} == {key}
+
+
+def test_a_share_keeps_a_query_also_read_whole() -> None:
+    """One PromQL read per pod by one target and whole (External) by another: its answer is
+    read whole, so it is not cut."""
+    targets = [pods_target("shop/web", "shop", FLEET_WIDE),
+               pods_target("blog/api", "blog", FLEET_WIDE, kind=MetricSourceType.EXTERNAL)]
+    assert batch.plan(targets, known=lambda _: True, share=True).queries == batch.plan(
+        targets, known=lambda _: True).queries
+
+
+async def test_a_cut_answer_is_the_share_and_reads_the_same(
+    prometheus: PrometheusProcess, proxy: CountingProxy,
+) -> None:
+    """Against Prometheus: the cut query answers exactly the share's namespaces' series and
+    those without a namespace label, labelled as the query labels them (the marking label
+    gone); a share's fetch reads each target's pods as the whole fleet's answer does, and
+    shows the query as written."""
+    lone = 'label_replace(vector(7), "pod", "web-0", "", "")'  # a pod, no namespace label
+    promql = f"{FLEET_WIDE} # a comment ends at its line\nor {lone}"
+    answer = prometheus.query(narrowed(promql, ["shop"]))
+    assert sorted(((s["metric"], s["value"][1]) for s in answer), key=str) == sorted([
+        ({"namespace": "shop", "pod": "web-0"}, "12"), ({"namespace": "shop", "pod": "web-1"}, "8"),
+        ({"pod": "web-0"}, "7")], key=str)
+    assert len(prometheus.query(promql)) == 4  # blog/api-0 too
+
+    shop = target("shop/web", namespace="shop", pod_names=["web-0", "web-1"],
+                  metrics=[(spec(PODS, "rps"), metric_query(query=FLEET_WIDE))])
+    read = {}
+    for share in (False, True):
+        src = PrometheusSource({"default": prom_server(url=proxy.url)}, share=share)
+        try:
+            result = await src.fetch([shop], deadline=time.monotonic() + 10)
+        finally:
+            await src.close()
+        (value,) = result.values["shop/web"]
+        assert isinstance(value, PodMetricValues)
+        assert value.query == FLEET_WIDE  # what status and explain show: the query as written
+        read[share] = {p: s.value for p, s in value.samples.items()}
+    assert read[True] == read[False] == {"web-0": 12_000, "web-1": 8_000}
+    assert proxy.queries == [FLEET_WIDE, narrowed(FLEET_WIDE, ["shop"])]
