@@ -180,6 +180,7 @@ class RingMember:
 
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
+        self.telemetry.exports = self.holds
 
     # --- what the daemon asks -------------------------------------------------------------
 
@@ -212,6 +213,12 @@ class RingMember:
         claim = self.claims.get(self._bucket_of_key(key))
         return (claim is not None and claim.state is ClaimState.ACTIVE
                 and self._fenced(claim.bucket, claim.epoch))
+
+    def holds(self, key: str) -> bool:
+        """We hold ``key``'s bucket, active: its series are ours to export (while our
+        renewals lapse too: what moves a bucket is another member's claim, which drops it)."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return claim is not None and claim.state is ClaimState.ACTIVE
 
     def may_run(self, key: str) -> bool:
         """A pass may include ``key``: we may write it and its history is read."""

@@ -150,6 +150,28 @@ async def test_a_lost_lease_stops_writes_at_once_and_a_new_term_reads_the_histor
         await follower.supervisor.cancel_all(timeout=BOUND)
 
 
+async def test_a_pass_that_ends_after_the_lease_was_lost_leaves_no_series_behind() -> None:
+    """A leader's pass still waiting (on Prometheus, say) when the Lease is lost ends
+    afterwards: the target's series it records are not exported by this standby (the new
+    leader exports them). Before, they came back on the old leader's /metrics."""
+    follower = Follower()
+    task = asyncio.create_task(follower.follow())
+    try:
+        await until(lambda: follower.leadership.elector is not None)
+        follower.lease.lead()
+        await until(follower.leadership.history_read.is_set)
+        follower.telemetry.target(TARGET).last_reconcile = 1.0  # a pass as leader
+        assert TARGET in follower.telemetry.per_target
+        follower.lease.lose()
+        await until(lambda: TARGET not in follower.telemetry.per_target)
+        follower.telemetry.target(TARGET).last_reconcile = 2.0  # the late pass ends
+        assert TARGET not in follower.telemetry.per_target
+        assert b"web" not in follower.telemetry.render()
+    finally:
+        task.cancel()
+        await follower.supervisor.cancel_all(timeout=BOUND)
+
+
 @pytest.mark.parametrize(("dry_run", "gauge"), [(False, 1), (True, 0)],
                          ids=["unelected", "dry-run"])
 async def test_without_an_election_the_history_is_read_once_and_writes_are_allowed(
