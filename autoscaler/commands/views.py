@@ -69,11 +69,17 @@ def ring_summary(ring: Body) -> str:
             f"{len(ring.get('members') or ())} members; "
             f"unowned buckets: {', '.join(unowned) if unowned else 'none'}; "
             f"{ring.get('moves', 0)} moves; caches {ring.get('cachedNamespaces', '?')} "
-            f"namespaces{_pending(ring.get('standbyPendingNamespaces'))}")
+            f"namespaces{_pending(ring.get('standbyPendingNamespaces'))}"
+            f"{_single_leader(ring.get('singleLeader'))}")
 
 
 def _pending(count: object) -> str:
     return f" ({count} more once the ring settles)" if isinstance(count, int) and count else ""
+
+
+def _single_leader(holder: object) -> str:
+    return (f"; claims nothing while the single leader {holder} of this name acts"
+            if holder else "")
 
 
 _TONES = {"red": "\033[31m", "yellow": "\033[33m"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 
 from prometheus_client import (
@@ -90,6 +90,10 @@ class DaemonMetrics:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
         self.per_target: dict[str, TargetSeries] = {}
+        self.exports: Callable[[str], bool] = lambda _key: True
+        """Whether this process exports a target's series now. A ring member exports only
+        the targets whose bucket it holds: a pass still running when its bucket moved
+        must not bring back the series the move took away (the new owner exports them)."""
         self.is_dry_run = False
         self._periods: set[str] = set()
         ProcessCollector(registry=r)
@@ -177,10 +181,13 @@ class DaemonMetrics:
     # --- per target -----------------------------------------------------------------------
 
     def target(self, key: str) -> TargetSeries:
-        """The target's series (created on first use)."""
+        """The target's series (created on first use; not kept, so not exported, for a
+        target this process does not export)."""
         series = self.per_target.get(key)
         if series is None:
-            series = self.per_target[key] = TargetSeries(labels=target_labels(key))
+            series = TargetSeries(labels=target_labels(key))
+            if self.exports(key):
+                self.per_target[key] = series
         return series
 
     def forget(self, target: str) -> None:

@@ -46,6 +46,8 @@ class Leadership:
         self.history_read = asyncio.Event()
         """Set once the saved history is read and the forecast history waited for: passes
         may run."""
+        if elected:  # a standby exports no target's series (a pass ending late included)
+            telemetry.exports = lambda _key: self.leads()
 
     def leads(self) -> bool:
         """Whether this instance acts for every target now: no elector, or it leads in the

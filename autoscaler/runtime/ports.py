@@ -203,6 +203,12 @@ class RingMembershipPort(Protocol):
         been absent (or emptied without an eviction) in our view."""
         ...
 
+    def single_leader(self) -> str | None:
+        """Who holds the single-leader Lease of the ring's name while it is held and renewed
+        (a leader-mode replica still acting): the ring claims nothing meanwhile. None when
+        no single leader acts."""
+        ...
+
     def rejoin(self) -> None:
         ...
 

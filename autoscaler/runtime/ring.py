@@ -284,6 +284,11 @@ def renewed(last_ok_send: float | None, sent_at: float) -> float:
     return sent_at if last_ok_send is None else max(last_ok_send, sent_at)
 
 
+SINGLE_LEADER_NOT_READ = "(not read yet)"
+"""Who holds the single-leader Lease of the ring's name, before it was first read: the ring
+waits as if one did (design §4.6)."""
+
+
 def valid(*, now: float, last_ok_send: float | None, evicted: bool,
           renew_deadline: float) -> bool:
     """M2: a member may write while not evicted and its last successful renewal was sent

@@ -157,6 +157,9 @@ class RingMember:
     _buckets: dict[str, int] = field(default_factory=dict)
     """Each target key's bucket, computed once (every gate asks it, for every target)."""
     _last_problem: str | None = None
+    single_leader: str | None = None
+    """Who holds the single-leader Lease of the ring's name, while it is held and renewed:
+    the ring claims nothing until it stops (a rolling update from leader mode)."""
     warm_namespaces: frozenset[str] | None = None
     """The namespaces the caches were last narrowed to; None until the ring's views synced
     (until then the caches hold nothing, and the member is not ready)."""
@@ -177,6 +180,7 @@ class RingMember:
 
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
+        self.telemetry.exports = self.holds
 
     # --- what the daemon asks -------------------------------------------------------------
 
@@ -209,6 +213,12 @@ class RingMember:
         claim = self.claims.get(self._bucket_of_key(key))
         return (claim is not None and claim.state is ClaimState.ACTIVE
                 and self._fenced(claim.bucket, claim.epoch))
+
+    def holds(self, key: str) -> bool:
+        """We hold ``key``'s bucket, active: its series are ours to export (while our
+        renewals lapse too: what moves a bucket is another member's claim, which drops it)."""
+        claim = self.claims.get(self._bucket_of_key(key))
+        return claim is not None and claim.state is ClaimState.ACTIVE
 
     def may_run(self, key: str) -> bool:
         """A pass may include ``key``: we may write it and its history is read."""
@@ -272,6 +282,7 @@ class RingMember:
             "moves": self.moves,
             "cachedNamespaces": len(self.warm_namespaces or ()),
             "standbyPendingNamespaces": self._standby_pending(),
+            "singleLeader": self.single_leader,
         }
 
     def _standby_pending(self) -> int:
@@ -307,12 +318,13 @@ class RingMember:
             return
         self.parts.leases.identity = self.me
         self._say_problem(problem)
+        self._see_single_leader(membership.single_leader())
         self._drop_lost()
         await self._keep_warm()
         plan = self._plan()
         self._report(plan.unowned)
         now = self.monotonic()
-        for bucket in plan.claims:
+        for bucket in plan.claims if self.single_leader is None else ():
             if bucket not in self.claims and now >= self._retry_at.get(bucket, (0.0, 0.0))[0]:
                 self._start_claim(bucket)
         for bucket, to in plan.releases:
@@ -630,6 +642,18 @@ class RingMember:
                         members=self.parts.membership.members(), holders={},
                         leases={b: o.lease for b, o in self.parts.leases.view.items()},
                         weights=self._weights(), held=frozenset(self.claims))
+
+    def _see_single_leader(self, holder: str | None) -> None:
+        if holder == self.single_leader:
+            return
+        if holder is not None and holder != ring.SINGLE_LEADER_NOT_READ:
+            log.warning("a single leader of this name acts: the ring claims nothing until it "
+                        "releases its Lease or stops renewing it", holder=holder,
+                        held_buckets=len(self.claims))
+        elif holder is None and self.single_leader not in (None, ring.SINGLE_LEADER_NOT_READ):
+            log.info("the single leader of this name stopped: the ring takes over",
+                     was=self.single_leader)
+        self.single_leader = holder
 
     def _say_problem(self, problem: str | None) -> None:
         if problem is not None and problem != self._last_problem:

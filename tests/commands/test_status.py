@@ -87,10 +87,13 @@ def test_status_with_the_in_cluster_config_reaches_status(tmp_path: Path) -> Non
     assert '"desiredReplicas": 2' in out.getvalue()
 
 
-def test_the_ring_line_says_what_the_standby_still_waits_for() -> None:
+def test_the_ring_line_says_what_the_member_still_waits_for() -> None:
     ring = {"member": "m1", "valid": True, "members": ["m1", "m2"], "buckets": ["01", "02"],
             "claiming": [], "releasing": [], "unownedBuckets": [], "moves": 3,
             "cachedNamespaces": 12, "standbyPendingNamespaces": 0}
     assert ring_summary(ring).endswith("3 moves; caches 12 namespaces")
     waiting = ring_summary({**ring, "standbyPendingNamespaces": 4})
     assert waiting.endswith("caches 12 namespaces (4 more once the ring settles)")
+    replacing = ring_summary({**ring, "singleLeader": "old-7f9c"})
+    assert replacing.endswith(
+        "; claims nothing while the single leader old-7f9c of this name acts")

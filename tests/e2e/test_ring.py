@@ -30,14 +30,16 @@ from tests.e2e.harness import DaemonProcess, LoadModel, eventually
 from tests.sim.prometheus import CountingProxy, free_port
 
 NAMESPACES = [f"r{i}" for i in range(6)]
-RING = """
+ELECTION = """
 [daemon.leaderElection]
 leaseName = "autoscaler"
 leaseNamespace = "default"
-
+"""
+RING = ELECTION + """
 [daemon.sharding]
 mode = "dynamic"
 """
+LEADER = ELECTION + "enabled = true\n"
 UP_TWO_PODS_PER_20S = """
 [autoscaler.behavior.scaleUp]
 stabilizationWindowSeconds = 0
@@ -51,7 +53,7 @@ FLEET_WIDE_QUERY = "sum by (namespace, pod) (app_load)"
 
 
 def ring_config(rig: Rig, kubeconfig: Path, *, prometheus: str | None = None,
-                query: str = SCOPED_QUERY) -> str:
+                query: str = SCOPED_QUERY, mode: str = RING) -> str:
     targets = "".join(f"""
 [[autoscaler]]
 namespace = "{ns}"
@@ -69,7 +71,7 @@ syncPeriod = "1s"
 downscaleStabilization = "0s"
 listenAddress = "127.0.0.1:__PORT__"
 logFormat = "json"
-{RING}
+{mode}
 [prometheus]
 url = "{prometheus or rig.prometheus.url}"
 timeout = "2s"
@@ -120,7 +122,7 @@ async def loads(rig: Rig) -> AsyncIterator[dict[str, LoadModel]]:
 
 def start_member(rig: Rig, tmp_path: Path, name: str,
                  env: dict[str, str] | None = None, **config: str) -> Member:
-    """``config``: ``ring_config``'s options (``prometheus``, ``query``)."""
+    """``config``: ``ring_config``'s options (``prometheus``, ``query``, ``mode``)."""
     user = f"system:serviceaccount:ring:{name}"
     rig.api.add_token(f"{name}-token", user)
     kubeconfig = rig.api.write_kubeconfig(tmp_path / f"{name}.kubeconfig", token=f"{name}-token")
@@ -399,6 +401,58 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+async def test_a_ring_waits_for_the_single_leader_it_replaces_and_takes_its_history(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, stop: str,
+) -> None:
+    """A rolling update from leader mode to a ring of the same name: the leader steps every
+    target 2 -> 4; a ring member started meanwhile claims no bucket and writes nothing while
+    the leader's Lease is held and renewed; once the leader stops (SIGTERM: it releases its
+    Lease; SIGKILL: its Lease stands unchanged for its 15 s) the member takes every target
+    with the leader's history (its single-leader store, read once per bucket): 4 -> 6 comes
+    no sooner than the policy's 20 s after the leader's 2 -> 4, and no later than the
+    wait allows."""
+    series = Series.watching(rig)
+    watcher = asyncio.create_task(series.run())
+    leader = start_member(rig, tmp_path, "leader", mode=LEADER)
+    try:
+        await first_step_then_more_load(rig, loads)  # by the leader
+        async with members(rig, tmp_path, ["a"]) as running:
+            member = running["a"]
+            held_by = (rig.api.get("coordination.k8s.io/v1", "Lease", "default",
+                                   "autoscaler") or {})["spec"]["holderIdentity"]
+            await eventually(lambda: (member.status().get("ring") or {}).get("singleLeader")
+                             == held_by, timeout=15, what="the member sees the leader")
+            await asyncio.sleep(2.0)
+            await leader.process.stop_async(getattr(signal, stop))
+            last = [w for w in rig.api.lease_history if w.name == "autoscaler"][-1]
+            assert (last.holder == "") is (stop == "SIGTERM")  # released, or left held
+            free_at = last.applied + (15.0 if stop == "SIGKILL" else 0.0)
+            await eventually(lambda: every_target_has_one_owner(running),
+                             timeout=free_at - time.monotonic() + 10,
+                             what="the member takes every target")
+            claims = [w.applied for w in rig.api.lease_history
+                      if "-bucket-" in w.name and w.holder]
+            assert min(claims) >= free_at, f"claimed {free_at - min(claims):.1f}s early"
+            assert [r for r in scale_writes(rig, member.user) if (r.applied or 0.0) < free_at
+                    ] == []
+            await eventually(lambda: all(replicas(rig, ns) == 6 for ns in NAMESPACES),
+                             timeout=POLICY_PERIOD + 15, what="every target 4 -> 6")
+            await asyncio.sleep(0.3)  # the series samples every 0.1 s
+        for ns in NAMESPACES:
+            first, second = series.step_times(ns, 4), series.step_times(ns, 6)
+            assert first is not None, (ns, series.changes[ns])
+            assert second is not None, (ns, series.changes[ns])
+            due = max(first + POLICY_PERIOD, min(claims))
+            assert second <= due + FAILOVER_BOUND, f"{ns}: 4 -> 6 came {second - due:.1f}s late"
+        assert series.forbidden() == []
+        assert non_owner_writes(rig, running) == []
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        await leader.process.stop_async()
 
 
 async def test_a_bucket_lease_deleted_by_hand_is_claimed_again_past_its_epoch(

@@ -6,7 +6,8 @@ the real one against the simulated API server)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -105,6 +106,21 @@ class Follower:
             "autoscaler_leader", {"lease": "autoscaler"})
 
 
+@contextlib.asynccontextmanager
+async def leader() -> AsyncIterator[Follower]:
+    """A follower that won its first term and read the history."""
+    follower = Follower()
+    task = asyncio.create_task(follower.follow())
+    try:
+        await until(lambda: follower.leadership.elector is not None)
+        follower.lease.lead()
+        await until(follower.leadership.history_read.is_set)
+        yield follower
+    finally:
+        task.cancel()
+        await follower.supervisor.cancel_all(timeout=BOUND)
+
+
 async def test_a_new_term_ends_the_earlier_passes_then_reads_the_history_before_any_write(
 ) -> None:
     """Nothing is written before the Lease is won, nor while the earlier term's passes end;
@@ -130,12 +146,7 @@ async def test_a_lost_lease_stops_writes_at_once_and_a_new_term_reads_the_histor
 ) -> None:
     """Losing the Lease forbids writes, invalidates the keeper and holds passes; a later
     term is not the lost one resumed: the history is read again before passes run."""
-    follower = Follower()
-    task = asyncio.create_task(follower.follow())
-    try:
-        await until(lambda: follower.leadership.elector is not None)
-        follower.lease.lead()
-        await until(follower.leadership.history_read.is_set)
+    async with leader() as follower:
         follower.lease.lose()
         await until(lambda: not follower.leadership.history_read.is_set())
         assert not follower.leadership.may_write(TARGET)
@@ -145,9 +156,20 @@ async def test_a_lost_lease_stops_writes_at_once_and_a_new_term_reads_the_histor
         await until(follower.leadership.history_read.is_set)
         assert follower.leadership.term == 2
         assert follower.calls[2:] == [("end", False), ("restore", True)]
-    finally:
-        task.cancel()
-        await follower.supervisor.cancel_all(timeout=BOUND)
+
+
+async def test_a_pass_that_ends_after_the_lease_was_lost_leaves_no_series_behind() -> None:
+    """A leader's pass still waiting (on Prometheus, say) when the Lease is lost ends
+    afterwards: the target's series it records are not exported by this standby (the new
+    leader exports them). Before, they came back on the old leader's /metrics."""
+    async with leader() as follower:
+        follower.telemetry.target(TARGET).last_reconcile = 1.0  # a pass as leader
+        assert TARGET in follower.telemetry.per_target
+        follower.lease.lose()
+        await until(lambda: TARGET not in follower.telemetry.per_target)
+        follower.telemetry.target(TARGET).last_reconcile = 2.0  # the late pass ends
+        assert TARGET not in follower.telemetry.per_target
+        assert b"web" not in follower.telemetry.render()
 
 
 @pytest.mark.parametrize(("dry_run", "gauge"), [(False, 1), (True, 0)],

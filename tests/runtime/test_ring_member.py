@@ -15,7 +15,13 @@ from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.ring import BucketLease
-from autoscaler.runtime.ring_member import WARM_SETTLE, Claim, RingMember, RingParts
+from autoscaler.runtime.ring_member import (
+    WARM_SETTLE,
+    Claim,
+    ClaimState,
+    RingMember,
+    RingParts,
+)
 from autoscaler.runtime.ring_plan import FORMATION_WAIT
 from tests.runtime.doubles import targets
 
@@ -67,6 +73,31 @@ def member(now: list[float], leases: Leases, *, membership: Membership | None = 
         cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
 
 
+@dataclass
+class ThreeMembers:
+    """Member a of a ring of a, b and c over 30 namespaces, recording what it warms."""
+
+    now: list[float] = field(default_factory=lambda: [100.0])
+    leases: Leases = field(default_factory=Leases)
+    membership: Membership = field(default_factory=lambda: Membership(live=("a", "b", "c")))
+    warmed: list[frozenset[str]] = field(default_factory=list)
+    spread: list[TargetConfig] = field(default_factory=lambda: [
+        t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")])
+
+    async def warm(self, namespaces: frozenset[str]) -> None:
+        self.warmed.append(frozenset(namespaces))
+
+    def member(self, ready: Callable[[], bool] = lambda: True) -> RingMember:
+        self.leases.synced.set()
+        return member(self.now, self.leases, membership=self.membership,
+                      configured=self.spread, warm=self.warm, ready=ready)
+
+
+@pytest.fixture
+def three() -> ThreeMembers:
+    return ThreeMembers()
+
+
 def overdue(subject: RingMember) -> float:
     value = subject.telemetry.registry.get_sample_value(
         "autoscaler_ring_overdue_buckets", {"ring": "r"})
@@ -94,23 +125,16 @@ def test_an_unowned_bucket_is_overdue_a_lease_duration_and_two_passes_after(
     assert overdue(subject) == 1
 
 
-async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more() -> None:
+async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more(
+        three: ThreeMembers) -> None:
     """A member leaves and comes back before the standby's settle time: the wish returns to
     what is cached, so nothing is pending (``/status`` said "N more once the ring settles"
     for ever), and the next change waits its own settle time, not the first one's."""
-    now, leases = [100.0], Leases()
-    leases.synced.set()
-    membership = Membership(live=("a", "b", "c"))
-    warmed: list[frozenset[str]] = []
-
-    async def warm(namespaces: frozenset[str]) -> None:
-        warmed.append(frozenset(namespaces))
-
-    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
-    subject = member(now, leases, membership=membership, configured=spread, warm=warm)
+    now, membership, warmed = three.now, three.membership, three.warmed
+    subject = three.member()
     await subject._keep_warm()
     assert len(warmed) == 1
-    three = warmed[0]
+    of_three = warmed[0]
     membership.live = ("a", "b")  # c is gone: a's standby grows (it inherits more)
     now[0] = 101.0
     await subject._keep_warm()
@@ -123,17 +147,17 @@ async def test_a_standby_that_goes_back_to_what_is_cached_wants_nothing_more() -
     membership.live = ("a", "b")  # gone again: a new change, a new wait
     now[0] = 130.0
     await subject._keep_warm()
-    assert warmed == [three]
+    assert warmed == [of_three]
     now[0] = 130.0 + 2 * WARM_SETTLE  # doubled at most, by the member's name
     await subject._keep_warm()
     assert len(warmed) == 2
-    assert warmed[1] > three
+    assert warmed[1] > of_three
     assert subject._standby_pending() == 0
 
 
 @pytest.mark.parametrize("cause", ["a-bucket-unowned", "renewals-lapsing", "caches-not-synced"])
 async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle_time(
-        cause: str) -> None:
+        cause: str, three: ThreeMembers) -> None:
     """c drops out of a's view (its renewals lapse on a struggling API server, say) and a's
     standby grows; while the ring is not steady (``cause``: a bucket without an owner, a's
     own renewals lapsing, a's caches not synced yet) a does not relist for it, however long
@@ -141,18 +165,9 @@ async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle
     wish was old enough: on a struggling server every member relisted its whole standby (at
     50,000 targets over 5, all 500 namespaces) and the ring never formed; a member whose own
     renewals had lapsed widened at once when they got through again."""
-    now, leases = [100.0], Leases()
-    leases.synced.set()
-    membership = Membership(live=("a", "b", "c"))
+    now, membership, warmed = three.now, three.membership, three.warmed
     listing = [False]
-    warmed: list[frozenset[str]] = []
-
-    async def warm(namespaces: frozenset[str]) -> None:
-        warmed.append(frozenset(namespaces))
-
-    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
-    subject = member(now, leases, membership=membership, configured=spread, warm=warm,
-                     ready=lambda: not listing[0])
+    subject = three.member(ready=lambda: not listing[0])
     await subject._keep_warm()
     assert len(warmed) == 1
 
@@ -184,22 +199,15 @@ async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle
     assert warmed[1] > warmed[0]
 
 
-async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wait() -> None:
+async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wait(
+        three: ThreeMembers) -> None:
     """c drops out of a's view: a's standby grows, and waits for the ring to be steady. A
     bucket a claims meanwhile (outside what it caches) has its namespaces cached at once,
     and only those: before, the claim took the whole pending standby along, so after a
     join every member that claimed a released bucket relisted its standby at the same
     moment (10,000 targets over 5 on the simulated server: every renewal lapsed)."""
-    now, leases = [100.0], Leases()
-    leases.synced.set()
-    membership = Membership(live=("a", "b", "c"))
-    warmed: list[frozenset[str]] = []
-
-    async def warm(namespaces: frozenset[str]) -> None:
-        warmed.append(frozenset(namespaces))
-
-    spread = [t for n in range(30) for t in targets("web", namespace=f"ns-{n:02d}")]
-    subject = member(now, leases, membership=membership, configured=spread, warm=warm)
+    now, membership, warmed, spread = three.now, three.membership, three.warmed, three.spread
+    subject = three.member()
     await subject._keep_warm()
     first = warmed[0]
     membership.live = ("a", "b")
@@ -217,3 +225,22 @@ async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wai
     await subject._keep_warm()
     assert subject._standby_pending() == 0
     assert warmed[-1] > warmed[1]
+
+
+def test_a_pass_that_ends_after_its_bucket_moved_leaves_no_series_behind() -> None:
+    """A pass over a bucket's targets still running when the bucket moves (a hand-over
+    whose drain timed out, a claim by another member) ends afterwards: the series it
+    records are not exported here (the new owner exports them). Before, they came back on
+    the old owner's /metrics: at 30,000 targets over 5, 688 targets were exported by two
+    replicas for good, and the bench never saw the ring settle."""
+    now, leases = [100.0], Leases()
+    subject = member(now, leases)
+    (key,) = [t.key for t in targets("web")]
+    bucket = subject.bucket_of(targets("web")[0])
+    claim = subject.claims[bucket] = Claim(bucket=bucket, epoch=1, state=ClaimState.ACTIVE)
+    subject.telemetry.target(key).last_reconcile = 1.0  # a pass while we held it
+    assert key in subject.telemetry.per_target
+    subject._forget(claim)  # the bucket moved
+    assert key not in subject.telemetry.per_target
+    subject.telemetry.target(key).last_reconcile = 2.0  # the pass in flight ends
+    assert key not in subject.telemetry.per_target

@@ -204,6 +204,36 @@ async def test_pagination_with_a_selector(apiserver: SimApiServer) -> None:
     assert all("remainingItemCount" not in a["metadata"] for a in answers)
 
 
+async def test_a_list_shows_every_version_of_an_object_encoded_once(
+        apiserver: SimApiServer) -> None:
+    """A LIST sends each stored version's encoding, made once (as the real server's watch
+    cache does): an object changed or deleted since the last LIST is shown as it is now,
+    the body is the same bytes as the whole list encoded at once, compact, as Go's, and
+    only current versions stay encoded."""
+    async def listed() -> tuple[str, dict[str, Any]]:
+        result = await http(apiserver, "GET", CONFIGMAPS)
+        assert result.headers["Content-Type"] == "application/json"
+        answer = result.json()
+        assert result.text == json.dumps(answer, separators=(",", ":")) + "\n"
+        return result.text, {c["metadata"]["name"]: c.get("data") for c in answer["items"]}
+
+    for name in ("a", "b"):
+        assert (await http(apiserver, "POST", CONFIGMAPS,
+                           body={"metadata": {"name": name}, "data": {"v": "1"}})).status == 201
+    first, shown = await listed()
+    assert shown == {"a": {"v": "1"}, "b": {"v": "1"}}
+    assert (await listed())[0] == first
+    assert (await http(apiserver, "PATCH", f"{CONFIGMAPS}/a", body={"data": {"v": "2"}},
+                       content_type="application/merge-patch+json")).status == 200
+    assert (await listed())[1] == {"a": {"v": "2"}, "b": {"v": "1"}}
+    assert (await http(apiserver, "DELETE", f"{CONFIGMAPS}/b")).status == 200
+    assert (await listed())[1] == {"a": {"v": "2"}}
+    assert (await http(apiserver, "POST", CONFIGMAPS,
+                       body={"metadata": {"name": "b"}, "data": {"v": "3"}})).status == 201
+    assert (await listed())[1] == {"a": {"v": "2"}, "b": {"v": "3"}}
+    assert len(apiserver.encoded) == 2  # no encoding of a replaced or deleted version kept
+
+
 async def test_table_output(apiserver: SimApiServer) -> None:
     """Accept as=Table returns a meta.k8s.io/v1 Table with PartialObjectMetadata rows."""
     apiserver.create_deployment("default", "web", replicas=2)

@@ -59,6 +59,7 @@ from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.informer import (
     Backoff,
     Informer,
+    ListCall,
     RawObject,
     WatchCounters,
     WatchOptions,
@@ -246,6 +247,8 @@ class Membership:
         """Whether "joined" was said for this incarnation (its first valid moment)."""
         self._view = MemberView(member_prefix(config.ring), monotonic,
                                 memory=config.timings.lease_duration)
+        self._single = MemberView(config.ring, monotonic, memory=config.timings.lease_duration)
+        """The single-leader Lease of our name, watched by name (leader mode's leaseName)."""
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -307,6 +310,20 @@ class Membership:
             return ring.HolderView(evicted=True)
         return ring.HolderView(absent_since=peer.sighting.first_seen)
 
+    def single_leader(self) -> str | None:
+        """Who holds the single-leader Lease of the ring's name (leader mode's leaseName) while
+        it is held and renewed: a leader-mode replica still acting, as in a rolling update
+        from leader mode to this one (design §4.6). None once it is released, missing, or has
+        stood unchanged past its own duration by our clock (the longer of its and ours), as a
+        candidate of leader mode would judge it; ``SINGLE_LEADER_NOT_READ`` before its first
+        LIST."""
+        if self._single.synced_at is None:
+            return ring.SINGLE_LEADER_NOT_READ
+        peer = self._single.peers.get(self.config.ring)
+        if peer is None or not peer.holder or self._expired(peer, self._monotonic()):
+            return None
+        return peer.holder
+
     def _expired(self, peer: Peer, now: float) -> bool:
         return ring.expired(peer.sighting, now=now,
                             lease_duration=self.config.timings.lease_duration,
@@ -321,14 +338,16 @@ class Membership:
         """Join (or go on with our chain), renew, observe, evict, collect; until cancelled or
         stopped. Never raises for an API fault (each is retried)."""
         self._task = asyncio.current_task()
-        informer = self._informer()
-        informer.start()
+        informers = (self._informer(), self._single_informer())
+        for informer in informers:
+            informer.start()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._renewing())
                 group.create_task(self._judging())
         finally:
-            await informer.stop()
+            for informer in informers:
+                await informer.stop()
 
     async def stop(self) -> None:
         """Leave gracefully: stop the loop, then empty our holder by a CAS on our chain."""
@@ -507,12 +526,19 @@ class Membership:
 
     # --- the view of the others -------------------------------------------------------------
     def _informer(self) -> Informer:
+        selector = f"{RING_LABEL}={self.config.ring},{ROLE_LABEL}=member"
+        return self._lease_informer(self._view, functools.partial(
+            self._api.list_namespaced_lease, label_selector=selector))
+
+    def _single_informer(self) -> Informer:
+        return self._lease_informer(self._single, functools.partial(
+            self._api.list_namespaced_lease, field_selector=f"metadata.name={self.config.ring}"))
+
+    def _lease_informer(self, sink: MemberView, list_call: ListCall) -> Informer:
         cfg, timings = self.config, self.config.timings
-        selector = f"{RING_LABEL}={cfg.ring},{ROLE_LABEL}=member"
         return Informer(
-            resource="leases", namespace=cfg.namespace,
-            list_call=functools.partial(self._api.list_namespaced_lease, label_selector=selector),
-            sink=self._view, counters=WatchCounters(),
+            resource="leases", namespace=cfg.namespace, list_call=list_call,
+            sink=sink, counters=WatchCounters(),
             options=WatchOptions(backoff=Backoff(initial=timings.retry_period / 2,
                                                  maximum=timings.lease_duration)))
 

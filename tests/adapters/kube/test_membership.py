@@ -16,6 +16,7 @@ import pytest
 import structlog
 import structlog.testing
 
+from autoscaler.adapters.kube.leader import LeaderElector, LeaseConfig
 from autoscaler.adapters.kube.membership import (
     EVICTED_BY_ANNOTATION,
     WALL_OFFSET_ANNOTATION,
@@ -351,6 +352,38 @@ async def test_a_peer_declaring_a_longer_duration_is_given_it(apiserver: SimApiS
         took = time.monotonic() - created
         assert 4.0 <= took <= 4.0 + RP / 4 + 0.5, took
         assert ghost is not None
+
+
+async def test_a_single_leader_of_the_ring_name_is_seen_until_it_releases_or_expires(
+        apiserver: SimApiServer) -> None:
+    """The single-leader Lease of the ring's name (a leader-mode replica still acting, as in
+    a rolling update from leader mode): held while its leader renews it, free at once when
+    it releases it, and, when its holder stops renewing, free only once it has stood
+    unchanged for its own duration by our clock (4 s here, longer than our 1.5 s)."""
+    async with running(apiserver) as (member, _), KubeSession.connect(
+            Settings(kubeconfig=apiserver.kubeconfig)) as session:
+        await wait_until(lambda: member.single_leader() is None, timeout=5)  # none yet
+        elector = LeaderElector(session.api_client, LeaseConfig(
+            namespace=NS, name=RING, identity="old-leader", lease_duration=LD,
+            renew_deadline=RD, retry_period=RP))
+        campaign = asyncio.create_task(elector.run())
+        try:
+            await wait_until(lambda: member.single_leader() == "old-leader", timeout=5)
+            await asyncio.sleep(3 * LD)  # renewed: still held past its duration
+            assert member.single_leader() == "old-leader"
+            await elector.release()
+            released = time.monotonic()
+            await wait_until(lambda: member.single_leader() is None, timeout=2)
+            assert time.monotonic() - released < 1.0
+        finally:
+            await cancel(campaign)
+        apiserver.patch("coordination.k8s.io/v1", "Lease", NS, RING, {"spec": {
+            "holderIdentity": "frozen-leader", "leaseDurationSeconds": 4}})
+        written = time.monotonic()
+        await wait_until(lambda: member.single_leader() == "frozen-leader", timeout=2)
+        await wait_until(lambda: member.single_leader() is None, timeout=6)
+        took = time.monotonic() - written
+        assert 4.0 <= took <= 4.0 + 0.5, took
 
 
 async def test_one_log_line_per_state_change_none_per_renewal(apiserver: SimApiServer) -> None:

@@ -36,7 +36,7 @@ from .patch import APPLY, PATCH_TYPES
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .tables import table, wants_table
-from .wire import JSON, encode
+from .wire import JSON, encode, list_body
 
 if TYPE_CHECKING:
     from .server import SimApiServer
@@ -343,8 +343,12 @@ class Router:
             for item in items:
                 item.pop("kind", None)
                 item.pop("apiVersion", None)
-        return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                              "metadata": meta, "items": items})
+        # A view over another storage (events.k8s.io) is built per request: not cached.
+        encoded = (server.encoded.item if rt.storage is None
+                   else lambda item: encode(item)[:-1])
+        return web.Response(body=list_body(
+            {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta},
+            [encoded(item) for item in items]), headers={"Content-Type": JSON})
 
     def _list(self, request: web.Request, target: Target) -> tuple[list[Any], dict[str, Any]]:
         query, store = request.query, self.server.store

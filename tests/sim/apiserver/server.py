@@ -46,6 +46,7 @@ from .sharding import ShardMode
 from .store import Store
 from .tls import server_tls
 from .watches import Watches
+from .wire import EncodedItems
 from .workloads import Workloads
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -64,6 +65,7 @@ class SimApiServer:
         self.registry = Registry([*builtin_types(), rollout_type(), scaledobject_type()])
         self.store = Store(history_limit=history_limit)
         self.rest = Rest(self.registry, self.store, self.clock)
+        self.encoded = EncodedItems(self.store)
         self.log = RequestLog()
         self.bytes_sent: Counter[str] = Counter()
         """Bytes of answer bodies and watch events sent to each user: what a client's
