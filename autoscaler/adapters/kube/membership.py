@@ -381,7 +381,7 @@ class Membership:
             if self.evicted:
                 await asyncio.sleep(timings.retry_period / 4)
                 continue
-            self._report()  # a lapse since the last attempt, seen before this one can mend it
+            self._report()  # a lapse since the last attempt
             send = self._monotonic()
             ok = await self._renew_once(send)
             self._report()
@@ -416,6 +416,7 @@ class Membership:
             renewals["timeout" if isinstance(error.__cause__, TimeoutError) else "error"] += 1
             log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
             return False
+        self._report()  # a lapse while this renewal was in flight: said before it is mended
         self._last_ok_send = ring.renewed(self._last_ok_send, send)
         renewals["ok"] += 1
         self.counters.writes[kind] += 1
