@@ -153,8 +153,13 @@ class MemberView:
     saw its resourceVersion. ``peers`` is replaced whole on every change, never mutated, so
     another thread may read it."""
 
-    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float) -> None:
+    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float,
+                 exact: bool = False) -> None:
+        """Keeps the Leases whose name starts with ``prefix`` (``Peer.incarnation`` is the
+        rest), or with ``exact`` the one named ``prefix``: the watch's selectors narrow what
+        the server sends, this decides."""
         self._prefix, self._monotonic, self._memory = prefix, monotonic, memory
+        self._exact = exact
         self.peers: Mapping[str, Peer] = {}
         self.synced_at: float | None = None
         """When the first LIST completed: a Lease never seen has been absent since then."""
@@ -171,7 +176,8 @@ class MemberView:
 
     def convert(self, obj: RawObject) -> RawObject | None:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        return obj if name.startswith(self._prefix) else None
+        mine = name == self._prefix if self._exact else name.startswith(self._prefix)
+        return obj if mine else None
 
     def replace(self, converted: list[RawObject]) -> None:
         now, old = self._monotonic(), self.peers
@@ -247,7 +253,8 @@ class Membership:
         """Whether "joined" was said for this incarnation (its first valid moment)."""
         self._view = MemberView(member_prefix(config.ring), monotonic,
                                 memory=config.timings.lease_duration)
-        self._single = MemberView(config.ring, monotonic, memory=config.timings.lease_duration)
+        self._single = MemberView(config.ring, monotonic, memory=config.timings.lease_duration,
+                                  exact=True)
         """The single-leader Lease of our name, watched by name (leader mode's leaseName)."""
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
