@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.config.durations import format_duration
+from autoscaler.runtime.ring import SINGLE_LEADER_NOT_READ
 from autoscaler.terminal import columns
 
 Body = Mapping[str, Any]
@@ -78,8 +79,11 @@ def _pending(count: object) -> str:
 
 
 def _single_leader(holder: object) -> str:
-    return (f"; claims nothing while the single leader {holder} of this name acts"
-            if holder else "")
+    if not holder:
+        return ""
+    if holder == SINGLE_LEADER_NOT_READ:
+        return "; claims nothing until it has read the single-leader Lease of this name"
+    return f"; claims nothing while the single leader {holder} of this name acts"
 
 
 _TONES = {"red": "\033[31m", "yellow": "\033[33m"}

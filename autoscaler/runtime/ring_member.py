@@ -210,21 +210,25 @@ class RingMember:
 
     def may_write(self, key: str) -> bool:
         """The write gate of target ``key``: its bucket is held, active, fenced."""
-        claim = self.claims.get(self._bucket_of_key(key))
-        return (claim is not None and claim.state is ClaimState.ACTIVE
-                and self._fenced(claim.bucket, claim.epoch))
+        return self._writable(key) is not None
 
     def holds(self, key: str) -> bool:
         """We hold ``key``'s bucket, active: its series are ours to export (while our
         renewals lapse too: what moves a bucket is another member's claim, which drops it)."""
-        claim = self.claims.get(self._bucket_of_key(key))
-        return claim is not None and claim.state is ClaimState.ACTIVE
+        return self._active(key) is not None
 
     def may_run(self, key: str) -> bool:
         """A pass may include ``key``: we may write it and its history is read."""
+        claim = self._writable(key)
+        return claim is not None and claim.keeper is not None and claim.keeper.restored.is_set()
+
+    def _active(self, key: str) -> Claim | None:
         claim = self.claims.get(self._bucket_of_key(key))
-        return (self.may_write(key) and claim is not None and claim.keeper is not None
-                and claim.keeper.restored.is_set())
+        return claim if claim is not None and claim.state is ClaimState.ACTIVE else None
+
+    def _writable(self, key: str) -> Claim | None:
+        claim = self._active(key)
+        return claim if claim is not None and self._fenced(claim.bucket, claim.epoch) else None
 
     def leads(self) -> bool:
         """Whether we act for any target now (``/status``'s ``leader``, readiness text)."""

@@ -13,6 +13,7 @@ from autoscaler.commands.status import DEFAULT_LISTEN, daemon_url
 from autoscaler.commands.views import ring_summary
 from autoscaler.config.validated import DaemonSettings
 from autoscaler.observability.addresses import split_address, status_address
+from autoscaler.runtime.ring import SINGLE_LEADER_NOT_READ
 from tests.commands.fake_http import serving
 
 CONFIG = """\
@@ -97,3 +98,6 @@ def test_the_ring_line_says_what_the_member_still_waits_for() -> None:
     replacing = ring_summary({**ring, "singleLeader": "old-7f9c"})
     assert replacing.endswith(
         "; claims nothing while the single leader old-7f9c of this name acts")
+    reading = ring_summary({**ring, "singleLeader": SINGLE_LEADER_NOT_READ})
+    assert reading.endswith(
+        "; claims nothing until it has read the single-leader Lease of this name")

@@ -153,8 +153,13 @@ class MemberView:
     saw its resourceVersion. ``peers`` is replaced whole on every change, never mutated, so
     another thread may read it."""
 
-    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float) -> None:
+    def __init__(self, prefix: str, monotonic: Callable[[], float], *, memory: float,
+                 exact: bool = False) -> None:
+        """Keeps the Leases whose name starts with ``prefix`` (``Peer.incarnation`` is the
+        rest), or with ``exact`` the one named ``prefix``: the watch's selectors narrow what
+        the server sends, this decides."""
         self._prefix, self._monotonic, self._memory = prefix, monotonic, memory
+        self._exact = exact
         self.peers: Mapping[str, Peer] = {}
         self.synced_at: float | None = None
         """When the first LIST completed: a Lease never seen has been absent since then."""
@@ -171,7 +176,8 @@ class MemberView:
 
     def convert(self, obj: RawObject) -> RawObject | None:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        return obj if name.startswith(self._prefix) else None
+        mine = name == self._prefix if self._exact else name.startswith(self._prefix)
+        return obj if mine else None
 
     def replace(self, converted: list[RawObject]) -> None:
         now, old = self._monotonic(), self.peers
@@ -247,7 +253,8 @@ class Membership:
         """Whether "joined" was said for this incarnation (its first valid moment)."""
         self._view = MemberView(member_prefix(config.ring), monotonic,
                                 memory=config.timings.lease_duration)
-        self._single = MemberView(config.ring, monotonic, memory=config.timings.lease_duration)
+        self._single = MemberView(config.ring, monotonic, memory=config.timings.lease_duration,
+                                  exact=True)
         """The single-leader Lease of our name, watched by name (leader mode's leaseName)."""
         self._attempted: dict[str, float] = {}
         self._released_since: dict[str, float] = {}
@@ -381,7 +388,7 @@ class Membership:
             if self.evicted:
                 await asyncio.sleep(timings.retry_period / 4)
                 continue
-            self._report()  # a lapse since the last attempt, seen before this one can mend it
+            self._report()  # a lapse since the last attempt
             send = self._monotonic()
             ok = await self._renew_once(send)
             self._report()
@@ -416,6 +423,7 @@ class Membership:
             renewals["timeout" if isinstance(error.__cause__, TimeoutError) else "error"] += 1
             log.debug("ring member renewal failed", member=self.incarnation, error=str(error))
             return False
+        self._report()  # a lapse while this renewal was in flight: said before it is mended
         self._last_ok_send = ring.renewed(self._last_ok_send, send)
         renewals["ok"] += 1
         self.counters.writes[kind] += 1

@@ -59,12 +59,13 @@ def holder(api: SimApiServer, member: Membership) -> str | None:
 @contextlib.asynccontextmanager
 async def running(api: SimApiServer, timings: Timings = FAST, *,
                   wall_offset: Callable[[], float | None] = lambda: None,
+                  monotonic: Callable[[], float] = time.monotonic,
                   **changes: Any) -> AsyncIterator[tuple[Membership, asyncio.Task[None]]]:
     """A member on its own client, its loop running; cancelled (not stopped) at the end."""
     api.create_namespace(NS)
     async with KubeSession.connect(Settings(kubeconfig=api.kubeconfig)) as session:
         member = Membership(session.api_client, config(timings, **changes),
-                            wall_offset=wall_offset)
+                            wall_offset=wall_offset, monotonic=monotonic)
         task = asyncio.create_task(member.run())
         try:
             yield member, task
@@ -397,6 +398,32 @@ async def test_one_log_line_per_state_change_none_per_renewal(apiserver: SimApiS
             failing.remaining = 0
             await wait_until(member.valid, timeout=RP + 0.5)
             await asyncio.sleep(4 * RP)
+            await member.stop()
+    events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
+    assert events == ["ring member joined", "ring member suspended", "ring member resumed",
+                      "ring member left"], events
+
+
+async def test_a_lapse_while_a_renewal_is_in_flight_is_said_too(
+        apiserver: SimApiServer) -> None:
+    """The process pauses while a renewal is in flight, past its last renewal's deadline
+    but not past this one's: its fence was closed for that moment, so it says "suspended"
+    before the answer mends it, then "resumed" (once said only if a renewal attempt began
+    or ended inside the lapse)."""
+    timings = Timings(lease_duration=3.0, renew_deadline=2.0, retry_period=1.0)
+    paused = 0.0
+    with structlog.testing.capture_logs() as logs:
+        async with running(apiserver, timings,
+                           monotonic=lambda: time.monotonic() + paused) as (member, _):
+            await wait_until(member.valid, timeout=5)
+            held = apiserver.hold_next(1, verb="update", path_prefix=lease_path(member))
+            await wait_until(lambda: held.arrived == 1, timeout=timings.retry_period + 1)
+            age = member.renewal_age()
+            assert age is not None
+            paused = timings.renew_deadline - age + timings.retry_period / 2
+            assert not member.valid()
+            held.release()
+            await wait_until(member.valid, timeout=1)
             await member.stop()
     events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
     assert events == ["ring member joined", "ring member suspended", "ring member resumed",
