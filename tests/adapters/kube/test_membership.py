@@ -489,13 +489,40 @@ async def test_a_lease_deleted_by_hand_discontinues_then_rejoin_starts_anew(
             await wait_until(lambda: member.evicted, timeout=RP + 0.5)
             assert member.evicted_by == ""
             assert not member.valid()
-            member.rejoin()
+            member.rejoin(old)
             await wait_until(member.valid, timeout=2)
             assert member.incarnation != old
             assert holder(apiserver, member) == member.incarnation
     events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
     assert events == ["ring member joined", "ring member discontinued: its Lease was deleted",
                       "ring member rejoins as a new incarnation", "ring member joined"], events
+
+
+async def test_a_rejoin_asked_twice_for_one_eviction_starts_over_once(
+    apiserver: SimApiServer,
+) -> None:
+    """The ring's thread asks for a rejoin at every tick that sees ``evicted``; one may
+    read it just before the membership loop started over and ask again just after. That
+    late request names the evicted incarnation, so it is ignored: a second start over
+    would leave a Lease held and never renewed (a phantom member in every view for a lease
+    duration, preferred for buckets no one then claims)."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        old = member.incarnation
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NS, member.name)
+        await wait_until(lambda: member.evicted, timeout=RP + 0.5)
+        member.rejoin(old)
+        await wait_until(lambda: member.incarnation != old, timeout=2)
+        new = member.incarnation
+        member.rejoin(old)  # the late request
+        await wait_until(member.valid, timeout=2)
+        await asyncio.sleep(4 * RP)
+        assert member.incarnation == new
+        leases = apiserver.rest.list(apiserver.resource("coordination.k8s.io/v1", "Lease"), NS)
+        held = [item for item in leases
+                if item["metadata"]["name"].startswith(f"{RING}-member-")
+                and item["spec"].get("holderIdentity")]
+        assert [item["spec"]["holderIdentity"] for item in held] == [new]
 
 
 async def test_two_observers_evicting_at_once_exactly_one_write_succeeds(
