@@ -209,7 +209,9 @@ class RingMembershipPort(Protocol):
         no single leader acts."""
         ...
 
-    def rejoin(self) -> None:
+    def rejoin(self, incarnation: str) -> None:
+        """Start over as a new incarnation after ``incarnation`` was evicted (once, however
+        often it is asked for that one)."""
         ...
 
 

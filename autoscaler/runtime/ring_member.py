@@ -316,9 +316,10 @@ class RingMember:
         problem = self.parts.leases.problem
         membership.ready = (self.ready() and self.parts.leases.synced.is_set()
                             and problem is None)
+        incarnation = membership.incarnation  # read before evicted: the one evicted, if so
         if membership.evicted:
             self._drop_all(why="this member was evicted (it did not renew in time)")
-            membership.rejoin()
+            membership.rejoin(incarnation)
             return
         self.parts.leases.identity = self.me
         self._say_problem(problem)

@@ -37,6 +37,7 @@ class Leases:
     identity: str = "a"
     view: dict[int, Observed] = field(default_factory=dict)
     synced: asyncio.Event = field(default_factory=asyncio.Event)
+    problem: str | None = None
 
     def get(self, bucket: int) -> Observed | None:
         return self.view.get(bucket)
@@ -244,3 +245,31 @@ def test_a_pass_that_ends_after_its_bucket_moved_leaves_no_series_behind() -> No
     assert key not in subject.telemetry.per_target
     subject.telemetry.target(key).last_reconcile = 2.0  # the pass in flight ends
     assert key not in subject.telemetry.per_target
+
+
+@dataclass
+class StartsOverOnceRead(Membership):
+    """Evicted as "a"; its loop (another thread) starts over as "b" right after the ring's
+    thread has read that."""
+
+    ready: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    @property
+    def evicted(self) -> bool:
+        was = self.incarnation == "a"
+        self.incarnation = "b"
+        return was
+
+    def rejoin(self, incarnation: str) -> None:
+        self.asked.append(incarnation)
+
+
+async def test_a_rejoin_names_the_incarnation_seen_evicted() -> None:
+    """The ring asks for a rejoin naming the incarnation it read before ``evicted``: the
+    membership loop may start over between the two reads, and a request naming the new
+    incarnation would make it start over again."""
+    membership = StartsOverOnceRead()
+    subject = member([100.0], Leases(), membership=membership)
+    await subject._tick()
+    assert membership.asked == ["a"]

@@ -246,7 +246,9 @@ class Membership:
         self.evicted_by: str | None = None
         """Who evicted us; "" when our Lease was deleted (discontinued)."""
         self.ready = False
-        self._rejoin = False
+        self._rejoin_for: str | None = None
+        """The incarnation a rejoin was asked for: honoured by the loop only while it is
+        still ours (a request made twice for one eviction starts over once)."""
         self._join_refused = False
         self._reported_valid = False
         self._announced = False
@@ -336,9 +338,11 @@ class Membership:
                             lease_duration=self.config.timings.lease_duration,
                             their_duration=peer.duration)
 
-    def rejoin(self) -> None:
-        """After an eviction: start over as a new incarnation (a new Lease), from the loop."""
-        self._rejoin = True
+    def rejoin(self, incarnation: str) -> None:
+        """After the eviction of ``incarnation``: start over as a new incarnation (a new
+        Lease), from the loop; nothing if we already have since (another thread asks: it
+        may have read ``evicted`` just before the loop started over)."""
+        self._rejoin_for = incarnation
 
     # --- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -383,7 +387,7 @@ class Membership:
     async def _renewing(self) -> None:
         timings = self.config.timings
         while True:
-            if self._rejoin:
+            if self._rejoin_for == self.incarnation:
                 self._start_over()
             if self.evicted:
                 await asyncio.sleep(timings.retry_period / 4)
@@ -464,7 +468,7 @@ class Membership:
 
     def _start_over(self) -> None:
         old, self.incarnation = self.incarnation, new_incarnation()
-        self._rejoin, self.evicted, self.evicted_by = False, False, None
+        self._rejoin_for, self.evicted, self.evicted_by = None, False, None
         self._reported_valid = self._announced = self._join_refused = False
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,

@@ -299,6 +299,7 @@ async def test_a_claim_whose_answer_never_came_is_seen_held_in_the_view(
     alpha = BucketLeases(kube.api_client, namespace=NAMESPACE, ring="autoscaler",
                          identity="alpha-1", placement="namespace", lease_duration=3.0,
                          may_write=lambda: True, request_timeout=0.3)
+    await alpha.refresh()  # connected first: the 0.3 s covers the claim, not a handshake
     apiserver.after_next(verb="create", resource="leases", answer_after=1.0)
     with pytest.raises(TransientError, match="timed out"):
         await alpha.claim(0x1F, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import threading
 import time
@@ -114,10 +115,12 @@ async def test_join_creates_the_lease_and_renews_once_per_retry_period(
         assert apiserver.count(method="POST", resource="leases") == 1
         puts = apiserver.count(method="PUT", name=member.name, status=200)
         assert member.counters.writes["join"] == 1
-        assert member.counters.writes["renew"] in (puts, puts - 1)  # one may be in flight
+        # Counted only once answered: one may be in flight, one may have landed after its
+        # timeout on a loaded machine (never more than the server applied).
+        assert puts - 2 <= member.counters.writes["renew"] <= puts
         age = member.renewal_age()
         assert age is not None
-        assert 0 <= age < RP + 0.1
+        assert 0 <= age < RD
 
 
 async def test_a_missing_namespace_delays_the_join_and_is_no_eviction(
@@ -195,17 +198,23 @@ async def test_a_paused_member_is_evicted_after_a_lease_duration_and_learns_it(
     duration (its declared ceil(LD) = 2 s) after its last renewal (never before it stopped trusting itself), by a CAS carrying evicted-by; its
     next renewal then finds it evicted: invalid for good, its Lease untouched."""
     async with running(apiserver) as (alpha, alpha_task), running(apiserver) as (beta, _):
-        await wait_until(lambda: len(beta.members()) == 2 and alpha.valid(), timeout=5)
+        await wait_until(lambda: len(beta.members()) == 2 and alpha.valid()
+                         and alpha.counters.writes["renew"] > 0, timeout=5)
         await cancel(alpha_task)  # paused: no renewal, no release
-        paused = time.monotonic()
         evicted_while_valid: list[bool] = []
         apiserver.after_next(verb="update", path_prefix=lease_path(alpha),
                              action=lambda: evicted_while_valid.append(alpha.valid()))
         await wait_until(lambda: holder(apiserver, alpha) == "", timeout=LD + 2)
-        took = time.monotonic() - paused
         assert evicted_while_valid == [False]
+        # From alpha's last renewal to the eviction, both as the server applied them.
+        *_, last_renewal, eviction = [r for r in apiserver.requests(method="PUT",
+                                                                    name=alpha.name)
+                                      if r.status == 200]
+        assert last_renewal.applied is not None
+        assert eviction.applied is not None
+        took = eviction.applied - last_renewal.applied
         stood = max(LD, math.ceil(LD))  # the Lease declares ceil(LD) = 2 s: peers respect it
-        assert stood - RP - 0.05 <= took <= stood + RP / 4 + 0.4, took
+        assert stood <= took <= stood + RP / 4 + 0.4, took
         found = lease(apiserver, alpha.name)
         assert found is not None
         assert found["metadata"]["annotations"][EVICTED_BY_ANNOTATION] == beta.incarnation
@@ -452,7 +461,7 @@ async def test_a_late_answer_does_not_extend_validity(apiserver: SimApiServer) -
             again.append(member.valid())
             await asyncio.sleep(0.005)
         assert not any(again), "the late answer made the member valid again"
-        assert member.counters.renewals["timeout"] == 1
+        assert member.counters.renewals["timeout"] >= 1  # the late one (a 503 may be late too)
 
 
 async def test_a_slow_answer_inside_the_timeout_does_not_extend_validity(
@@ -489,13 +498,40 @@ async def test_a_lease_deleted_by_hand_discontinues_then_rejoin_starts_anew(
             await wait_until(lambda: member.evicted, timeout=RP + 0.5)
             assert member.evicted_by == ""
             assert not member.valid()
-            member.rejoin()
+            member.rejoin(old)
             await wait_until(member.valid, timeout=2)
             assert member.incarnation != old
             assert holder(apiserver, member) == member.incarnation
     events = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
     assert events == ["ring member joined", "ring member discontinued: its Lease was deleted",
                       "ring member rejoins as a new incarnation", "ring member joined"], events
+
+
+async def test_a_rejoin_asked_twice_for_one_eviction_starts_over_once(
+    apiserver: SimApiServer,
+) -> None:
+    """The ring's thread asks for a rejoin at every tick that sees ``evicted``; one may
+    read it just before the membership loop started over and ask again just after. That
+    late request names the evicted incarnation, so it is ignored: a second start over
+    would leave a Lease held and never renewed (a phantom member in every view for a lease
+    duration, preferred for buckets no one then claims)."""
+    async with running(apiserver) as (member, _):
+        await wait_until(member.valid, timeout=5)
+        old = member.incarnation
+        apiserver.delete("coordination.k8s.io/v1", "Lease", NS, member.name)
+        await wait_until(lambda: member.evicted, timeout=RP + 0.5)
+        member.rejoin(old)
+        await wait_until(lambda: member.incarnation != old, timeout=2)
+        new = member.incarnation
+        member.rejoin(old)  # the late request
+        await wait_until(member.valid, timeout=2)
+        await asyncio.sleep(4 * RP)
+        assert member.incarnation == new
+        leases = apiserver.rest.list(apiserver.resource("coordination.k8s.io/v1", "Lease"), NS)
+        held = [item for item in leases
+                if item["metadata"]["name"].startswith(f"{RING}-member-")
+                and item["spec"].get("holderIdentity")]
+        assert [item["spec"]["holderIdentity"] for item in held] == [new]
 
 
 async def test_two_observers_evicting_at_once_exactly_one_write_succeeds(
@@ -522,7 +558,8 @@ async def test_a_refused_eviction_is_tried_again_once_per_retry_period(
     apiserver: SimApiServer,
 ) -> None:
     """Evictions answered 409 (say, a stale view) are retried at most once per RP per peer,
-    not at every judging tick (RP/4); once one is let through, the peer is evicted."""
+    not at every judging tick (RP/4), and go on being retried; once one is let through, the
+    peer is evicted. (The gaps, not a count: a loaded machine stretches each judging tick.)"""
     async with running(apiserver) as (alpha, alpha_task), running(apiserver) as (beta, _):
         await wait_until(lambda: len(beta.members()) == 2, timeout=5)
         await cancel(alpha_task)
@@ -530,7 +567,11 @@ async def test_a_refused_eviction_is_tried_again_once_per_retry_period(
                                       path_prefix=lease_path(alpha))
         await wait_until(lambda: refused.arrived >= 1, timeout=LD + 2)
         await asyncio.sleep(8 * RP)
-        assert 8 <= refused.arrived <= 8 + 2, refused.arrived
+        tries = [r.arrived for r in apiserver.requests(method="PUT", name=alpha.name)
+                 if r.status == 409]
+        gaps = [later - sooner for sooner, later in itertools.pairwise(tries)]
+        assert len(tries) >= 4, gaps
+        assert min(gaps) >= 0.75 * RP, gaps
         refused.remaining = 0
         await wait_until(lambda: holder(apiserver, alpha) == "", timeout=RP + 0.5)
 
@@ -560,9 +601,13 @@ async def test_a_released_lease_is_collected_after_the_grace_not_before(
             running(apiserver) as (beta, _):
         await wait_until(lambda: len(alpha.members()) == 2, timeout=5)
         await beta.stop()
-        left = time.monotonic()
         await wait_until(lambda: lease(apiserver, beta.name) is None, timeout=3)
-        took = time.monotonic() - left
+        # From the leave to the deletion, both as the server applied them.
+        *_, leave = apiserver.requests(method="PUT", name=beta.name, status=200)
+        (deletion,) = apiserver.requests(method="DELETE", name=beta.name)
+        assert leave.applied is not None
+        assert deletion.applied is not None
+        took = deletion.applied - leave.applied
         assert 1.0 <= took <= 1.0 + 2 * RP + 0.3, took
         assert lease(apiserver, alpha.name) is not None
         assert alpha.counters.writes["delete"] == 1
@@ -626,7 +671,8 @@ async def test_the_thread_runner_keeps_renewing_while_the_main_loop_is_blocked()
             assert runners[0].valid()
             assert runners[1].valid()
             assert renewals >= 2 * LD / RP - 3, renewals
-            assert api.count(method="PUT", name=alpha.name, status=409) == 0
+            # (Not "no 409": a renewal stalled past its timeout on a loaded machine may land
+            # anyway, and the next one's 409 is how the member learns it was its own.)
             assert holder(api, alpha) == alpha.incarnation
             assert alpha.evicted_members() == beta.evicted_members() == set()
         finally:
