@@ -467,10 +467,12 @@ class Membership:
                         member=self.incarnation, lease=self.name)
 
     def _start_over(self) -> None:
-        old, self.incarnation = self.incarnation, new_incarnation()
-        self._rejoin_for, self.evicted, self.evicted_by = None, False, None
-        self._reported_valid = self._announced = self._join_refused = False
+        # The new incarnation is set last: another thread that reads it, then ``evicted``,
+        # finds the eviction already cleared, so it never asks a rejoin in the new one's name.
         self._written, self._last_ok_send, self._meta, self._transitions = None, None, {}, 0
+        self._reported_valid = self._announced = self._join_refused = False
+        self._rejoin_for, self.evicted, self.evicted_by = None, False, None
+        old, self.incarnation = self.incarnation, new_incarnation()
         log.info("ring member rejoins as a new incarnation", member=self.incarnation,
                  previous=old)
 

@@ -507,6 +507,31 @@ async def test_a_lease_deleted_by_hand_discontinues_then_rejoin_starts_anew(
                       "ring member rejoins as a new incarnation", "ring member joined"], events
 
 
+async def test_a_start_over_never_shows_the_new_incarnation_evicted(
+    apiserver: SimApiServer,
+) -> None:
+    """The ring's thread reads ``incarnation``, then ``evicted``, and asks a rejoin in the
+    name it read if evicted. So no moment of a start over may show the new incarnation
+    with the old eviction: a read there would ask a rejoin for the new one, and the loop
+    would start over twice."""
+    states: list[tuple[str, bool]] = []
+
+    class Watched(Membership):
+        def __setattr__(self, name: str, value: Any) -> None:
+            super().__setattr__(name, value)
+            if name in ("incarnation", "evicted") and "evicted" in self.__dict__:
+                states.append((self.incarnation, self.evicted))
+
+    async with KubeSession.connect(Settings(kubeconfig=apiserver.kubeconfig)) as session:
+        member = Watched(session.api_client, config())
+        old = member.incarnation
+        member.evicted = True
+        member._start_over()
+    assert member.incarnation != old
+    assert states[-1] == (member.incarnation, False)
+    assert (member.incarnation, True) not in states, states
+
+
 async def test_a_rejoin_asked_twice_for_one_eviction_starts_over_once(
     apiserver: SimApiServer,
 ) -> None:
