@@ -210,7 +210,8 @@ class Daemon:
             leader=self.leadership.holds_lease if self.leadership.elected else None)
         backfill = HistoryBackfill(components.history, reconciler.state,
                                    may_run=self._may_fill)
-        scheduler = Scheduler(self._run_pass, may_run=self._may_run)
+        scheduler = Scheduler(self._run_pass, may_run=self._may_run,
+                              candidates=self._candidates)
         if self.dynamic:
             self.ring = RingMember(
                 parts=self._ring_parts(components, reconciler), timings=Timings.of(
@@ -364,6 +365,10 @@ class Daemon:
         if self.ring is not None:
             return self.ring.may_run(key)
         return self._may_fill(key) and self.leadership.history_read.is_set()
+
+    def _candidates(self) -> frozenset[str] | None:
+        """The targets the scheduler's gate may allow: a ring member's buckets' (None: all)."""
+        return None if self.ring is None else self.ring.candidates()
 
     def _may_fill(self, key: str) -> bool:
         """Forecast history of target ``key`` may be applied: the saved history is read (it

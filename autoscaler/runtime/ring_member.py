@@ -178,6 +178,10 @@ class RingMember:
     _by_bucket: tuple[object, _Layout | None] = (None, None)
     """``_layout``'s answer, and the targets list it was made of."""
 
+    _candidates: tuple[_Layout | None, frozenset[int], frozenset[str]] = (
+        None, frozenset(), frozenset())
+    """The layout and active buckets ``candidates()`` last answered for, and its answer."""
+
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
         self.telemetry.exports = self.holds
@@ -221,6 +225,19 @@ class RingMember:
         """A pass may include ``key``: we may write it and its history is read."""
         claim = self._writable(key)
         return claim is not None and claim.keeper is not None and claim.keeper.restored.is_set()
+
+    def candidates(self) -> frozenset[str]:
+        """The targets ``may_run`` may allow: those of the buckets we hold active. The
+        scheduler asks the gate about these only, not about the whole fleet at each wake;
+        made again only when those buckets or the targets list change (it asks at each)."""
+        layout = self._layout()
+        active = frozenset(b for b, claim in self.claims.items()
+                           if claim.state is ClaimState.ACTIVE)
+        made_of, made_for, keys = self._candidates
+        if made_of is not layout or made_for != active:
+            keys = frozenset(key for bucket in active for key in layout.keys.get(bucket, ()))
+            self._candidates = (layout, active, keys)
+        return keys
 
     def _active(self, key: str) -> Claim | None:
         claim = self.claims.get(self._bucket_of_key(key))

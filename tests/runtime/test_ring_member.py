@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -273,3 +274,35 @@ async def test_a_rejoin_names_the_incarnation_seen_evicted() -> None:
     subject = member([100.0], Leases(), membership=membership)
     await subject._tick()
     assert membership.asked == ["a"]
+
+
+def test_the_scheduler_asks_about_the_targets_of_active_buckets_only(
+        three: ThreeMembers) -> None:
+    """``candidates()`` holds every target ``may_run`` lets run and none of a bucket we do
+    not hold active (claiming, handing over, or someone else's): the scheduler asks the
+    gate about these only, not about the whole fleet at every wake."""
+    subject = three.member()
+    restored = asyncio.Event()
+    restored.set()
+    keeper: Any = SimpleNamespace(restored=restored)  # a restored history, all the gate asks
+    buckets = sorted({subject.bucket_of(t) for t in three.spread})
+    states = [ClaimState.ACTIVE, ClaimState.ACTIVE, ClaimState.CLAIMING, ClaimState.RELEASING]
+    for bucket, state in zip(buckets, states, strict=False):
+        subject.claims[bucket] = Claim(bucket=bucket, epoch=1, state=state, keeper=keeper)
+        three.leases.view[bucket] = Observed(BucketLease(holder="a"))
+    active = {t.key for t in three.spread if subject.bucket_of(t) in buckets[:2]}
+    assert len(buckets) > len(states)
+    assert active
+    assert {t.key for t in three.spread if subject.may_run(t.key)} == active
+    assert subject.candidates() == active
+    three.membership.renewing = False  # the fence closes: the gate, not the candidates, says so
+    assert subject.candidates() == active
+    assert not any(subject.may_run(key) for key in subject.candidates())
+    # Kept between calls, and made again as soon as a claim changes state or the list does.
+    subject.claims[buckets[2]].state = ClaimState.ACTIVE
+    subject.claims[buckets[0]].state = ClaimState.RELEASING
+    moved = {t.key for t in three.spread if subject.bucket_of(t) in buckets[1:3]}
+    assert subject.candidates() == moved
+    reloaded = three.spread[:1]
+    subject.targets = lambda: reloaded
+    assert subject.candidates() == moved & {reloaded[0].key}

@@ -350,3 +350,54 @@ async def test_changed_targets_the_gate_holds_back_are_not_looked_at_every_wake(
     await run_for(scheduler, 1.0)
     assert "shop/Deployment/t1" in asked
     assert starts_of(recorder, "t1") == pytest.approx([10.0], abs=0.011)
+
+
+async def test_the_gate_is_asked_about_the_candidates_only() -> None:
+    """A ring member names the targets of the buckets it holds (the candidates, a superset
+    of what its gate lets run): the gate is asked about those only, at every wake and about
+    changed targets, never about the rest of the fleet. They run in configured order, every
+    period; a target that joins later runs at once (``run_now``), and a group due while
+    none of it was a candidate runs at the first wake that finds one, not a period later."""
+    names = [f"t{i:02d}" for i in range(50)]
+    keys = [f"shop/Deployment/{name}" for name in names]
+    held = {keys[40], keys[3], keys[17]}
+    asked: set[str] = set()
+    passes: list[tuple[float, list[str]]] = []
+
+    async def run_pass(targets: Sequence[Any], deadline: float) -> None:
+        passes.append((now(), [t.key for t in targets]))
+
+    def may_run(key: str) -> bool:
+        asked.add(key)
+        return key in held
+
+    scheduler = scheduler_for(run_pass, jitter=0, may_run=may_run, candidates=lambda: held)
+    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 10"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(25.0)
+    assert asked == held
+    in_order = [keys[3], keys[17], keys[40]]
+    assert passes == [(pytest.approx(at, abs=0.011), in_order) for at in (0.0, 10.0, 20.0)]
+    held.add(keys[5])
+    scheduler.run_now([keys[5]])
+    await asyncio.sleep(1.0)
+    assert passes[3] == (pytest.approx(25.0, abs=0.011), [keys[5]])
+    assert asked == held
+    stop.set()
+    await asyncio.wait_for(task, 2)
+
+    passes.clear()
+    held.clear()
+    scheduler = scheduler_for(run_pass, jitter=0, may_run=may_run, candidates=lambda: held)
+    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 10"))
+    task = asyncio.create_task(scheduler.run(stop := asyncio.Event()))
+    start = now()
+    await asyncio.sleep(3.0)
+    held.add(keys[7])  # no poke: the group kept its due time, and a wake comes each second
+    await asyncio.sleep(2.0)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    ((at, ran),) = passes
+    assert ran == [keys[7]]
+    assert 3.0 <= at - start <= 4.0 + 0.011
