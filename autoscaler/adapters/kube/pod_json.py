@@ -55,10 +55,18 @@ def _quantity_items(resource_list: Any) -> _Items:
         return ()
     for name, quantity in resource_list.items():
         try:
-            parsed.append((str(name), parse_milli(quantity)))
+            parsed.append((str(name), _milli_of(quantity) if isinstance(quantity, str)
+                           else parse_milli(quantity)))
         except QuantityError:
             log.warning("unparsable resource request", resource=name, value=quantity)
     return tuple(sorted(parsed))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _milli_of(quantity: str) -> int:
+    """``parse_milli``, once per distinct text: a fleet's pods repeat a few request values,
+    and parsing each (exact fractions) took a tenth of a ring member's first LIST."""
+    return parse_milli(quantity)
 
 
 @functools.lru_cache(maxsize=1 << 14)

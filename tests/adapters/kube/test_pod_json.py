@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from autoscaler.adapters.kube.pod_json import pod_from_json
 from autoscaler.algorithm import ConditionStatus, PodPhase
@@ -86,6 +87,24 @@ def test_garbage_quantity_is_left_out() -> None:
     raw = pod(phase="Running")
     raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     assert dict(pod_from_json(raw).containers[0].requests) == {"memory": 1024**3 * 1000}
+
+
+def test_each_pod_gets_its_own_quantities_and_garbage_is_logged_for_each() -> None:
+    """Quantities are parsed once per distinct text (pods repeat them): a pod reads its own,
+    spelled any way, as JSON numbers too, and an unparsable one is reported for every pod
+    that carries it, not only the first."""
+    spelled = {"1": 1000, "1000m": 1000, "0.5": 500, "1Ki": 1024 * 1000, "250m": 250}
+    for text, milli in [*spelled.items(), *spelled.items()]:
+        raw = pod(phase="Running")
+        raw["spec"]["containers"][0]["resources"]["requests"] = {"cpu": text, "memory": 2}
+        assert dict(pod_from_json(raw).containers[0].requests) == {"cpu": milli,
+                                                                   "memory": 2000}
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(2):
+            raw = pod(phase="Running")
+            raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+            assert "cpu" not in pod_from_json(raw).containers[0].requests
+    assert [e["event"] for e in logs] == ["unparsable resource request"] * 2
 
 
 def test_overhead_is_read_and_left_out_of_pod_level_requests() -> None:
