@@ -544,7 +544,6 @@ class RingMember:
         if self.claims.get(bucket) is not claim:
             keeper.invalidate()
             return
-        keys = self._keys(bucket)
         namespaces = sorted(self._layout().namespaces.get(bucket, ()))
         if not await self.cached(namespaces, CACHE_WAIT):
             log.warning("a gained bucket's caches have not synced; its targets are decided "
@@ -555,6 +554,9 @@ class RingMember:
         if not fence():  # lost while reading: stranded, claimed again (a new epoch)
             self._failed(claim, "no longer ours while its history was read")
             return
+        # Read after the last wait: a reload meanwhile may have added targets to the bucket,
+        # and the ring never pokes the scheduler (they would wait for their group's start).
+        keys = self._keys(bucket)
         claim.state = ClaimState.ACTIVE
         self._retry_at.pop(bucket, None)
         self.moves += 1

@@ -5,7 +5,7 @@ warm for its standby (what ``/status`` says is pending)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -15,6 +15,7 @@ import pytest
 from autoscaler.config import TargetConfig
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
+from autoscaler.runtime.history import Restored
 from autoscaler.runtime.ring import BucketLease
 from autoscaler.runtime.ring_member import (
     WARM_SETTLE,
@@ -306,3 +307,67 @@ def test_the_scheduler_asks_about_the_targets_of_active_buckets_only(
     reloaded = three.spread[:1]
     subject.targets = lambda: reloaded
     assert subject.candidates() == moved & {reloaded[0].key}
+
+
+@dataclass
+class Claimable(Leases):
+    """Lease writes that always win: the claimed bucket's Lease is ours at epoch 1."""
+
+    async def claim(self, bucket: int, observed: object, *, after: int) -> int:
+        self.view[bucket] = Observed(BucketLease(holder=self.identity), epoch=1)
+        return 1
+
+
+@dataclass
+class EmptyStore:
+    async def stamp(self, holder: str, epoch: int, *, still_claimed: Callable[[], bool]) -> None:
+        return None
+
+
+@dataclass
+class FreshKeeper:
+    restored: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def restore(self, keys: Callable[[], object]) -> Restored:
+        self.restored.set()
+        return Restored(targets=0, retired=0, clean=True)
+
+    def invalidate(self) -> None:
+        self.restored.clear()
+
+
+async def test_a_target_added_while_its_bucket_is_claimed_runs_when_the_claim_ends(
+        three: ThreeMembers) -> None:
+    """A reload adds a target to a bucket whose claim waits for its caches: the claim's
+    first pass includes it. Before, the claim ran the keys it had read before that wait,
+    and the ring never pokes the scheduler, so the added target waited for its group's
+    next start: up to a period late."""
+    subject = three.member()
+    leases = Claimable()
+    subject.parts = RingParts(membership=three.membership, leases=leases,  # type: ignore[arg-type]
+                              store=lambda bucket, fence: EmptyStore(),  # type: ignore[arg-type,return-value]
+                              keeper=lambda store, keys, fence: FreshKeeper())  # type: ignore[arg-type,return-value]
+    first = three.spread[0]
+    bucket = subject.bucket_of(first)
+    (added,) = targets("added", namespace=first.namespace)  # placed by namespace
+    assert subject.bucket_of(added) == bucket
+    ran: list[list[str]] = []
+
+    async def cached(namespaces: Sequence[str], bound: float) -> bool:
+        subject.targets = lambda: [*three.spread, added]  # the reload, during the wait
+        return True
+
+    async def idle(keys: Sequence[str], bound: float) -> bool:
+        return True
+
+    subject.cached, subject.idle = cached, idle
+    subject.run_now = lambda keys: ran.append(list(keys))
+    subject.gained = lambda keys: None
+    subject._start_claim(bucket)
+    claim = subject.claims[bucket]
+    assert claim.task is not None
+    await claim.task
+    assert claim.state is ClaimState.ACTIVE
+    assert ran == [subject._keys(bucket)]
+    assert added.key in ran[0]
+    assert added.key in claim.awaiting_pass
