@@ -16,10 +16,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,17 +33,10 @@ def _mb(field: str) -> float:
 
 def measure_here(targets: int) -> dict[str, float]:
     """In this process: the figures of one load (run by ``main`` in a fresh child)."""
-    from bench.ring_scale import daemon_config
+    from bench.ring_scale import ring_config_file
 
-    args = SimpleNamespace(namespaces=max(1, targets // 100), shared_query=True, period=15)
-    text = daemon_config(args, targets=targets, ring=True,  # type: ignore[arg-type]
-                         prometheus="http://127.0.0.1:9", kubeconfig="/nonexistent")
-    text = text.replace("__PORT__", "9")
-    with tempfile.TemporaryDirectory(prefix="config-load-") as workdir:
-        path = Path(workdir) / "autoscaler.toml"
-        path.write_bytes(text.encode())
-        size = len(text.encode())
-        del text
+    with ring_config_file(targets, prefix="config-load-") as path:
+        size = path.stat().st_size
         import autoscaler.app  # noqa: F401 - the daemon's imports, counted before the load
         from autoscaler.config.loader import load_config
 

@@ -427,6 +427,20 @@ def daemon_config(args: argparse.Namespace, *, targets: int, ring: bool, prometh
     return text
 
 
+@contextlib.contextmanager
+def ring_config_file(targets: int, *, prefix: str) -> Iterator[Path]:
+    """A ring member's config over the first ``targets`` of the simulated fleet, 100 a
+    namespace, in a throwaway file; its servers unreachable (for benches that only load it)."""
+    args = argparse.Namespace(namespaces=max(1, targets // 100), shared_query=True, period=15)
+    text = daemon_config(args, targets=targets, ring=True, prometheus="http://127.0.0.1:9",
+                         kubeconfig="/nonexistent").replace("__PORT__", "9")
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        path = Path(workdir) / "autoscaler.toml"
+        path.write_text(text)
+        del text
+        yield path
+
+
 def fleet(targets: int, namespaces: int) -> set[str]:
     return {f"{namespace_of(i, namespaces)}/Deployment/{target_name(i)}" for i in range(targets)}
 

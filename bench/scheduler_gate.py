@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,18 +33,13 @@ from autoscaler.runtime import ring  # noqa: E402
 from autoscaler.runtime.ring import BucketLease  # noqa: E402
 from autoscaler.runtime.ring_member import Claim, ClaimState, RingMember, RingParts  # noqa: E402
 from autoscaler.runtime.scheduler import Scheduler  # noqa: E402
-from bench.ring_scale import daemon_config  # noqa: E402
+from bench.ring_scale import ring_config_file  # noqa: E402
 
 WARMUP, WAKE_EVERY = 1.0, 0.01
 
 
 def fleet_config(targets: int) -> list[TargetConfig]:
-    args = SimpleNamespace(namespaces=max(1, targets // 100), shared_query=True, period=15)
-    text = daemon_config(args, targets=targets, ring=True,  # type: ignore[arg-type]
-                         prometheus="http://127.0.0.1:9", kubeconfig="/nonexistent")
-    with tempfile.TemporaryDirectory(prefix="scheduler-gate-") as workdir:
-        path = Path(workdir) / "autoscaler.toml"
-        path.write_text(text.replace("__PORT__", "9"))
+    with ring_config_file(targets, prefix="scheduler-gate-") as path:
         return list(load_config(path, check_files=False).targets)
 
 
