@@ -384,7 +384,7 @@ _VECTOR_HEAD = '{"status":"success","data":{"resultType":"vector","result":['
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """json.loads' own (C) scanner and settings: one value from an index, and where it ends
 (shared by the worker threads, as json.loads' is)."""
-_BETWEEN = re.compile(r"\s*([,\]])\s*")
+_BETWEEN = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")  # JSON's whitespace, no other
 _STREAMED = "\u0000streamed"
 
 

@@ -55,6 +55,8 @@ ANSWERS: dict[str, tuple[str, list[str]]] = {
     # Not JSON past a series: refused as "not Prometheus query JSON", as when read whole.
     "cut off after a series": (PLAIN[:len(HEAD) + len(series("web-0")) + 5], [STREAM]),
     "garbage between series": (HEAD + series("a") + ";" + series("b") + "]}}", [STREAM]),
+    "a space JSON does not know": (HEAD + series("a") + "\u00a0," + series("b") + "]}}",
+                                   [STREAM]),
     "garbage after the series": (PLAIN + "x", [STREAM]),
     "nested too deep": (HEAD + series("a") + "," + "[" * 100_000 + "]" * 100_000 + "]}}",
                         [STREAM]),
