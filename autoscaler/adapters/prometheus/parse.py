@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -106,11 +106,27 @@ class Sample:
         return f"Sample(labels={self.labels!r}, raw={self.raw!r}, timestamp={self.timestamp!r})"
 
 
+class SeriesStream:
+    """An instant vector's series, decoded one at a time as they are read (the transport's
+    plain Prometheus answers): the whole answer never exists as one list of dicts. Iterated
+    once."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._items
+
+
 def parse_result(result: Any, fresh: Freshness | None = None) -> list[Sample]:
     """Turn the client's ``data.result`` into samples; raise ``BadDataError`` on any other shape.
 
     With ``fresh``, each sample's ``stale`` says why it is too old or too new to use."""
     if not isinstance(result, list):
+        if isinstance(result, SeriesStream):
+            return [_series(item, fresh) for item in result]
         raise BadDataError(f"unexpected answer of type {type(result).__name__}")
     if len(result) == 2 and not isinstance(result[0], dict):
         return [_pair({}, result, fresh)]  # a scalar or string result: [ts, "v"]
@@ -247,9 +263,9 @@ class PodAnswer:
 
 def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
     """``parse_result``'s checks and messages, straight into a ``PodAnswer``."""
-    if not isinstance(result, list):
+    if not isinstance(result, list) and not isinstance(result, SeriesStream):
         raise BadDataError(f"unexpected answer of type {type(result).__name__}")
-    if len(result) == 2 and not isinstance(result[0], dict):
+    if isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict):
         return PodAnswer.of([_pair({}, result, fresh)])
     earliest, latest = _ANY_TIME if fresh is None else fresh.bounds
     answer = PodAnswer()
