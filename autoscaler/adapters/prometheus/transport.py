@@ -339,11 +339,12 @@ def _checked_size(body: bytearray, exchange: Exchange,
 def _decode(body: bytearray, exchange: Exchange,
             count: Callable[[bytes | bytearray], int] = count_series) -> Any:
     _checked_size(body, exchange, count)
-    return _checked_result(_text_of(body), exchange)
+    return _checked(_result_of(_text_of(body)), exchange)
 
 
-def _checked_result(text: str | None, exchange: Exchange) -> Any:
-    result = _NOT_QUERY_JSON if text is None else _result_of(text)
+def _checked(result: Any, exchange: Exchange) -> Any:
+    """``result``, unless the answer was not query JSON: raised here, where no frame on its
+    traceback holds the answer's text."""
     if result is _NOT_QUERY_JSON:
         raise _not_query_json(exchange)
     return result
@@ -367,9 +368,11 @@ def _text_of(body: bytearray) -> str | None:
     return text
 
 
-def _result_of(text: str) -> Any:
+def _result_of(text: str | None) -> Any:
     """``data.result`` of a successful answer, else ``_NOT_QUERY_JSON``; the parser's error
     (whose frames hold the text) ends here, so no error raised after carries the answer."""
+    if text is None:
+        return _NOT_QUERY_JSON
     try:
         document = json.loads(text)
         if document["status"] == "success":
@@ -400,7 +403,8 @@ def _parse_streamed(body: bytearray, exchange: Exchange, parse: Callable[[Any], 
     series is not an object or that does not end as a plain answer does, is read whole as
     before, with the same checks and messages. (An answer that stops being JSON after some
     series is still "not Prometheus query JSON", unless ``parse`` refused one of those series
-    first.)"""
+    first.) An error raised while streaming holds the text on its traceback, as one raised
+    by ``parse`` held the decoded answer before: ``source`` detaches every error it keeps."""
     _checked_size(body, exchange, count_series)
     text = _text_of(body)
     if text is not None and text.startswith(_VECTOR_HEAD):
@@ -410,7 +414,9 @@ def _parse_streamed(body: bytearray, exchange: Exchange, parse: Callable[[Any], 
                 return parse(SeriesStream(_series_from(text, start, exchange)))
             except _NotPlainError:
                 pass  # rare: a repeated field after the series
-    return parse(_checked_result(text, exchange))
+    result = _result_of(text)
+    del text  # not on the traceback of what the check or the parse raises
+    return parse(_checked(result, exchange))
 
 
 def _first_series(text: str) -> int | None:

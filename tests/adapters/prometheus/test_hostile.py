@@ -198,7 +198,11 @@ def frames_of(module: object) -> list[FrameType]:
     Answer(body=HUGE),
     Answer(body=b'{"status":"success","data":' + b"x" * (4 * MB)),
     Answer(body=tiny_series(6000)),
-], ids=["cut-at-the-limit", "not-json", "over-the-query-series"])
+    # Read a series at a time (written as Prometheus writes), then refused part way.
+    Answer(body=tiny_series(500)[:-3] + b"," + b"x" * (4 * MB)),
+    Answer(body=tiny_series(500)[:-3] + b',{"metric":{},"value":"1"}' + b"]}}"),
+], ids=["cut-at-the-limit", "not-json", "over-the-query-series", "not-json-past-series",
+        "a-bad-series-past-series"])
 async def test_a_failed_answer_leaves_nothing_for_the_cyclic_collector(answer: Answer) -> None:
     """With the collector off (as during a pass, and nearly so once tuned), a refused answer
     is freed by reference counting: no frame of the transport outlives the query, so none

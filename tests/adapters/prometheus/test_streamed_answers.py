@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -130,3 +131,18 @@ def test_a_series_is_decoded_only_when_the_parse_reaches_it() -> None:
     assert served(body, first_pod) == "web-0"
     with pytest.raises(BadDataError, match="not Prometheus query JSON"):
         read_whole(body, first_pod)
+
+
+def test_an_answer_refused_whole_leaves_its_text_on_no_frame_of_the_error() -> None:
+    """Read whole (any caller, including those that keep the error as it was raised): the
+    refusal's traceback holds no frame with the answer's text, and it was raised during no
+    other error (issue 40: each kept error held its answer until the next collection)."""
+    body = b'{"status":"success","data":' + b"x" * 100_000
+    with pytest.raises(BadDataError, match="not Prometheus query JSON") as caught:
+        transport._decode(bytearray(body), exchange("http://x"))
+    held = [name for frame, _ in traceback.walk_tb(caught.value.__traceback__)
+            if frame.f_code.co_filename == transport.__file__
+            for name, value in frame.f_locals.items()
+            if isinstance(value, str | bytes | bytearray) and len(value) >= 100_000]
+    assert held == []
+    assert caught.value.__context__ is None
