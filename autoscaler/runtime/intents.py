@@ -10,6 +10,15 @@ after that does not take the write for news. Only a write whose outcome truly is
 settled by a fresh read before the target's next decision (``settle_intent``), from what
 the object says: its ``spec.replicas``, never its resourceVersion alone (a controller's
 status update, an annotation, moves that all the time).
+
+A write found not landed on an object unchanged since (its resourceVersion is the one the
+PUT carries) may still be on its way: an API server holding the request, or a process
+frozen between its last check and its socket (a ring member that lost the target
+meanwhile). Such a PUT could land later, from whoever sent it, as a step no history knows.
+So the pass that finds it writes the object (docs/design/active-active.md §4.5, F3): with
+its own decision if that scales, else by sending the write on record again. Either carries
+that resourceVersion, so exactly one of the two PUTs can land and the other is a 409; a
+write of ours lands only while we hold the target, and is counted when it does.
 """
 
 from __future__ import annotations
@@ -83,25 +92,41 @@ def outcome_of(intent: Intent, scale: Scale) -> Outcome:
     return Outcome.OVERRIDDEN
 
 
+IN_FLIGHT_HORIZON = 60.0
+"""Seconds after it was put on record that a write found not landed is still taken as
+possibly on its way: the API server's default ``--request-timeout``, past which it has
+served or dropped a request. Older, it is dropped as not made: sending a decision that old
+would act on metrics long gone (a daemon down for an hour, say)."""
+
+
 def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now: float,
-                  settings: AlgorithmSettings) -> None:
+                  settings: AlgorithmSettings) -> Intent | None:
     """Settle the target's intent against ``scale``, read fresh from the server. A landed
     write is counted now, the latest it can have happened, so its policy period ends no
-    earlier than upstream's would (only a write whose answer was lost gets here)."""
+    earlier than upstream's would (only a write whose answer was lost gets here).
+
+    Returns the intent if its write did not land on an object unchanged since, within
+    ``IN_FLIGHT_HORIZON``: it may still be on its way, and this pass must write the object
+    (the module's docstring says why)."""
     intent, state.intent = state.intent, None
     assert intent is not None
     outcome = outcome_of(intent, scale)
     if outcome is not Outcome.LANDED:
-        log.info(f"an earlier scale write whose answer was lost {outcome.value}",
+        on_its_way = (scale.resource_version == intent.resource_version
+                      and now - intent.at <= IN_FLIGHT_HORIZON)
+        log.info("an earlier scale write whose answer was lost "
+                 + ("has not landed; it may still be on its way" if on_its_way
+                    else outcome.value),
                  target=target.key, previous=intent.previous, desired=intent.desired,
                  replicas=scale.spec_replicas)
-        return
+        return intent if on_its_way else None
     count_scale(state, target, previous=intent.previous, new=intent.desired, now=now,
                 settings=settings)
     state.expected_replicas = scale.spec_replicas
     log.warning("an earlier scale write whose answer was lost landed: counted now",
                 target=target.key, previous=intent.previous, desired=intent.desired,
                 replicas=scale.spec_replicas)
+    return None
 
 
 LINGER = 1.0

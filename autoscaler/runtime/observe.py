@@ -12,6 +12,7 @@ ends; never an exception that stops the others.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -38,6 +39,7 @@ from autoscaler.runtime.zero_owner import (
     ownership_condition,
     zero_ownership,
 )
+from autoscaler.snapshot import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -59,6 +61,9 @@ class Observed:
     scale: Scale
     pods: Sequence[Pod]
     pause: Pause | None = None
+    in_flight: Intent | None = None
+    """An earlier write of ours that may still reach the server (``settle_intent``): this
+    pass writes the object, so that it cannot land later."""
 
 
 class Observer:
@@ -155,9 +160,10 @@ class Observer:
         pods cannot be listed yet."""
         state = in_pass(self.states, target.key)
         state.current_replicas = scale.spec_replicas
+        in_flight = None
         if state.intent is not None:
-            settle_intent(state, target, scale, now=self.clock(),
-                          settings=self.options.algorithm)
+            in_flight = settle_intent(state, target, scale, now=self.clock(),
+                                      settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
             state.shadow = None  # shadow mode switched off (a reload): its comparison goes too
@@ -181,7 +187,7 @@ class Observer:
         pause = pause_of(target, scale.annotations)
         # Said from the read on: /status may be read while the pass awaits other targets.
         state.pause = pause.source if pause is not None else None
-        return Observed(target=target, scale=scale, pods=pods, pause=pause)
+        return Observed(target=target, scale=scale, pods=pods, pause=pause, in_flight=in_flight)
 
     def _own_zero(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
         """At 0 replicas: whose zero it is, by who last set the count (the cluster's
@@ -243,5 +249,4 @@ def in_pass(states: dict[str, TargetState], key: str) -> TargetState:
 def with_pods(observed: Observed, pods: Sequence[Pod] | None) -> Observed:
     if pods is None:
         return observed
-    return Observed(target=observed.target, scale=observed.scale, pods=pods,
-                     pause=observed.pause)
+    return dataclasses.replace(observed, pods=pods)

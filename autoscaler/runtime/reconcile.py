@@ -70,12 +70,19 @@ from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.shadow import compare_in_shadow
 from autoscaler.runtime.status import TargetState, schedule_status
 from autoscaler.runtime.workers import WorkerPool
-from autoscaler.runtime.writes import DecideAgain, ScaleWrite, ScaleWriter, retry_after_hold
+from autoscaler.runtime.writes import (
+    DecideAgain,
+    ScaleWrite,
+    ScaleWriter,
+    resend,
+    retry_after_hold,
+)
 from autoscaler.runtime.zero_owner import (
     stranded_condition,
     stranded_message,
 )
 from autoscaler.schedules import bounds_at
+from autoscaler.snapshot import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -98,6 +105,15 @@ class _Pending:
     held: str | None = None
     """Why a write the decision wanted is not sent this pass."""
     started: float = 0.0
+
+
+def _may_resend(intent: Intent, decision: Decision) -> bool:
+    """Whether a pass that decided ``decision`` may send ``intent``'s write again: not on
+    a pass without valid metrics (it acts on no earlier decision), nor to a count outside
+    the bounds in force now (a reload or a schedule may have moved them)."""
+    bounds = decision.bounds
+    return Step.INVALID_METRICS not in decision.steps and (
+        bounds is None or bounds.min_replicas <= intent.desired <= bounds.max_replicas)
 
 
 class Reconciler:
@@ -321,6 +337,14 @@ class Reconciler:
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
                                desired=desired, reason=reason, decide_again=self._decide_again(
                                    observed, state, values, history_before))
+        elif observed.in_flight is not None and _may_resend(observed.in_flight, decision):
+            # Our write on record may still reach the server; the object is written this
+            # pass so that it cannot land later, from whoever sent it (intents.py).
+            log.info("sending again a scale write that may still be on its way",
+                     target=target.key, previous=observed.in_flight.previous,
+                     desired=observed.in_flight.desired)
+            write = resend(target, state, observed.scale, observed.in_flight,
+                           clock=self.clock, settings=self.options.algorithm)
         if write is None and not events:
             self.report.finish(state, target, outcome, error=decision.error)
             return None

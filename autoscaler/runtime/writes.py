@@ -5,8 +5,9 @@ in between: the target is read again from the server and the count decided again
 it holds now, never written over blindly; each retry is a new write, on record before it is
 sent, and the retries are bounded. A 429's Retry-After holds the target's writes until then
 (capped). Dry-run writes nothing and says what it would have written; an instance that is
-no longer the leader writes nothing. A failure is the target's alone: a condition, an Event
-and a log line.
+no longer the leader writes nothing. A write on record that may still be on its way is sent
+again (``resend``, when the pass would not write the target otherwise: ``intents`` says
+why). A failure is the target's alone: a condition, an Event and a log line.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.algorithm import EventReason, Reason, rescale_message
+from autoscaler.algorithm import AlgorithmSettings, EventReason, Reason, rescale_message
 from autoscaler.errors import (
     AccessDeniedError,
     ConflictError,
@@ -29,12 +31,13 @@ from autoscaler.errors import (
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.conditions import rescaled
-from autoscaler.runtime.intents import put_on_record
+from autoscaler.runtime.intents import put_on_record, settle_intent
 from autoscaler.runtime.landed import count_scale
 from autoscaler.runtime.ports import Scale, ScalePort
 from autoscaler.runtime.reconcile_options import ReconcileOptions
 from autoscaler.runtime.reporting import Reporter
 from autoscaler.runtime.status import TargetState
+from autoscaler.snapshot import Intent
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -65,6 +68,22 @@ class ScaleWrite:
     """The rescale reason, for the Events."""
     decide_again: DecideAgain | None = None
     """``None``: the count stands whatever the target holds after a conflict (a pause)."""
+
+
+def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Intent, *,
+           clock: Callable[[], float], settings: AlgorithmSettings) -> ScaleWrite:
+    """The write on record in ``intent``, sent again over ``scale`` (read fresh, unchanged
+    since that write was decided; ``intents`` says why). A 409 means the object changed
+    meanwhile, perhaps by that very write: the fresh read settles the intent (counted if it
+    landed), and nothing is written over it."""
+    def settled(fresh: Scale) -> int:
+        state.intent = intent
+        settle_intent(state, target, fresh, now=clock(), settings=settings)
+        return fresh.spec_replicas
+    when = datetime.fromtimestamp(intent.at, UTC).strftime("%H:%M:%S")
+    return ScaleWrite(target=target, state=state, scale=scale, desired=intent.desired,
+                      reason=f"sent again: decided at {when} UTC, its first request may still "
+                             "reach the API server", decide_again=settled)
 
 
 def retry_after_hold(state: TargetState, now: float) -> str | None:

@@ -403,6 +403,53 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
         await asyncio.gather(watcher, return_exceptions=True)
 
 
+async def test_a_write_the_api_server_held_past_its_senders_lease_never_lands_after_it(
+    rig: Rig, loads: dict[str, LoadModel], tmp_path: Path,
+) -> None:
+    """The API server holds a member's PUT of one target, 2 -> 4 (the step is on record in
+    the target's history), and the member is frozen past its lease; meanwhile the load falls
+    back, so the target's new owner would stay at 2. Finding the object unchanged since that
+    intent, the new owner sends 2 -> 4 itself: the step happens once, by its owner, and
+    counts. The held request, served after, is a 409: nothing lands from a member that no
+    longer holds the target (design §4.5, F3). Then the target goes back to 2 as soon as
+    its rules allow (the next pass: no down-scale window here)."""
+    namespace = NAMESPACES[0]
+    async with members(rig, tmp_path, ["a", "b", "c"]) as running:
+        await eventually(lambda: every_target_has_one_owner(running)
+                         and max(len(m.owned()) for m in running.values()) <= 3,
+                         timeout=40, what="a balanced ring")
+        sender = next(m for m in running.values() if key(namespace) in m.owned())
+        assert sender.process.process is not None
+        held = rig.api.hold_next(verb="update", resource="deployments/scale", user=sender.user)
+        loads[namespace].demand = 400
+        await eventually(lambda: held.arrived == 1, timeout=15,
+                         what="the owner's PUT 2 -> 4 held by the API server")
+        sender.process.process.send_signal(signal.SIGSTOP)
+        loads[namespace].demand = 200
+        try:
+            others = {n: m for n, m in running.items() if m is not sender}
+            await eventually(lambda: len(owners(others)[key(namespace)]) == 1, timeout=20,
+                             what="the target taken over")
+            heir = others[owners(others)[key(namespace)][0]]
+            await asyncio.sleep(3.0)  # the new owner's passes over the target
+            held.release()
+
+            def answered() -> list[Any]:
+                return [r for r in rig.api.log.records if r.user == sender.user
+                        and r.verb == "update" and r.resource == "deployments/scale"
+                        and r.namespace == namespace and r.answered is not None]
+            await eventually(lambda: bool(answered()), timeout=10,
+                             what="the held request served")
+            assert [r.status for r in answered()] == [409]
+            assert non_owner_writes(rig, running) == []
+            assert [r.status for r in scale_writes(rig, heir.user)
+                    if r.namespace == namespace][:1] == [200]
+            await eventually(lambda: replicas(rig, namespace) == 2, timeout=10,
+                             what="the target back at 2 (its load)")
+        finally:
+            sender.process.process.send_signal(signal.SIGCONT)
+
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
 async def test_a_ring_waits_for_the_single_leader_it_replaces_and_takes_its_history(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, stop: str,

@@ -8,18 +8,29 @@ write before or after applying it, as a real API server behind a flaky network c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import pytest
 
+from autoscaler.algorithm import MetricUnavailable
 from autoscaler.config import parse_config
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
-from autoscaler.runtime.intents import OutcomeRecorder
+from autoscaler.runtime.intents import IN_FLIGHT_HORIZON, OutcomeRecorder
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.snapshot import Intent
-from tests.runtime.doubles import Clock, Fleet, NoPods, QueueDepth, Quiet, Workload, targets
+from tests.runtime.doubles import (
+    Clock,
+    Depths,
+    Fleet,
+    NoPods,
+    QueueDepth,
+    Quiet,
+    Workload,
+    targets,
+)
 
 # Scale events are kept only for a target with a behavior, as upstream's storeScaleEvent.
 WEB = list(parse_config("""
@@ -145,6 +156,61 @@ async def test_a_write_of_unknown_outcome_is_settled_from_the_count_read_fresh(
         assert events == [(2, 1_001.0)]
     else:
         assert events == []  # drift: someone else's count, not our step
+    assert record.calls[-1] is None
+
+
+@dataclass
+class Then:
+    """The world of the pass after the lost write: how old the intent is, the metric
+    (None: unavailable), ``maxReplicas`` now, and how the next PUT goes."""
+
+    age: float = 1.0
+    units: int | None = 20
+    max_replicas: int = 10
+    fault: str = "ok"
+
+
+@pytest.mark.parametrize(("then", "log", "counted"), [
+    (Then(), ["persist", "put 4 (ok)", "persist"], True),
+    (Then(fault="conflict->4"),
+     ["persist", "put 4 (conflict->4)", "get fresh=True", "persist"], True),
+    (Then(fault="conflict"), ["persist", "put 4 (conflict)", "get fresh=True", "persist"],
+     False),
+    (Then(age=IN_FLIGHT_HORIZON + 1), ["persist"], False),
+    (Then(units=None), ["persist"], False),
+    (Then(max_replicas=3), ["persist"], False),
+], ids=["sent-again", "first-landed-meanwhile", "touched-meanwhile", "too-old",
+        "no-metrics", "out-of-bounds-now"])
+async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_writes_not(
+    then: Then, log: list[str], counted: bool,
+) -> None:
+    """A timeout leaves the intent 2 -> 4 on an object still at its resourceVersion: the
+    request may yet reach the server (one holding it, or a frozen sender). The next pass's
+    decision is to stay at 2 (the load fell); it sends 2 -> 4 again, with that
+    resourceVersion, so exactly one of the two can land (the other is a 409): a step the
+    history counts, not one landing later unseen. If the object changed meanwhile
+    (``conflict->4``: the first landed; ``conflict``: a status update), the fresh read
+    settles it and nothing is written over it. An intent older than ``IN_FLIGHT_HORIZON``,
+    a pass without metrics, or a count now over ``maxReplicas`` (a reload lowered it to 3)
+    sends nothing."""
+    cluster = Workload(faults=["lost"])
+    reconciler, record, clock = rig(cluster)
+    await run_pass(reconciler)
+    state = reconciler.states[WEB[0].key]
+    assert state.intent is not None
+    reconciler.metrics = QueueDepth(then.units) if then.units is not None else Depths(
+        {"web": MetricUnavailable(reason="no series")})
+    cluster.faults, clock.now = [then.fault], clock.now + then.age
+    cluster.log.clear()
+    reloaded = [dataclasses.replace(WEB[0], spec=dataclasses.replace(
+        WEB[0].spec, max_replicas=then.max_replicas))]
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(reloaded, deadline=time.monotonic() + 5)
+    assert cluster.log == ["get fresh=True", *log]
+    events = [(e.change, e.timestamp) for e in state.history.scale_up_events]
+    assert events == ([(2, 1_000.0 + then.age)] if counted else [])
+    assert cluster.replicas == (4 if counted else 2)
+    assert state.intent is None
     assert record.calls[-1] is None
 
 
