@@ -20,16 +20,19 @@ workload watch cache saves a pass), and a scrape of the passes' ``/metrics``: th
 rendered in-process (median time, bytes, lines; gzipped at the level the endpoint uses) and
 GET /metrics over loopback HTTP as Prometheus sends it (Accept-Encoding: gzip).
 
-Diagnostics (environment, passed through by ``daemon_scale.py``): ``BENCH_TRACEMALLOC=1``
-prints the top allocations at each pass's metrics fetch, ``=sync`` those held once the
-caches have synced; ``BENCH_GC=default`` skips the daemon's GC tuning (``settle_heap``) to
-compare.
+Diagnostics (environment, passed through by ``daemon_scale.py``, which copies their lines to
+its stderr before it deletes the log): ``BENCH_TRACEMALLOC=1`` prints the top allocations at
+each pass's metrics fetch, ``=sync`` those held once the caches have synced, ``=retained``
+those the passes left alive (with their tracebacks);
+``BENCH_HEAP=1`` where the RSS is once synced and after each pass (``heap_report``);
+``BENCH_GC=default`` skips the daemon's GC tuning (``settle_heap``) to compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import gzip
 import json
 import multiprocessing
@@ -118,6 +121,36 @@ def _requests_of(wanted: Sequence[MetricsWanted]) -> list[TargetRequest]:
                           queries=w.target.metric_queries) for w in wanted]
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def heap_report(label: str) -> None:
+    """``BENCH_HEAP=1``: where the RSS is, to stderr: glibc's heap (in use, free inside its
+    arenas, mapped on its own; ``mallinfo2``) and pymalloc's arenas (``sys._debugmallocstats``),
+    against VmRSS and what ``smaps_rollup`` says is anonymous."""
+    if not os.environ.get("BENCH_HEAP"):
+        return
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _MallInfo2
+    info = libc.mallinfo2()
+    rollup = dict(line.split(":", 1) for line in
+                  Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
+    mb = 2**20
+    print(f"heap {label}: VmRSS {_rss_now() / mb:.1f} MB, anonymous "
+          f"{int(rollup['Anonymous'].split()[0]) / 1024:.1f} MB; glibc in use "
+          f"{info.uordblks / mb:.1f}, free in its arenas {info.fordblks / mb:.1f} (top "
+          f"{info.keepcost / mb:.1f}), mapped alone {info.hblkhd / mb:.1f} MB", file=sys.stderr,
+          flush=True)
+    sys._debugmallocstats()  # pymalloc's own summary, to the same stderr
+
+
+def _rss_now() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 async def run_passes(
     reconciler: Reconciler, metrics: TimedMetrics, targets: Sequence[TargetConfig], *,
     passes: int, period: float, control: str, floor_of: Callable[[list[str]], float],
@@ -145,6 +178,7 @@ async def run_passes(
                            "after_fetch": metrics.rss_after_fetch / 2**20,
                            "after_pass": _max_rss() / 2**20},
         })
+        heap_report(f"after pass {number}")
         _control(control, "/reset", post=True)
     return results
 
@@ -275,11 +309,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait_for(wait_synced(components, namespaces), 600)
         synced = time.monotonic() - started
         peak_after_sync = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        heap_report("synced")
         if os.environ.get("BENCH_TRACEMALLOC") == "sync":  # what the synced caches hold
             import tracemalloc
             print("tracemalloc synced MB", tracemalloc.get_traced_memory(), file=sys.stderr)
             for stat in tracemalloc.take_snapshot().statistics("lineno")[:25]:
                 print("tracemalloc", stat, file=sys.stderr)
+        elif os.environ.get("BENCH_TRACEMALLOC") == "retained":  # what passes leave alive
+            import tracemalloc
+            tracemalloc.start(8)
+            before_passes = tracemalloc.take_snapshot()
         elif os.environ.get("BENCH_TRACEMALLOC"):  # where memory goes: a pass's peak, by line
             import tracemalloc
             tracemalloc.start()
@@ -295,6 +334,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 period=config.daemon.sync_period, control=args.control,
                 floor_of=lambda promql: child.submit(floor, url, promql, workers).result())
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if os.environ.get("BENCH_TRACEMALLOC") == "retained":
+            import gc
+            import tracemalloc
+            gc.collect()
+            retained = tracemalloc.take_snapshot().compare_to(before_passes, "traceback")
+            for stat in retained[:12]:
+                print(f"tracemalloc {stat}", file=sys.stderr)
+                for frame in stat.traceback.format()[-12:]:
+                    print(f"tracemalloc   {frame}", file=sys.stderr)
         batched = batched_promql(metrics.wanted)
         floor_s = statistics.median(p["floor"] for p in passes[1:] or passes)
         base = await baseline(config, metrics.wanted, workers) if args.baseline else None

@@ -164,6 +164,11 @@ def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline:
                      *([] if baseline else ["--no-baseline"])],
                     check=False, stdout=log, stderr=subprocess.STDOUT,
                     env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800)
+            if os.environ.get("BENCH_TRACEMALLOC") or os.environ.get("BENCH_HEAP"):
+                # daemon_run's diagnostics, copied out before the log goes with its directory
+                print("\n".join(line for line in log_path.read_text(errors="replace")
+                                 .splitlines() if line.startswith(DIAGNOSTIC_LINES)
+                                 or "arenas *" in line), file=sys.stderr, flush=True)
             if finished.returncode != 0:
                 tail = log_path.read_text(errors="replace").splitlines()[-300:]
                 raise RuntimeError(f"bench/daemon_run.py failed ({finished.returncode}) at "
@@ -171,6 +176,12 @@ def measure(targets: int, *, pods: int, passes: int, concurrency: int, baseline:
             result: dict[str, Any] = json.loads(out.read_text())
             result["series"] = exporter.series
             return result
+
+
+DIAGNOSTIC_LINES = ("tracemalloc", "heap ", "# arenas allocated current", "# bytes in",
+                    "Total ")
+"""Lines of daemon_run's ``BENCH_TRACEMALLOC`` and ``BENCH_HEAP`` output (and pymalloc's own
+summary) that ``run`` copies to stderr."""
 
 
 def summarize(result: dict[str, Any]) -> dict[str, Any]:

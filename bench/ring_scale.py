@@ -468,7 +468,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # Refused before minutes of seeding, not after (the paths' lengths are about these).
     daemon_config(args, targets=args.targets, ring=True, prometheus="http://127.0.0.1:40000",
                   kubeconfig="k" * 40)
-    workdir = Path(tempfile.mkdtemp(prefix="ring-scale-"))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ring-scale-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     with servers(args) as info:
         config = workdir / "ring.toml"
         config.write_text(daemon_config(args, targets=args.targets, ring=True,
@@ -565,6 +566,9 @@ def main() -> None:
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="skip the single process over one replica's share")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--workdir", type=Path,
+                        help="where the replicas' configs and logs go, kept after the run "
+                             "(default: a new /tmp/ring-scale-* directory)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"{SMOKE['replicas']} replicas, {SMOKE['targets']} targets")
     args = parser.parse_args()

@@ -28,7 +28,8 @@ BOUND = 1.15
 @pytest.mark.timeout(300)
 def test_smoke_run_counts(tmp_path: Path) -> None:
     result, printed = run_bench("ring_scale.py", tmp_path / "figures.json", "--smoke",
-                                timeout=280)
+                                f"--workdir={tmp_path / 'run'}", timeout=280)
+    assert (tmp_path / "run" / "r0.log").exists()  # the logs kept where it was told
     rows = result["steady"]
     assert [r["replica"] for r in rows] == [f"r{i}" for i in range(REPLICAS)]
     assert sum(r["targets"] for r in rows) == TARGETS
