@@ -27,7 +27,7 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.runtime.conditions import merge_conditions
-from autoscaler.runtime.status import TargetState
+from autoscaler.runtime.status import MAX_SCALE_EVENTS, TargetState
 
 NOW = 1_800_000_000.0
 RPS = MetricSpec(type=MetricSourceType.PODS, name="rps",
@@ -141,3 +141,17 @@ def test_a_stabilization_window_is_whole_seconds() -> None:
         stabilization = body["decision"]["stabilization"]
         assert stabilization["windowSeconds"] == window
         assert type(stabilization["windowSeconds"]) is int, stabilization
+
+
+def test_a_target_keeps_the_newest_scale_writes_it_saw_land() -> None:
+    """The last ``MAX_SCALE_EVENTS`` writes, newest last; ``/status`` shows them newest
+    first."""
+    state = TargetState(key="shop/Deployment/web")
+    for step in range(MAX_SCALE_EVENTS + 2):
+        state.note_scale(previous=step + 1, new=step + 2, at=1_000.0 + step)
+    assert len(state.scaled) == MAX_SCALE_EVENTS
+    assert state.scaled[0] == (1_002.0, 3, 4)
+    assert state.scaled[-1] == (1_011.0, 12, 13)
+    shown = state.to_json()["scaleEvents"]
+    assert len(shown) == MAX_SCALE_EVENTS
+    assert shown[0]["time"] > shown[-1]["time"]
