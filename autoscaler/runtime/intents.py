@@ -43,18 +43,18 @@ if TYPE_CHECKING:
 log = structlog.get_logger("autoscaler.reconcile")
 
 
-async def put_on_record(writes: Sequence[tuple[TargetState, Scale, int]], persist: Persist, *,
-                        now: float) -> None:
-    """Each (state, scale read, desired count) gets its intent, then one store write makes
-    them all durable. If that fails, no intent stays and the error is raised: none of these
-    writes may be sent."""
-    for state, scale, desired in writes:
+async def put_on_record(writes: Sequence[tuple[TargetState, Scale, int, float]],
+                        persist: Persist) -> None:
+    """Each (state, scale read, desired count, when it was decided) gets its intent, then
+    one store write makes them all durable. If that fails, no intent stays and the error is
+    raised: none of these writes may be sent."""
+    for state, scale, desired, decided in writes:
         state.intent = Intent(previous=scale.spec_replicas, desired=desired,
-                              resource_version=scale.resource_version, at=now)
+                              resource_version=scale.resource_version, at=decided)
     try:
         await persist()
     except Exception:
-        for state, _, _ in writes:
+        for state, _, _, _ in writes:
             state.intent = None
         raise
 
@@ -106,8 +106,10 @@ def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now
     earlier than upstream's would (only a write whose answer was lost gets here).
 
     Returns the intent if its write did not land on an object unchanged since, within
-    ``IN_FLIGHT_HORIZON``: it may still be on its way, and this pass must write the object
-    (the module's docstring says why)."""
+    ``IN_FLIGHT_HORIZON`` of its decision: it may still be on its way, and this pass must
+    write the object (the module's docstring says why). Such an intent stays on record
+    until a pass writes the object or a read settles it: if the pass cannot write (no
+    metrics, paused, held by a 429...), a late landing is still counted at the next read."""
     intent, state.intent = state.intent, None
     assert intent is not None
     outcome = outcome_of(intent, scale)
@@ -119,7 +121,10 @@ def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now
                     else outcome.value),
                  target=target.key, previous=intent.previous, desired=intent.desired,
                  replicas=scale.spec_replicas)
-        return intent if on_its_way else None
+        if not on_its_way:
+            return None
+        state.intent = intent
+        return intent
     count_scale(state, target, previous=intent.previous, new=intent.desired, now=now,
                 settings=settings)
     state.expected_replicas = scale.spec_replicas

@@ -51,7 +51,7 @@ from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
-from autoscaler.runtime.intents import OutcomeRecorder, put_on_record
+from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
 from autoscaler.runtime.observe import Observed, Observer, in_pass, with_pods
 from autoscaler.runtime.pause import Pause
 from autoscaler.runtime.ports import (
@@ -334,9 +334,11 @@ class Reconciler:
         if desired != decision.current_replicas:
             reason = (fallback_reason(state.consecutive_invalid) if state.fallback_active
                       else step_reason(decision, desired))
+            again = self._decide_again(observed, state, values, history_before)
+            if observed.in_flight is not None:
+                again = self._settling_first(observed, state, values, history_before)
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
-                               desired=desired, reason=reason, decide_again=self._decide_again(
-                                   observed, state, values, history_before))
+                               desired=desired, reason=reason, decide_again=again)
         elif observed.in_flight is not None and _may_resend(observed.in_flight, decision):
             # Our write on record may still reach the server; the object is written this
             # pass so that it cannot land later, from whoever sent it (intents.py).
@@ -379,8 +381,9 @@ class Reconciler:
             if not writes:
                 return False
         try:
-            await put_on_record([(item.write.state, item.write.scale, item.write.desired)
-                                 for item in writes if item.write is not None], persist, now=now)
+            await put_on_record([(item.write.state, item.write.scale, item.write.desired,
+                                  now if item.write.decided is None else item.write.decided)
+                                 for item in writes if item.write is not None], persist)
             return True
         except Exception as error:
             log.error("cannot put this pass's scale writes on record: not sending them",
@@ -432,6 +435,25 @@ class Reconciler:
             state.current_replicas = scale.spec_replicas
             state.decided(redo, desired)
             return desired
+        return again
+
+    def _settling_first(self, observed: Observed, state: TargetState,
+                        values: tuple[MetricValues, ...], history: History) -> DecideAgain:
+        """``_decide_again`` for a pass whose write replaces one that may still be on its
+        way (``observed.in_flight``): at the first conflict, that write may be what landed,
+        so the fresh read settles it first (counted if it landed) and the decision is made
+        again from the history that counts it."""
+        in_flight = observed.in_flight
+        assert in_flight is not None
+        counted: list[History] = []  # the history once the first conflict settled it
+
+        def again(scale: Scale) -> int:
+            if not counted:
+                state.intent, state.history = in_flight, history
+                settle_intent(state, observed.target, scale, now=self.clock(),
+                              settings=self.options.algorithm)
+                counted.append(state.history)
+            return self._decide_again(observed, state, values, counted[0])(scale)
         return again
 
     def _record_decision(

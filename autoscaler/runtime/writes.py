@@ -68,6 +68,9 @@ class ScaleWrite:
     """The rescale reason, for the Events."""
     decide_again: DecideAgain | None = None
     """``None``: the count stands whatever the target holds after a conflict (a pause)."""
+    decided: float | None = None
+    """When the count was decided, if before this pass (a write sent again): its intent
+    keeps that time, so ``IN_FLIGHT_HORIZON`` counts from the decision."""
 
 
 def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Intent, *,
@@ -83,7 +86,7 @@ def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Inten
     when = datetime.fromtimestamp(intent.at, UTC).strftime("%H:%M:%S")
     return ScaleWrite(target=target, state=state, scale=scale, desired=intent.desired,
                       reason=f"sent again: decided at {when} UTC, its first request may still "
-                             "reach the API server", decide_again=settled)
+                             "reach the API server", decide_again=settled, decided=intent.at)
 
 
 def retry_after_hold(state: TargetState, now: float) -> str | None:
@@ -175,8 +178,8 @@ class ScaleWriter:
                 if desired == scale.spec_replicas:
                     return desired, desired
                 if options.persist is not None:  # the retry is a new write: on record first
-                    await put_on_record([(state, scale, desired)], options.persist,
-                                        now=self.clock())
+                    await put_on_record([(state, scale, desired, self.clock())],
+                                        options.persist)
                 continue
             return scale.spec_replicas, desired
         raise AssertionError("unreachable")  # pragma: no cover

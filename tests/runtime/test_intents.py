@@ -190,9 +190,10 @@ async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_wr
     resourceVersion, so exactly one of the two can land (the other is a 409): a step the
     history counts, not one landing later unseen. If the object changed meanwhile
     (``conflict->4``: the first landed; ``conflict``: a status update), the fresh read
-    settles it and nothing is written over it. An intent older than ``IN_FLIGHT_HORIZON``,
-    a pass without metrics, or a count now over ``maxReplicas`` (a reload lowered it to 3)
-    sends nothing."""
+    settles it and nothing is written over it. An intent older than ``IN_FLIGHT_HORIZON``
+    is dropped. A pass without metrics, or with the count now over ``maxReplicas`` (a
+    reload lowered it to 3), sends nothing and keeps the intent on record (the store holds
+    it already: no write): if the first PUT lands later, the next read counts it."""
     cluster = Workload(faults=["lost"])
     reconciler, record, clock = rig(cluster)
     await run_pass(reconciler)
@@ -210,8 +211,56 @@ async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_wr
     events = [(e.change, e.timestamp) for e in state.history.scale_up_events]
     assert events == ([(2, 1_000.0 + then.age)] if counted else [])
     assert cluster.replicas == (4 if counted else 2)
+    if any(e.startswith("put") for e in log) or then.age > IN_FLIGHT_HORIZON:
+        assert state.intent is None
+        assert record.calls[-1] is None
+        return
+    assert state.intent == Intent(previous=2, desired=4, resource_version="1", at=1_000.0)
+    cluster.replicas, cluster.version = 4, cluster.version + 1  # the first PUT lands now
+    clock.now += 1
+    await run_pass(reconciler)
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [
+        (2, clock.now)]
     assert state.intent is None
-    assert record.calls[-1] is None
+
+
+async def test_a_conflict_with_a_write_that_was_on_its_way_counts_it_before_deciding_again(
+) -> None:
+    """The lost 2 -> 4 lands just before this pass's own 2 -> 4 (the load is still high):
+    that PUT is a 409, and the fresh read counts the first one before the decision is made
+    again, so the policy (2 pods per 60 s) holds the target at 4. Counted as nothing, the
+    decision made again would have taken 4 -> 6 a second after 2 -> 4."""
+    cluster = Workload(faults=["lost"])
+    reconciler, _, clock = rig(cluster)
+    await run_pass(reconciler)
+    cluster.faults, clock.now = ["conflict->4"], clock.now + 1
+    cluster.log.clear()
+    await run_pass(reconciler)
+    assert [e for e in cluster.log if e.startswith("put")] == ["put 4 (conflict->4)"]
+    state = reconciler.states[WEB[0].key]
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [(2, 1_001.0)]
+    assert cluster.replicas == 4
+
+
+async def test_a_write_sent_again_keeps_its_decision_time() -> None:
+    """A write sent again whose answer is lost too goes back on record with the time it was
+    decided, not the time it was sent again: past ``IN_FLIGHT_HORIZON`` of the decision it
+    is dropped, however often it was sent."""
+    cluster = Workload(faults=["lost"])
+    reconciler, _, clock = rig(cluster)
+    await run_pass(reconciler)
+    reconciler.metrics = QueueDepth(20)
+    for _ in range(3):
+        cluster.faults, clock.now = ["lost"], clock.now + IN_FLIGHT_HORIZON / 3 - 1
+        await run_pass(reconciler)
+        state = reconciler.states[WEB[0].key]
+        assert state.intent is not None
+        assert state.intent.at == 1_000.0
+    clock.now = 1_000.0 + IN_FLIGHT_HORIZON + 1
+    cluster.log.clear()
+    await run_pass(reconciler)
+    assert cluster.log == ["get fresh=True", "persist"]
+    assert state.intent is None
 
 
 async def test_a_retry_after_a_conflict_is_on_record_before_it_is_sent() -> None:
