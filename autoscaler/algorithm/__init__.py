@@ -12,7 +12,7 @@ and ``now`` in one ``DecisionInput``.
 After a successful scale write, fold the change into the history with ``record_scale_event``.
 """
 
-from autoscaler.algorithm.behavior import record_scale_event, resolve_behavior
+from autoscaler.algorithm.behavior import rate_limited, record_scale_event, resolve_behavior
 from autoscaler.algorithm.decision import Decide, bridge_gap, decide
 from autoscaler.algorithm.decision_values import Bounds, Condition, Decision, DecisionInput
 from autoscaler.algorithm.model import (
@@ -67,6 +67,6 @@ __all__ = [
     "MetricValues", "Milli", "ObjectMetricValue", "Pod", "PodMetricValues", "PodPhase",
     "PodSample", "PolicyType", "QuantityError", "Reason", "Recommendation", "RequestsBasis",
     "ScaleEvent", "ScaleState", "ScalingPolicy", "ScalingRules", "SelectPolicy", "Step",
-    "Tolerances", "bridge_gap", "decide", "format_milli", "parse_milli", "record_scale_event",
-    "rescale_message", "resolve_behavior",
+    "Tolerances", "bridge_gap", "decide", "format_milli", "parse_milli", "rate_limited",
+    "record_scale_event", "rescale_message", "resolve_behavior",
 ]

@@ -300,6 +300,25 @@ def convert_with_rules(
     return stabilized, Reason.DESIRED_WITHIN_RANGE
 
 
+def rate_limited(  # noqa: PLR0917 - the normalization's own arguments
+    history: History,
+    current: int,
+    desired: int,
+    min_replicas: int,
+    max_replicas: int,
+    behavior: ResolvedBehavior | None,
+    now: Seconds,
+) -> int:
+    """How far the rate limits and bounds let ``current`` move toward ``desired`` now, with
+    no stabilization: the limits a decision applies after its windows (``behavior`` None:
+    upstream's rules without one). A step decided earlier is allowed now iff this returns
+    its count."""
+    if behavior is None:
+        return convert_with_rules(current, desired, min_replicas, max_replicas)[0]
+    return convert_with_behavior_rate(history, current, desired, min_replicas, max_replicas,
+                                      behavior, now)[0]
+
+
 def normalize_without_behavior(
     *,
     history: History,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler.algorithm import (
+    AlgorithmSettings,
     Bounds,
     Decide,
     Decision,
@@ -42,6 +43,8 @@ from autoscaler.algorithm import (
     Step,
     bridge_gap,
     decide,
+    rate_limited,
+    resolve_behavior,
 )
 from autoscaler.algorithm.activation import decide_with_zero
 from autoscaler.algorithm.decision import GOT_SCALE
@@ -107,13 +110,21 @@ class _Pending:
     started: float = 0.0
 
 
-def _may_resend(intent: Intent, decision: Decision) -> bool:
-    """Whether a pass that decided ``decision`` may send ``intent``'s write again: not on
-    a pass without valid metrics (it acts on no earlier decision), nor to a count outside
-    the bounds in force now (a reload or a schedule may have moved them)."""
-    bounds = decision.bounds
-    return Step.INVALID_METRICS not in decision.steps and (
-        bounds is None or bounds.min_replicas <= intent.desired <= bounds.max_replicas)
+def _may_resend(intent: Intent, decision: Decision, target: TargetConfig, history: History,
+                *, now: float, settings: AlgorithmSettings) -> bool:
+    """Whether a pass that decided ``decision`` (from ``history``) may send ``intent``'s
+    write again: not on a pass with an invalid metric (it acts on no earlier decision), nor
+    beyond what the bounds and rate limits in force now allow (a reload or a schedule may
+    have changed them since; unchanged, they allow it: no step was taken since)."""
+    if Step.INVALID_METRICS in decision.steps or Step.SCALING_DISABLED in decision.steps:
+        return False
+    spec = target.spec
+    bounds = decision.bounds or Bounds(min_replicas=spec.min_replicas,
+                                       max_replicas=spec.max_replicas)
+    behavior = resolve_behavior(spec.behavior, settings) if spec.behavior else None
+    return intent.desired == rate_limited(history, intent.previous, intent.desired,
+                                          bounds.min_replicas, bounds.max_replicas,
+                                          behavior, now)
 
 
 class Reconciler:
@@ -339,7 +350,9 @@ class Reconciler:
                 again = self._settling_first(observed, state, values, history_before)
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
                                desired=desired, reason=reason, decide_again=again)
-        elif observed.in_flight is not None and _may_resend(observed.in_flight, decision):
+        elif observed.in_flight is not None and _may_resend(
+                observed.in_flight, decision, target, history_before, now=self.clock(),
+                settings=self.options.algorithm):
             # Our write on record may still reach the server; the object is written this
             # pass so that it cannot land later, from whoever sent it (intents.py).
             log.info("sending again a scale write that may still be on its way",

@@ -23,6 +23,8 @@ from autoscaler.algorithm import (
 )
 from autoscaler.algorithm.behavior import (
     convert_with_behavior_rate,
+    convert_with_rules,
+    rate_limited,
     scale_down_limit,
     scale_up_limit,
 )
@@ -151,6 +153,26 @@ def test_scaling_with_rules(  # noqa: PLR0917 - one table row
         history, current, desired, min_max[0], min_max[1], resolve_behavior(behavior, TESTING), NOW
     )
     assert got == (expected, reason)
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "min_max", "behavior", "history", "expected", "reason"),
+    SCALING_WITH_RULES)
+def test_rate_limited_is_the_normalizations_limit(  # noqa: PLR0917 - one table row
+    current: int, desired: int, min_max: tuple[int, int], behavior: Behavior, history: History,
+    expected: int, reason: Reason,
+) -> None:
+    """``rate_limited`` (whether a step decided earlier is allowed now) applies the same
+    limits as a decision: upstream's table with a behavior, its default rules without."""
+    resolved = resolve_behavior(behavior, TESTING)
+    assert rate_limited(history, current, desired, *min_max, resolved, NOW) == expected
+    without = convert_with_rules(current, desired, *min_max)[0]
+    assert rate_limited(history, current, desired, *min_max, None, NOW) == without
+
+
+def test_rate_limited_without_behavior_is_upstreams_default_rule() -> None:
+    assert rate_limited(History(), 2, 10, 1, 20, None, NOW) == 4  # max(2 x current, 4)
+    assert rate_limited(History(), 5, 2, 3, 20, None, NOW) == 3  # minReplicas
 
 
 TWO_MIN_POLICIES = ScalingRules(

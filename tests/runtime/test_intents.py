@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.algorithm import MetricUnavailable
+from autoscaler.algorithm import Behavior, MetricUnavailable
 from autoscaler.config import parse_config
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
@@ -159,14 +159,26 @@ async def test_a_write_of_unknown_outcome_is_settled_from_the_count_read_fresh(
     assert record.calls[-1] is None
 
 
+UP_DISABLED = parse_config("""
+[[autoscaler]]
+namespace = "shop"
+scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "web" }
+maxReplicas = 10
+metrics = [{ type = "External", external = { metric = { name = "depth" }, target = { type = "AverageValue", averageValue = "10" }, query = "sum(depth)" } }]
+behavior = { scaleUp = { selectPolicy = "Disabled" } }
+""").targets[0].spec.behavior
+
+
 @dataclass
 class Then:
     """The world of the pass after the lost write: how old the intent is, the metric
-    (None: unavailable), ``maxReplicas`` now, and how the next PUT goes."""
+    (None: unavailable), ``maxReplicas`` and ``behavior`` now (a reload), and how the next
+    PUT goes."""
 
     age: float = 1.0
     units: int | None = 20
     max_replicas: int = 10
+    behavior: Behavior | None = None
     fault: str = "ok"
 
 
@@ -179,8 +191,9 @@ class Then:
     (Then(age=IN_FLIGHT_HORIZON + 1), ["persist"], False),
     (Then(units=None), ["persist"], False),
     (Then(max_replicas=3), ["persist"], False),
+    (Then(behavior=UP_DISABLED), ["persist"], False),
 ], ids=["sent-again", "first-landed-meanwhile", "touched-meanwhile", "too-old",
-        "no-metrics", "out-of-bounds-now"])
+        "no-metrics", "out-of-bounds-now", "scale-up-disabled-now"])
 async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_writes_not(
     then: Then, log: list[str], counted: bool,
 ) -> None:
@@ -191,9 +204,10 @@ async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_wr
     history counts, not one landing later unseen. If the object changed meanwhile
     (``conflict->4``: the first landed; ``conflict``: a status update), the fresh read
     settles it and nothing is written over it. An intent older than ``IN_FLIGHT_HORIZON``
-    is dropped. A pass without metrics, or with the count now over ``maxReplicas`` (a
-    reload lowered it to 3), sends nothing and keeps the intent on record (the store holds
-    it already: no write): if the first PUT lands later, the next read counts it."""
+    is dropped. A pass without metrics, or with the count now beyond what the rules allow
+    (a reload lowered ``maxReplicas`` to 3, or disabled scaling up), sends nothing and keeps
+    the intent on record (the store holds it already: no write): if the first PUT lands
+    later, the next read counts it."""
     cluster = Workload(faults=["lost"])
     reconciler, record, clock = rig(cluster)
     await run_pass(reconciler)
@@ -204,7 +218,8 @@ async def test_a_write_that_may_still_be_on_its_way_is_sent_again_if_the_pass_wr
     cluster.faults, clock.now = [then.fault], clock.now + then.age
     cluster.log.clear()
     reloaded = [dataclasses.replace(WEB[0], spec=dataclasses.replace(
-        WEB[0].spec, max_replicas=then.max_replicas))]
+        WEB[0].spec, max_replicas=then.max_replicas,
+        behavior=then.behavior or WEB[0].spec.behavior))]
     async with asyncio.timeout(10):
         await reconciler.run_pass(reloaded, deadline=time.monotonic() + 5)
     assert cluster.log == ["get fresh=True", *log]
