@@ -61,7 +61,7 @@ class Observed:
     scale: Scale
     pods: Sequence[Pod]
     pause: Pause | None = None
-    in_flight: Intent | None = None
+    on_its_way: Intent | None = None
     """An earlier write of ours that may still reach the server (``settle_intent``): this
     pass writes the object, so that it cannot land later."""
 
@@ -160,9 +160,9 @@ class Observer:
         pods cannot be listed yet."""
         state = in_pass(self.states, target.key)
         state.current_replicas = scale.spec_replicas
-        in_flight = None
+        on_its_way = None
         if state.intent is not None:
-            in_flight = settle_intent(state, target, scale, now=self.clock(),
+            on_its_way = settle_intent(state, target, scale, now=self.clock(),
                                       settings=self.options.algorithm)
         if not target.shadow:  # in shadow mode the other autoscaler is the one writing
             self._check_drift(state, target, scale.spec_replicas)
@@ -187,7 +187,8 @@ class Observer:
         pause = pause_of(target, scale.annotations)
         # Said from the read on: /status may be read while the pass awaits other targets.
         state.pause = pause.source if pause is not None else None
-        return Observed(target=target, scale=scale, pods=pods, pause=pause, in_flight=in_flight)
+        return Observed(target=target, scale=scale, pods=pods, pause=pause,
+                        on_its_way=on_its_way)
 
     def _own_zero(self, state: TargetState, target: TargetConfig, scale: Scale) -> None:
         """At 0 replicas: whose zero it is, by who last set the count (the cluster's

@@ -346,19 +346,19 @@ class Reconciler:
             reason = (fallback_reason(state.consecutive_invalid) if state.fallback_active
                       else step_reason(decision, desired))
             again = self._decide_again(observed, state, values, history_before)
-            if observed.in_flight is not None:
+            if observed.on_its_way is not None:
                 again = self._settling_first(observed, state, values, history_before)
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
                                desired=desired, reason=reason, decide_again=again)
-        elif observed.in_flight is not None and _may_resend(
-                observed.in_flight, decision, target, history_before, now=self.clock(),
+        elif observed.on_its_way is not None and _may_resend(
+                observed.on_its_way, decision, target, history_before, now=self.clock(),
                 settings=self.options.algorithm):
             # Our write on record may still reach the server; the object is written this
             # pass so that it cannot land later, from whoever sent it (intents.py).
             log.info("sending again a scale write that may still be on its way",
-                     target=target.key, previous=observed.in_flight.previous,
-                     desired=observed.in_flight.desired)
-            write = resend(target, state, observed.scale, observed.in_flight,
+                     target=target.key, previous=observed.on_its_way.previous,
+                     desired=observed.on_its_way.desired)
+            write = resend(target, state, observed.scale, observed.on_its_way,
                            clock=self.clock, settings=self.options.algorithm)
         if write is None and not events:
             self.report.finish(state, target, outcome, error=decision.error)
@@ -453,16 +453,16 @@ class Reconciler:
     def _settling_first(self, observed: Observed, state: TargetState,
                         values: tuple[MetricValues, ...], history: History) -> DecideAgain:
         """``_decide_again`` for a pass whose write replaces one that may still be on its
-        way (``observed.in_flight``): at the first conflict, that write may be what landed,
+        way (``observed.on_its_way``): at the first conflict, that write may be what landed,
         so the fresh read settles it first (counted if it landed) and the decision is made
         again from the history that counts it."""
-        in_flight = observed.in_flight
-        assert in_flight is not None
+        on_its_way = observed.on_its_way
+        assert on_its_way is not None
         counted: list[History] = []  # the history once the first conflict settled it
 
         def again(scale: Scale) -> int:
             if not counted:
-                state.intent, state.history = in_flight, history
+                state.intent, state.history = on_its_way, history
                 settle_intent(state, observed.target, scale, now=self.clock(),
                               settings=self.options.algorithm)
                 counted.append(state.history)
