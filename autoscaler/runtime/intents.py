@@ -46,16 +46,18 @@ log = structlog.get_logger("autoscaler.reconcile")
 async def put_on_record(writes: Sequence[tuple[TargetState, Scale, int, float]],
                         persist: Persist) -> None:
     """Each (state, scale read, desired count, when it was decided) gets its intent, then
-    one store write makes them all durable. If that fails, no intent stays and the error is
-    raised: none of these writes may be sent."""
+    one store write makes them all durable. If that fails, each state gets back the intent
+    it had (one still on its way stays on record) and the error is raised: none of these
+    writes may be sent."""
+    replaced = [state.intent for state, _, _, _ in writes]
     for state, scale, desired, decided in writes:
         state.intent = Intent(previous=scale.spec_replicas, desired=desired,
                               resource_version=scale.resource_version, at=decided)
     try:
         await persist()
     except Exception:
-        for state, _, _, _ in writes:
-            state.intent = None
+        for (state, _, _, _), intent in zip(writes, replaced, strict=True):
+            state.intent = intent
         raise
 
 

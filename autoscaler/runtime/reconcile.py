@@ -311,10 +311,15 @@ class Reconciler:
         if hold is None:
             self.report.finish(state, observed.target, "paused", error=None)
             return None
+        again = None  # the count held stands whatever the target holds after a conflict
+        if observed.on_its_way is not None:
+            again = self._settling_first(observed, state, state.history,
+                                         lambda _: lambda _: hold)
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
                         write=ScaleWrite(target=observed.target, state=state,
                                          scale=observed.scale, desired=hold,
-                                         reason=pause.reason))
+                                         reason=pause.reason, decide_again=again,
+                                         supersedes=observed.on_its_way))
 
     def _settle_autoscaled(
         self, observed: Observed, state: TargetState, values: tuple[MetricValues, ...] | None
@@ -347,9 +352,12 @@ class Reconciler:
                       else step_reason(decision, desired))
             again = self._decide_again(observed, state, values, history_before)
             if observed.on_its_way is not None:
-                again = self._settling_first(observed, state, values, history_before)
+                again = self._settling_first(
+                    observed, state, history_before,
+                    lambda counted: self._decide_again(observed, state, values, counted))
             write = ScaleWrite(target=target, state=state, scale=observed.scale,
-                               desired=desired, reason=reason, decide_again=again)
+                               desired=desired, reason=reason, decide_again=again,
+                               supersedes=observed.on_its_way)
         elif observed.on_its_way is not None and _may_resend(
                 observed.on_its_way, decision, target, history_before, now=self.clock(),
                 settings=self.options.algorithm):
@@ -450,12 +458,13 @@ class Reconciler:
             return desired
         return again
 
-    def _settling_first(self, observed: Observed, state: TargetState,
-                        values: tuple[MetricValues, ...], history: History) -> DecideAgain:
-        """``_decide_again`` for a pass whose write replaces one that may still be on its
-        way (``observed.on_its_way``): at the first conflict, that write may be what landed,
-        so the fresh read settles it first (counted if it landed) and the decision is made
-        again from the history that counts it."""
+    def _settling_first(self, observed: Observed, state: TargetState, history: History,
+                        decide: Callable[[History], DecideAgain]) -> DecideAgain:
+        """What to write after a conflict, for a pass whose write replaces one that may
+        still be on its way (``observed.on_its_way``): at the first conflict, that write may
+        be what landed, so the fresh read settles it first (counted if it landed) and the
+        count is decided again (``decide``) from ``history`` (the pass's, before its own
+        decision) with that write counted."""
         on_its_way = observed.on_its_way
         assert on_its_way is not None
         counted: list[History] = []  # the history once the first conflict settled it
@@ -466,7 +475,7 @@ class Reconciler:
                 settle_intent(state, observed.target, scale, now=self.clock(),
                               settings=self.options.algorithm)
                 counted.append(state.history)
-            return self._decide_again(observed, state, values, counted[0])(scale)
+            return decide(counted[0])(scale)
         return again
 
     def _record_decision(

@@ -71,6 +71,9 @@ class ScaleWrite:
     decided: float | None = None
     """When the count was decided, if before this pass (a write sent again): its intent
     keeps that time, so ``IN_FLIGHT_HORIZON`` counts from the decision."""
+    supersedes: Intent | None = None
+    """A write that may still be on its way, which this one replaces on record (it carries
+    the same resourceVersion): if this PUT is refused, that one is still on record."""
 
 
 def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Intent, *,
@@ -86,7 +89,8 @@ def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Inten
     when = datetime.fromtimestamp(intent.at, UTC).strftime("%H:%M:%S")
     return ScaleWrite(target=target, state=state, scale=scale, desired=intent.desired,
                       reason=f"sent again: decided at {when} UTC, its first request may still "
-                             "reach the API server", decide_again=settled, decided=intent.at)
+                             "reach the API server", decide_again=settled, decided=intent.at,
+                      supersedes=intent)
 
 
 def retry_after_hold(state: TargetState, now: float) -> str | None:
@@ -203,7 +207,11 @@ class ScaleWriter:
                       options: ReconcileOptions) -> None:
         target, state = write.target, write.state
         if isinstance(error, NOT_SENT):
-            state.intent = None
+            # The refused PUT did not land; one it replaced, if it carried the same
+            # resourceVersion (no conflict came between), may still.
+            replaced = write.supersedes
+            state.intent = replaced if replaced is not None and state.intent is not None and (
+                state.intent.resource_version == replaced.resource_version) else None
             self._known(options)
         if isinstance(error, ThrottledError) and error.retry_after is not None:
             state.write_not_before = self.clock() + min(error.retry_after, MAX_RETRY_AFTER)

@@ -257,6 +257,53 @@ async def test_a_conflict_with_a_write_that_was_on_its_way_counts_it_before_deci
     assert cluster.replicas == 4
 
 
+@pytest.mark.parametrize("refusal", ["429", "store-write-fails"])
+async def test_a_write_on_its_way_stays_on_record_when_the_write_replacing_it_is_not_made(
+    refusal: str,
+) -> None:
+    """The pass sends the lost 2 -> 4 again, but that PUT is refused (a 429) or never sent
+    (the store cannot record it): the first PUT may still land, so its intent stays on
+    record, and when it lands the next read counts it."""
+    cluster = Workload(faults=["lost"])
+    reconciler, record, clock = rig(cluster)
+    await run_pass(reconciler)
+    reconciler.metrics = QueueDepth(20)
+    if refusal == "429":
+        cluster.faults = [30.0]
+    else:
+        record.fail = True
+    clock.now += 1
+    await run_pass(reconciler)
+    state = reconciler.states[WEB[0].key]
+    assert state.intent == Intent(previous=2, desired=4, resource_version="1", at=1_000.0)
+    record.fail = False
+    cluster.replicas, cluster.version = 4, cluster.version + 1  # the first PUT lands now
+    clock.now += 1
+    await run_pass(reconciler)
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [
+        (2, clock.now)]
+    assert state.intent is None
+
+
+async def test_a_paused_count_written_over_a_write_that_landed_counts_that_write() -> None:
+    """A reload pauses the target at 3 while the lost 2 -> 4 may still be on its way; it
+    lands just before the pause's PUT, which is a 409: the fresh read counts 2 -> 4 (the
+    policy's period holds it after the pause ends) before 3 is written."""
+    cluster = Workload(faults=["lost"])
+    reconciler, _, clock = rig(cluster)
+    await run_pass(reconciler)
+    cluster.faults, clock.now = ["conflict->4"], clock.now + 1
+    cluster.log.clear()
+    paused = [dataclasses.replace(WEB[0], paused_replicas=3)]
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(paused, deadline=time.monotonic() + 5)
+    assert [e for e in cluster.log if e.startswith("put")] == [
+        "put 3 (conflict->4)", "put 3 (ok)"]
+    state = reconciler.states[WEB[0].key]
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [(2, 1_001.0)]
+    assert cluster.replicas == 3
+
+
 async def test_a_write_sent_again_keeps_its_decision_time() -> None:
     """A write sent again whose answer is lost too goes back on record with the time it was
     decided, not the time it was sent again: past ``IN_FLIGHT_HORIZON`` of the decision it
