@@ -16,9 +16,11 @@ PUT carries) may still be on its way: an API server holding the request, or a pr
 frozen between its last check and its socket (a ring member that lost the target
 meanwhile). Such a PUT could land later, from whoever sent it, as a step no history knows.
 So the pass that finds it writes the object (docs/design/active-active.md §4.5, F3): with
-its own decision if that scales, else by sending the write on record again. Either carries
-that resourceVersion, so exactly one of the two PUTs can land and the other is a 409; a
-write of ours lands only while we hold the target, and is counted when it does.
+its own decision if that scales, else by sending the write on record again if the rules in
+force now allow it. Either carries that resourceVersion, so only one of the two PUTs can
+land and the other is a 409 (a 409 on ours settles the first before deciding again); a
+write of ours lands only while we hold the target, and is counted when it does. Until a
+pass writes the object or a read settles it, the write stays on record.
 """
 
 from __future__ import annotations
@@ -95,10 +97,11 @@ def outcome_of(intent: Intent, scale: Scale) -> Outcome:
 
 
 IN_FLIGHT_HORIZON = 60.0
-"""Seconds after it was put on record that a write found not landed is still taken as
-possibly on its way: the API server's default ``--request-timeout``, past which it has
-served or dropped a request. Older, it is dropped as not made: sending a decision that old
-would act on metrics long gone (a daemon down for an hour, say)."""
+"""Seconds after its decision that a write found not landed is still taken as possibly on
+its way: the API server's default ``--request-timeout``, past which it has served or
+dropped a request. Older, it is dropped as not made: sending a decision that old would act
+on metrics long gone (a daemon down for an hour, say). A write sent again keeps the time
+of its decision."""
 
 
 def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now: float,
