@@ -367,7 +367,9 @@ class Reconciler:
                      target=target.key, previous=observed.on_its_way.previous,
                      desired=observed.on_its_way.desired)
             write = resend(target, state, observed.scale, observed.on_its_way,
-                           clock=self.clock, settings=self.options.algorithm)
+                           settled=self._settling_first(
+                               observed, state, state.history,
+                               lambda _: lambda fresh: fresh.spec_replicas))
         if write is None and not events:
             self.report.finish(state, target, outcome, error=decision.error)
             return None
@@ -461,10 +463,10 @@ class Reconciler:
     def _settling_first(self, observed: Observed, state: TargetState, history: History,
                         decide: Callable[[History], DecideAgain]) -> DecideAgain:
         """What to write after a conflict, for a pass whose write replaces one that may
-        still be on its way (``observed.on_its_way``): at the first conflict, that write may
-        be what landed, so the fresh read settles it first (counted if it landed) and the
-        count is decided again (``decide``) from ``history`` (the pass's, before its own
-        decision) with that write counted."""
+        still be on its way (``observed.on_its_way``), or sends it again: at the first
+        conflict, that write may be what landed, so the fresh read settles it first (counted
+        if it landed) and the count is decided again (``decide``) from ``history`` (for a
+        new decision, the pass's before it) with that write counted."""
         on_its_way = observed.on_its_way
         assert on_its_way is not None
         counted: list[History] = []  # the history once the first conflict settled it

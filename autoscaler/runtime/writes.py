@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.algorithm import AlgorithmSettings, EventReason, Reason, rescale_message
+from autoscaler.algorithm import EventReason, Reason, rescale_message
 from autoscaler.errors import (
     AccessDeniedError,
     ConflictError,
@@ -31,7 +31,7 @@ from autoscaler.errors import (
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.conditions import rescaled
-from autoscaler.runtime.intents import put_on_record, settle_intent
+from autoscaler.runtime.intents import put_on_record
 from autoscaler.runtime.landed import count_scale
 from autoscaler.runtime.ports import Scale, ScalePort
 from autoscaler.runtime.reconcile_options import ReconcileOptions
@@ -77,15 +77,11 @@ class ScaleWrite:
 
 
 def resend(target: TargetConfig, state: TargetState, scale: Scale, intent: Intent, *,
-           clock: Callable[[], float], settings: AlgorithmSettings) -> ScaleWrite:
+           settled: DecideAgain) -> ScaleWrite:
     """The write on record in ``intent``, sent again over ``scale`` (read fresh, unchanged
     since that write was decided; ``intents`` says why). A 409 means the object changed
-    meanwhile, perhaps by that very write: the fresh read settles the intent (counted if it
-    landed), and nothing is written over it."""
-    def settled(fresh: Scale) -> int:
-        state.intent = intent
-        settle_intent(state, target, fresh, now=clock(), settings=settings)
-        return fresh.spec_replicas
+    meanwhile, perhaps by that very write: ``settled`` settles the intent on the fresh read
+    (counted if it landed) and gives the fresh count, so nothing is written over it."""
     when = datetime.fromtimestamp(intent.at, UTC).strftime("%H:%M:%S")
     return ScaleWrite(target=target, state=state, scale=scale, desired=intent.desired,
                       reason=f"sent again: decided at {when} UTC, its first request may still "
