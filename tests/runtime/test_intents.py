@@ -247,6 +247,34 @@ async def kept_then_counted_when_it_lands(reconciler: Reconciler, cluster: Workl
     assert state.intent is None
 
 
+async def test_a_write_from_zero_is_not_sent_again_once_scaling_is_disabled_at_zero() -> None:
+    """A target that may scale to zero (``minReplicas = 0``) is woken 0 -> 2 and the answer
+    is lost. A reload then sets ``minReplicas = 1``: at 0 replicas that target's scaling is
+    disabled (upstream's ScalingDisabled: a workload at 0 is the user's pause). The pass
+    sends nothing again, though the rate limits would allow 0 -> 2, and keeps the intent on
+    record: if the first PUT lands later, the next read counts it."""
+    cluster = Workload(replicas=0, faults=["lost"])
+    reconciler, _, clock = rig(cluster)
+    from_zero = [dataclasses.replace(WEB[0], spec=dataclasses.replace(
+        WEB[0].spec, min_replicas=0))]
+    async with asyncio.timeout(10):
+        await reconciler.run_pass(from_zero, deadline=time.monotonic() + 5)
+    state = reconciler.states[WEB[0].key]
+    assert state.intent == Intent(previous=0, desired=2, resource_version="1", at=1_000.0)
+    clock.now += 1
+    cluster.log.clear()
+    await run_pass(reconciler)  # WEB: minReplicas = 1
+    assert cluster.log == ["get fresh=True", "persist"]
+    assert "ScalingDisabled" in {c.reason for c in state.conditions}
+    assert state.intent == Intent(previous=0, desired=2, resource_version="1", at=1_000.0)
+    cluster.replicas, cluster.version = 2, cluster.version + 1  # the first PUT lands now
+    clock.now += 1
+    await run_pass(reconciler)
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [
+        (2, clock.now)]
+    assert state.intent is None
+
+
 async def test_a_conflict_with_a_write_that_was_on_its_way_counts_it_before_deciding_again(
 ) -> None:
     """The lost 2 -> 4 lands just before this pass's own 2 -> 4 (the load is still high):
