@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.hostile_answers import memory_kib  # noqa: E402
+from tests.procfs import memory_kib  # noqa: E402
 
 SIZES = (1_000, 10_000, 50_000)
 

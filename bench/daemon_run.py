@@ -63,6 +63,7 @@ from autoscaler.runtime.heap import settle_heap
 from autoscaler.runtime.ports import FetchedMetrics, MetricsWanted
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.wiring import Components, connect, wait_synced, watch_namespaces
+from tests.procfs import memory_kib
 
 FLOOR_REPEATS = 3
 BASELINE_TEMPLATES = {
@@ -139,16 +140,12 @@ def heap_report(label: str) -> None:
     rollup = dict(line.split(":", 1) for line in
                   Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
     mb = 2**20
-    print(f"heap {label}: VmRSS {_rss_now() / mb:.1f} MB, anonymous "
+    print(f"heap {label}: VmRSS {memory_kib(os.getpid()) / 1024:.1f} MB, anonymous "
           f"{int(rollup['Anonymous'].split()[0]) / 1024:.1f} MB; glibc in use "
           f"{info.uordblks / mb:.1f}, free in its arenas {info.fordblks / mb:.1f} (top "
           f"{info.keepcost / mb:.1f}), mapped alone {info.hblkhd / mb:.1f} MB", file=sys.stderr,
           flush=True)
     sys._debugmallocstats()  # pymalloc's own summary, to the same stderr
-
-
-def _rss_now() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 async def run_passes(

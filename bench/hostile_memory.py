@@ -28,9 +28,9 @@ from tests.e2e.harness import daemon, eventually
 from tests.e2e.hostile_answers import (
     ScriptedPrometheus,
     hostile_stream,
-    memory_kib,
     targets_config,
 )
+from tests.procfs import memory_kib
 from tests.sim.kube import PodTiming, run_apiserver
 
 NAMES = ["web", "api", "jobs", "mail", "search", "auth", "cart", "feed"]

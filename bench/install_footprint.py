@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.e2e.harness import LoadModel
+from tests.procfs import memory_kib
 from tests.sim.kube import PodTiming, run_apiserver
 from tests.sim.prometheus import MetricsExporter, free_port, start_prometheus
 
@@ -129,14 +130,6 @@ def decided(port: int) -> bool:
     return targets.get("default/Deployment/web", {}).get("desiredReplicas") is not None
 
 
-def proc_status(pid: int, field: str) -> int:
-    """A ``kB`` field of /proc/PID/status, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
 async def wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -167,12 +160,12 @@ async def idle_rss(venv: Path, work: Path, idle: float) -> None:
                 await wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz") is not None,
                                timeout=60, what="/readyz")
                 await wait_for(lambda: decided(port), timeout=60, what="a decision")
-                ready_rss = proc_status(daemon.pid, "VmRSS")
+                ready_rss = memory_kib(daemon.pid) * 1024
                 samples = []
                 for _ in range(int(idle)):
                     await asyncio.sleep(1)
-                    samples.append(proc_status(daemon.pid, "VmRSS"))
-                peak = proc_status(daemon.pid, "VmHWM")
+                    samples.append(memory_kib(daemon.pid) * 1024)
+                peak = memory_kib(daemon.pid, "VmHWM") * 1024
             finally:
                 daemon.send_signal(signal.SIGTERM)
                 try:  # waited for on this loop: the simulated API server runs on it

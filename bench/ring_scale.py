@@ -59,6 +59,7 @@ from bench.daemon_scale import cluster, config_text, wait_for_data  # noqa: E402
 from bench.exporter import SyntheticExporter  # noqa: E402
 from tests.e2e.harness import DaemonProcess  # noqa: E402
 from tests.e2e.test_ring import RING  # noqa: E402
+from tests.procfs import memory_kib  # noqa: E402
 from tests.sim.prometheus import free_port, start_prometheus  # noqa: E402
 
 PODS = 5
@@ -137,12 +138,7 @@ def _key(labels: dict[str, str]) -> str:
 
 def proc_memory(pid: int) -> dict[str, float]:
     """``VmHWM`` and ``VmRSS`` in MB."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmHWM", "VmRSS"):
-            found[name] = int(value.split()[0]) / 1024
-    return found
+    return {field: memory_kib(pid, field) / 1024 for field in ("VmHWM", "VmRSS")}
 
 
 def proc_cpu(pid: int) -> float:

@@ -114,12 +114,3 @@ def targets_config(*, prometheus_url: str, kubeconfig: str, state_file: str,
     head, _, target = text.partition("[[autoscaler]]")
     return head + "".join("[[autoscaler]]" + target.replace('name = "web"', f'name = "{name}"')
                           for name in names)
-
-
-def memory_kib(pid: int, field: str = "VmRSS") -> int:
-    """``VmRSS`` (now) or ``VmHWM`` (the peak so far) of process ``pid``, in KiB."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise LookupError(f"{field} not in /proc/{pid}/status")
