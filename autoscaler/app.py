@@ -218,7 +218,8 @@ class Daemon:
                     self.config.daemon.sharding),
                 placement=self.config.daemon.sharding.placement,
                 targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
-                run_now=scheduler.run_now, gained=self._gained, idle=scheduler.idle,
+                run_now=scheduler.run_now, gained=self._gained, lost=self._lost,
+                idle=scheduler.idle,
                 warm=lambda namespaces: watch_namespaces(components, set(namespaces)),
                 cached=lambda namespaces, timeout: caches_synced(
                     components, namespaces, timeout),
@@ -416,6 +417,14 @@ class Daemon:
         backfill = self.running.backfill
         backfill.want([t for t in self.scheduler_targets if t.key in wanted], again=True)
         backfill.poke()
+
+    def _lost(self, keys: Sequence[str]) -> None:
+        """A ring member no longer holds these targets (lost, handed over, a claim that
+        failed): their states go, with the last decision and samples each keeps. A pass
+        still running over them works on detached states and writes nothing."""
+        reconciler = self.running.reconciler
+        for key in keys:
+            reconciler.remove(key)
 
     def _keeper_of(self, key: str) -> HistoryKeeper | None:
         """The history keeper that holds target ``key``'s history (a ring member: the one of

@@ -180,7 +180,8 @@ class Reconciler:
         return state
 
     def remove(self, key: str) -> TargetState | None:
-        """A target left the config (a reload): its state, handed over to be kept. A pass
+        """A target left the config (a reload; its state is returned, to be kept) or this
+        ring member's holdings (dropped: its next owner reads its history). A pass
         still running over it neither re-creates the state (an empty history that would
         hide the kept one) nor writes the target; its ongoing warnings end with it."""
         self.unreadable.forget(key)

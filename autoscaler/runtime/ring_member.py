@@ -135,6 +135,10 @@ class RingMember:
     gained: Callable[[Sequence[str]], None]
     """Told the targets of a bucket just gained, after their history was read (forecast
     history is then looked at anew, as a leader does at the start of a term)."""
+    lost: Callable[[Sequence[str]], None]
+    """Told the targets of a bucket no longer ours: their state in memory is dropped, so a
+    member keeps what it holds now, not every target it ever held (a claim reads their
+    history afresh, as another member's would)."""
     idle: Callable[[Sequence[str], float], Awaitable[bool]]
     warm: Callable[[frozenset[str]], Awaitable[None]]
     """Narrows the pod, workload and owner caches to these namespaces: those of the buckets
@@ -582,13 +586,15 @@ class RingMember:
 
     def _forget(self, claim: Claim) -> None:
         """We no longer act for ``claim``'s targets: its history is someone else's to write,
-        and their series are someone else's to export."""
+        their series are someone else's to export, and their states are dropped."""
         if claim.keeper is not None:
             claim.keeper.invalidate()
         if self.claims.get(claim.bucket) is claim:
             del self.claims[claim.bucket]
-            for key in self._keys(claim.bucket):
+            keys = self._keys(claim.bucket)
+            for key in keys:
                 self.telemetry.forget(key)
+            self.lost(keys)
 
     # --- losing and handing over ----------------------------------------------------------
 

@@ -66,13 +66,14 @@ def unused(*_: Any, **__: Any) -> Any:
 def member(now: list[float], leases: Leases, *, membership: Membership | None = None,
            configured: list[TargetConfig] | None = None,
            warm: Callable[[frozenset[str]], Awaitable[None]] = unused,
-           ready: Callable[[], bool] = lambda: True) -> RingMember:
+           ready: Callable[[], bool] = lambda: True,
+           lost: Callable[[Sequence[str]], None] = lambda _: None) -> RingMember:
     configured = targets("web") if configured is None else configured
     return RingMember(
         parts=RingParts(membership=membership or Membership(), leases=leases,  # type: ignore[arg-type]
                         store=unused, keeper=unused),
         timings=ring.Timings(), placement="namespace", targets=lambda: configured,
-        ready=ready, run_now=unused, gained=unused, idle=unused, warm=warm,
+        ready=ready, run_now=unused, gained=unused, lost=lost, idle=unused, warm=warm,
         cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
 
 
@@ -247,6 +248,25 @@ def test_a_pass_that_ends_after_its_bucket_moved_leaves_no_series_behind() -> No
     assert key not in subject.telemetry.per_target
     subject.telemetry.target(key).last_reconcile = 2.0  # the pass in flight ends
     assert key not in subject.telemetry.per_target
+
+
+@pytest.mark.parametrize("how", ["lease-names-another", "claim-failed"])
+def test_the_targets_of_a_bucket_no_longer_held_are_let_go(how: str) -> None:
+    """Their states (each with its last decision and per-pod samples) are dropped with the
+    bucket: a member keeps the targets it holds now, not every one it held while the ring
+    formed or before a hand-over. A later claim reads their history afresh."""
+    now, leases, lost = [100.0], Leases(), []
+    subject = member(now, leases, lost=lost.append)
+    (key,) = [t.key for t in targets("web")]
+    bucket = subject.bucket_of(targets("web")[0])
+    claim = subject.claims[bucket] = Claim(bucket=bucket, epoch=1, state=ClaimState.ACTIVE)
+    if how == "lease-names-another":
+        leases.view[bucket] = Observed(BucketLease(holder="b"), epoch=2)
+        subject._drop_lost()
+    else:
+        subject._failed(claim, "someone else wrote its Lease first")
+    assert lost == [[key]]
+    assert bucket not in subject.claims
 
 
 @dataclass
