@@ -223,7 +223,11 @@ class Scheduler:
 
     async def _pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         try:
-            await self._run_pass(targets, deadline)
+            # Asked again as the pass starts: the gate may have closed since the launch (a
+            # ring bucket lost meanwhile), and a target it refuses must not get a state again.
+            allowed = [t for t in targets if self._may_run(t.key)]
+            if allowed:
+                await self._run_pass(allowed, deadline)
         except Exception:  # the reconciler contains its faults; this is the last net
             log.exception("pass failed")
         finally:

@@ -135,6 +135,22 @@ async def test_the_gate_is_per_target() -> None:
     assert recorder.passes == [["a"], ["c"]]
 
 
+async def test_the_gate_is_asked_again_as_a_pass_starts() -> None:
+    """A target the gate closes on between a pass's launch and its first step (a ring
+    bucket lost meanwhile) is left out of it: the reconciler would give it a state again, for
+    a target another member now holds. A pass left with no target is not run."""
+    recorder = Recorder()
+    allowed = {"a", "b"}
+    scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: key in allowed)
+    scheduler._start([Target("a", 10), Target("b", 10)], 10, now())
+    allowed.discard("b")
+    await scheduler.drain(2)
+    assert recorder.passes == [["a"]]
+    scheduler._start([Target("b", 10)], 10, now())
+    await scheduler.drain(2)
+    assert recorder.passes == [["a"]]
+
+
 async def test_the_jitter_spreads_a_group_within_its_share_of_the_period() -> None:
     """Each pass of a 10 s group comes 9 to 11 s after the one before (jitter 0.1)."""
     recorder = Recorder()
