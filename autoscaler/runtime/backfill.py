@@ -183,6 +183,8 @@ class HistoryBackfill:
     def _apply(self, item: _Wanted, points: Sequence[tuple[float, float]]) -> None:
         if self._wanted.get((item.target.key, item.index)) is not item:
             return  # a reload changed or removed it meanwhile
+        if not self._may_run(item.target.key):
+            return  # another instance acts for it now (asked again if it comes back)
         try:
             filled = apply_history(self._state_of(item.target.key), item.target, item.index,
                                    points)

@@ -157,3 +157,20 @@ async def test_an_answer_for_a_target_a_reload_removed_is_dropped() -> None:
     made.want([])
     await asyncio.gather(*tasks)
     assert not states.get(KEY, TargetState(key=KEY)).forecasts
+
+
+async def test_an_answer_for_a_target_no_longer_ours_is_dropped() -> None:
+    """The gate closed while its history was being read (a ring bucket lost, its state
+    dropped): nothing is applied, and no state is made again for a target another instance
+    acts for. It is asked again if the target comes back (``want(..., again=True)``)."""
+    history = PastDepth()
+    ours = {KEY}
+    states: dict[str, TargetState] = {}
+    made = HistoryBackfill(history, lambda key: states.setdefault(key, TargetState(key=key)),
+                           clock=Clock(), may_run=lambda key: key in ours)
+    made.want([WORKER])
+    tasks = made.start_due()
+    ours.clear()
+    states.clear()
+    await asyncio.gather(*tasks)
+    assert KEY not in states
