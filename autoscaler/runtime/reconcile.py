@@ -369,8 +369,7 @@ class Reconciler:
                      desired=observed.on_its_way.desired)
             write = resend(target, state, observed.scale, observed.on_its_way,
                            settled=self._settling_first(
-                               observed, state, state.history,
-                               lambda _: lambda fresh: fresh.spec_replicas))
+                               observed, state, None, lambda _: lambda fresh: fresh.spec_replicas))
         if write is None and not events:
             self.report.finish(state, target, outcome, error=decision.error)
             return None
@@ -461,20 +460,23 @@ class Reconciler:
             return desired
         return again
 
-    def _settling_first(self, observed: Observed, state: TargetState, history: History,
+    def _settling_first(self, observed: Observed, state: TargetState, history: History | None,
                         decide: Callable[[History], DecideAgain]) -> DecideAgain:
         """What to write after a conflict, for a pass whose write replaces one that may
         still be on its way (``observed.on_its_way``), or sends it again: at the first
         conflict, that write may be what landed, so the fresh read settles it first (counted
         if it landed) and the count is decided again (``decide``) from ``history`` (for a
-        new decision, the pass's before it) with that write counted."""
+        new decision, the pass's before it; ``None``: the history as it is at the conflict,
+        with whatever a store conflict folded in meanwhile) with that write counted."""
         on_its_way = observed.on_its_way
         assert on_its_way is not None
         counted: list[History] = []  # the history once the first conflict settled it
 
         def again(scale: Scale) -> int:
             if not counted:
-                state.intent, state.history = on_its_way, history
+                state.intent = on_its_way
+                if history is not None:
+                    state.history = history
                 settle_intent(state, observed.target, scale, now=self.clock(),
                               settings=self.options.algorithm)
                 counted.append(state.history)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.algorithm import Behavior, MetricUnavailable
+from autoscaler.algorithm import Behavior, MetricUnavailable, ScaleEvent
 from autoscaler.config import parse_config
 from autoscaler.errors import TransientError
 from autoscaler.observability.metrics import DaemonMetrics
@@ -245,6 +245,38 @@ async def kept_then_counted_when_it_lands(reconciler: Reconciler, cluster: Workl
     assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [
         (2, clock.now)]
     assert state.intent is None
+
+
+async def test_a_resend_that_meets_a_conflict_keeps_what_the_store_folded_in_meanwhile(
+) -> None:
+    """The lost 2 -> 4 is sent again; the store write putting it on record meets another
+    writer's and folds in a scale-down event of theirs (``HistoryKeeper._fold_in``), then
+    the PUT is a 409 (the first one landed). Settling it counts 2 -> 4 on the history as it
+    is then, the folded-in event kept. (Found by review of 2b45388, which settled it on the
+    history as the pass had left it.)"""
+    cluster = Workload(faults=["lost"])
+    reconciler, record, clock = rig(cluster)
+    await run_pass(reconciler)
+    state = reconciler.states[WEB[0].key]
+    assert state.intent is not None
+    theirs = ScaleEvent(change=-1, timestamp=990.0)
+
+    folded: list[bool] = []
+
+    async def folding_persist() -> None:
+        if not folded:  # the first store write of the pass, once
+            folded.append(True)
+            state.history = dataclasses.replace(state.history, scale_down_events=(theirs,))
+        await record.persist()
+
+    reconciler.options = dataclasses.replace(reconciler.options, persist=folding_persist)
+    reconciler.metrics = QueueDepth(20)  # the load fell: the pass would stay, so it resends
+    cluster.faults, clock.now = ["conflict->4"], clock.now + 1
+    cluster.log.clear()
+    await run_pass(reconciler)
+    assert [e for e in cluster.log if e.startswith("put")] == ["put 4 (conflict->4)"]
+    assert [(e.change, e.timestamp) for e in state.history.scale_up_events] == [(2, 1_001.0)]
+    assert state.history.scale_down_events == (theirs,)
 
 
 async def test_a_write_from_zero_is_not_sent_again_once_scaling_is_disabled_at_zero() -> None:
