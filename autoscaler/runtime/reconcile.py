@@ -285,7 +285,9 @@ class Reconciler:
     ) -> _Pending | None:
         """Decide and record one target; what is left to do over the network, if anything."""
         target = observed.target
-        state = in_pass(self.states, target.key)
+        state = self.states.get(target.key)
+        if state is None:  # removed since the pass began (a reload; a bucket no longer held)
+            return None  # its work is dropped: no decision from an empty history, no Event
         started = time.monotonic()
         try:
             if observed.pause is not None:

@@ -177,6 +177,33 @@ async def test_shadow_mode_compares_and_writes_nothing(theirs: int,
     assert events.reasons() == events_sent
 
 
+async def test_a_target_removed_while_its_pass_runs_is_not_decided() -> None:
+    """Removed between its read and its decision (a reload; a ring bucket lost, its state
+    dropped for the member that holds it now): the pass makes no decision for it from an
+    empty history, sends no Event (here: a shadow disagreement that fresh history would
+    make), and gives it no state again."""
+    [shadow] = targets("web", extra="shadow = true")
+    workload = Workload()
+    reconciler, events = rig(workload, depth(60), owners=Owners(
+        owners=("HorizontalPodAutoscaler shop/web",),
+        reported=(("HorizontalPodAutoscaler shop/web", 3),)))
+    metrics = reconciler.metrics
+
+    class RemovedWhileFetching:
+        async def fetch_metrics(self, wanted: Sequence[MetricsWanted], *,
+                                deadline: float) -> FetchedMetrics:
+            reconciler.remove(shadow.key)
+            return await metrics.fetch_metrics(wanted, deadline=deadline)
+
+    reconciler.metrics = RemovedWhileFetching()
+    async with asyncio.timeout(10):
+        await reconciler.run_pass([shadow], deadline=time.monotonic() + 5)
+        await asyncio.sleep(0.01)  # events the pass sent in the background
+    assert events.reasons() == []
+    assert shadow.key not in reconciler.states
+    assert workload.log == []
+
+
 @pytest.mark.parametrize(
     ("replicas", "extra", "log"),
     [
