@@ -55,7 +55,7 @@ def member_holding(configured: list[TargetConfig], share: float) -> RingMember:
         parts=RingParts(membership=membership, leases=leases,  # type: ignore[arg-type]
                         store=None, keeper=None),  # type: ignore[arg-type]
         timings=ring.Timings(), placement="namespace", targets=lambda: configured,
-        ready=lambda: True, run_now=print, gained=print, idle=print,  # type: ignore[arg-type]
+        ready=lambda: True, run_now=print, gained=print, lost=print, idle=print,  # type: ignore[arg-type]
         warm=print, cached=print, monotonic=time.monotonic,  # type: ignore[arg-type]
         telemetry=DaemonMetrics(), ring_name="bench")
     buckets = sorted({member.bucket_of(t) for t in configured})
