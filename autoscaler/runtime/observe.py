@@ -242,9 +242,10 @@ class Observer:
 
 
 def in_pass(states: dict[str, TargetState], key: str) -> TargetState:
-    """The target's state during a pass: the one in ``states``, or, if a reload removed
-    the target since the pass began, a detached one whose work is dropped."""
-    return states.get(key) or TargetState(key=key)
+    """The target's state during a pass: the one in ``states`` if the pass began with it,
+    else (removed since, or replaced by a new state) a detached one whose work is dropped."""
+    state = states.get(key)
+    return state if state is not None and state.in_flight else TargetState(key=key)
 
 
 def with_pods(observed: Observed, pods: Sequence[Pod] | None) -> Observed:

@@ -286,8 +286,11 @@ class Reconciler:
         """Decide and record one target; what is left to do over the network, if anything."""
         target = observed.target
         state = self.states.get(target.key)
-        if state is None:  # removed since the pass began (a reload; a bucket no longer held)
-            return None  # its work is dropped: no decision from an empty history, no Event
+        if state is None or not state.in_flight:
+            # Removed since the pass began (a reload; a bucket no longer held), or replaced
+            # (the bucket claimed again and its history read anew, with a pending write this
+            # pass never read fresh): its work is dropped, no decision, no Event.
+            return None
         started = time.monotonic()
         try:
             if observed.pause is not None:

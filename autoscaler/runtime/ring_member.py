@@ -529,8 +529,12 @@ class RingMember:
             # lost at once; a join), while the history is read.
             await self._keep_warm()
             # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
-            # drain timed out) end first: the history read next replaces their states.
-            await self.idle(self._keys(bucket), HAND_OVER_DRAIN)
+            # drain timed out) end first: the history read next replaces their states. One
+            # still running fails the claim (tried again, backing off), as a failed read does.
+            if not await self.idle(self._keys(bucket), HAND_OVER_DRAIN):
+                self._failed(claim, "a pass of an earlier claim over its targets is still "
+                                    "running")
+                return
             store = self.parts.store(bucket, fence)
             with contextlib.suppress(StateSetAsideError):  # ours; the keeper says it, starts fresh
                 await store.stamp(self.me, epoch, still_claimed=fence)

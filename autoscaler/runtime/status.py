@@ -87,6 +87,10 @@ class TargetState:
     consecutive_invalid: int = 0
     fallback_active: bool = False
     in_flight: bool = False
+    """This state object is in a running pass (set as the pass begins, cleared as it ends).
+    A state made while a pass runs (a ring claim's restore after the bucket was lost and
+    claimed again, a reload removing and adding the target) is not that pass's: the pass
+    drops the target rather than decide on a history whose pending write it never read."""
     pause: str | None = None
     """Why the target is paused (config or annotation), if it is."""
     schedules: dict[str, Any] | None = None
