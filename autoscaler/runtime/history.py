@@ -405,6 +405,24 @@ def _union(ours: History, theirs: History) -> History:
         scale_down_events=_events(ours.scale_down_events, theirs.scale_down_events))
 
 
+def with_fold_ins(before: History, recorded: History, current: History) -> History:
+    """``before`` plus what a store conflict folded into a target's history (``_fold_in``)
+    since it was ``recorded``: the entries of ``current`` that ``recorded`` lacks. A decision
+    made again after a write conflict starts from the history before the first one (not
+    from that one's record) and must still see another writer's steps learned meanwhile."""
+    if current is recorded:
+        return before
+    recs, up, down = (set(recorded.recommendations), set(recorded.scale_up_events),
+                      set(recorded.scale_down_events))
+    folded = History(
+        recommendations=tuple(r for r in current.recommendations if r not in recs),
+        scale_up_events=tuple(e for e in current.scale_up_events if e not in up),
+        scale_down_events=tuple(e for e in current.scale_down_events if e not in down))
+    if not (folded.recommendations or folded.scale_up_events or folded.scale_down_events):
+        return before
+    return _union(before, folded)
+
+
 def _events(ours: tuple[ScaleEvent, ...], theirs: tuple[ScaleEvent, ...]) -> tuple[ScaleEvent, ...]:
     by_step = {(e.change, e.timestamp): e for e in (*theirs, *ours)}
     return tuple(sorted(by_step.values(), key=lambda e: e.timestamp))

@@ -54,6 +54,7 @@ from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.repeats import RepeatedWarnings
 from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
+from autoscaler.runtime.history import with_fold_ins
 from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
 from autoscaler.runtime.observe import Observed, Observer, in_pass, with_pods
 from autoscaler.runtime.pause import Pause
@@ -319,8 +320,9 @@ class Reconciler:
             return None
         again = None  # the count held stands whatever the target holds after a conflict
         if observed.on_its_way is not None:
-            again = self._settling_first(observed, state, state.history,
-                                         lambda _: lambda _: hold)
+            # Nothing is decided here: the history at the conflict (None), with what a store
+            # conflict folded in meanwhile, is the one to settle the write on its way in.
+            again = self._settling_first(observed, state, None, lambda _: lambda _: hold)
         return _Pending(observed=observed, state=state, outcome="paused", error=None,
                         write=ScaleWrite(target=observed.target, state=state,
                                          scale=observed.scale, desired=hold,
@@ -455,10 +457,15 @@ class Reconciler:
     def _decide_again(self, observed: Observed, state: TargetState,
                       values: tuple[MetricValues, ...], history: History) -> DecideAgain:
         """After a write conflict: the decision made again from the fresh scale, with the
-        same metrics and history."""
+        same metrics and history, and what a store conflict folded into the state's history
+        since the pass recorded its decision (another writer's steps)."""
+        recorded = [state.history]  # as the pass, or the last redo, left it
+
         def again(scale: Scale) -> int:
-            redo = self._decide(observed.target, scale, observed.pods, values, history)
+            redo = self._decide(observed.target, scale, observed.pods, values,
+                                with_fold_ins(history, recorded[0], state.history))
             self._record_decision(observed.target, state, redo)
+            recorded[0] = state.history
             desired = self._apply_fallback(observed.target, state, redo)
             state.current_replicas = scale.spec_replicas
             state.decided(redo, desired)
@@ -475,17 +482,18 @@ class Reconciler:
         with whatever a store conflict folded in meanwhile) with that write counted."""
         on_its_way = observed.on_its_way
         assert on_its_way is not None
-        counted: list[History] = []  # the history once the first conflict settled it
+        recorded = state.history  # as the pass left it: what it lacks later was folded in
+        decider: list[DecideAgain] = []  # made at the first conflict, on the history then
 
         def again(scale: Scale) -> int:
-            if not counted:
+            if not decider:
                 state.intent = on_its_way
                 if history is not None:
-                    state.history = history
+                    state.history = with_fold_ins(history, recorded, state.history)
                 settle_intent(state, observed.target, scale, now=self.clock(),
                               settings=self.options.algorithm)
-                counted.append(state.history)
-            return decide(counted[0])(scale)
+                decider.append(decide(state.history))
+            return decider[0](scale)
         return again
 
     def _record_decision(

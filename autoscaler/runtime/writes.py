@@ -169,7 +169,10 @@ class ScaleWriter:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.info("conflict writing the scale: re-reading", attempt=attempt + 1)
-                state.intent = None  # a 409: that write did not land
+                # A 409: that write did not land. One it replaced, on its way when the pass
+                # read the target, may be what did: kept until a read settles it (the re-read
+                # next, or a later pass's if this one fails), never forgotten uncounted.
+                state.intent = write.supersedes if attempt == 0 else None
                 scale = await self.scales.get_scale(target.namespace, target.scale_target_ref,
                                                     fresh=True)
                 state.expected_replicas = scale.spec_replicas
