@@ -18,17 +18,11 @@ from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.snapshot import Intent, SavedTarget, Snapshot
 from tests.runtime.doubles import Clock, Depths, Events, NoPods, Owners, Workload, depth
 from tests.runtime.test_history import Shared
+from tests.runtime.test_intents import WEB as POLICED
 
 pytestmark = pytest.mark.asyncio
 
-[WEB] = list(parse_config("""
-[[autoscaler]]
-namespace = "shop"
-scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "web" }
-maxReplicas = 10
-metrics = [{ type = "External", external = { metric = { name = "depth" }, target = { type = "AverageValue", averageValue = "10" }, query = "sum(depth)" } }]
-behavior = { scaleUp = { policies = [{ type = "Pods", value = 2, periodSeconds = 60 }] } }
-""").targets)
+[WEB] = POLICED  # +2 pods per 60 s
 
 
 @pytest.mark.parametrize(("on_its_way", "theirs"), [(False, 4), (True, 5)],
