@@ -459,11 +459,13 @@ class Reconciler:
         """After a write conflict: the decision made again from the fresh scale, with the
         same metrics and history, and what a store conflict folded into the state's history
         since the pass recorded its decision (another writer's steps)."""
-        recorded = [state.history]  # as the pass, or the last redo, left it
+        # What each redo decides on: ``history`` and every fold-in so far, carried from one
+        # redo to the next (a second 409 must not drop what the first one's redo saw).
+        base, recorded = [history], [state.history]  # recorded: as the pass or last redo left it
 
         def again(scale: Scale) -> int:
-            redo = self._decide(observed.target, scale, observed.pods, values,
-                                with_fold_ins(history, recorded[0], state.history))
+            base[0] = with_fold_ins(base[0], recorded[0], state.history)
+            redo = self._decide(observed.target, scale, observed.pods, values, base[0])
             self._record_decision(observed.target, state, redo)
             recorded[0] = state.history
             desired = self._apply_fallback(observed.target, state, redo)

@@ -139,3 +139,28 @@ async def test_a_write_on_its_way_that_lands_is_counted_even_if_the_reread_fails
         await asyncio.sleep(0.01)
     assert workload.replicas == 4, workload.log
     assert [e.change for e in reconciler.states[WEB.key].history.scale_up_events] == [2]
+
+
+async def test_a_second_409_keeps_what_the_first_one_folded_in() -> None:
+    """Another writer's 2 -> 3 (at 990) is folded in as the pass goes on record; the PUT
+    meets two 409s (web at 3). Both redos decide with that step: +2 per 60 s from 2 allows
+    4, never 5."""
+    clock = Clock()
+    b_event = ScaleEvent(change=1, timestamp=990.0)
+    store = Shared(reads=[None, Snapshot(targets={WEB.key: SavedTarget(
+        history=History(scale_up_events=(b_event,)))}, clean=False, saved_at=990.0)])
+    workload = Workload(faults=["conflict->3", "conflict->3"])
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
+        owners=Owners(), telemetry=DaemonMetrics(), clock=clock, options=ReconcileOptions())
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore([WEB.key])
+    store.before_save = ["theirs"]
+    async with asyncio.timeout(10):
+        await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
+        await asyncio.sleep(0.01)
+    assert keeper.conflicts == 1
+    assert workload.replicas == 4, workload.log
+    assert b_event in reconciler.states[WEB.key].history.scale_up_events
+    assert b_event in store.saved[-1].targets[WEB.key].history.scale_up_events
