@@ -57,6 +57,10 @@ HAND_OVER_DRAIN = 10.0
 """Seconds a hand-over waits for the passes in flight over the bucket's targets."""
 STOP_HAND_OVER = 5.0
 """Seconds a graceful stop gives the hand-over of every bucket (all at once)."""
+EARLIER_PASSES_WAIT = 60.0
+"""Seconds a claim waits for passes of an earlier claim of ours over its targets to end (the
+bucket lost and claimed again while a pass's metrics fetch was slow): the history is read the
+moment they end, never under them; past this the claim fails (tried again, backing off)."""
 RESTORE_BOUND = 30.0
 """Seconds a claim may take to read its bucket's history before it is given up (and tried
 again, backing off): a read that keeps failing must not hold the bucket forever."""
@@ -529,9 +533,10 @@ class RingMember:
             # lost at once; a join), while the history is read.
             await self._keep_warm()
             # Passes of an earlier claim of ours (before an eviction, or a hand-over whose
-            # drain timed out) end first: the history read next replaces their states. One
-            # still running fails the claim (tried again, backing off), as a failed read does.
-            if not await self.idle(self._keys(bucket), HAND_OVER_DRAIN):
+            # drain timed out) end first: the history read next replaces their states. The
+            # Lease is ours meanwhile (a bucket Lease is not renewed), so waiting costs no
+            # write; a drop cancels this task.
+            if not await self.idle(self._keys(bucket), EARLIER_PASSES_WAIT):
                 self._failed(claim, "a pass of an earlier claim over its targets is still "
                                     "running")
                 return
