@@ -13,7 +13,9 @@ What a snapshot carries besides each target's ``History``:
   it is sent with). It is made durable *before* the write, and replaced by the write's
   outcome once that is known, so a process killed between the two leaves a record the next
   run resolves against the API server before that target's next decision: the write landed
-  if the object holds its desired count (``runtime.intents.outcome_of``).
+  if the object holds its desired count (``runtime.intents.outcome_of``). ``"wa"``
+  (optional): the counts of earlier writes it replaced that may still land (sent over the
+  same resourceVersion: at most one of them all does); a reader without it sees one intent.
 - ``forecasts`` (optional, ``"f"`` in the JSON): each predicted metric's bucketed history
   (``autoscaler.algorithm.forecast.Series``), so a restart or failover keeps a scored model.
   Values are stored to six significant digits; a state without it reads as no history.
@@ -88,6 +90,10 @@ class Intent:
     """The resourceVersion the PUT carries: if the object still has it, the PUT did not land
     (if not, the object changed, by our write or anyone's: its count tells)."""
     at: float
+    also: tuple[int, ...] = ()
+    """The desired counts of earlier writes this one replaced while they were on their way:
+    sent over the same resourceVersion, so at most one of them and this one lands, and a
+    fresh read holding one of these counts says that write landed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,6 +189,8 @@ def encode_target(target: SavedTarget) -> str:
     if intent is not None:
         parts.append(f'"w":[{intent.previous},{intent.desired},'
                      f'{json.dumps(intent.resource_version)},{float(intent.at)!r}]')
+        if intent.also:
+            parts.append('"wa":[' + ",".join(map(str, intent.also)) + "]")
     zero = target.zero
     if zero != _NO_ZERO:
         last = "null" if zero.last_active is None else repr(float(zero.last_active))
@@ -331,7 +339,8 @@ def _target_from_json(value: Any) -> SavedTarget:
         if value.get("w") is not None:
             previous, desired, version, at = value["w"]
             intent = Intent(previous=_count(previous), desired=_count(desired),
-                            resource_version=str(version), at=_time(at))
+                            resource_version=str(version), at=_time(at),
+                            also=tuple(_count(c) for c in value.get("wa") or ()))
         zero = _NO_ZERO
         if value.get("z") is not None:
             scaled, last_active = value["z"]

@@ -54,13 +54,26 @@ async def put_on_record(writes: Sequence[tuple[TargetState, Scale, int, float]],
     replaced = [state.intent for state, _, _, _ in writes]
     for state, scale, desired, decided in writes:
         state.intent = Intent(previous=scale.spec_replicas, desired=desired,
-                              resource_version=scale.resource_version, at=decided)
+                              resource_version=scale.resource_version, at=decided,
+                              also=_still_landable(state.intent, scale, desired))
     try:
         await persist()
     except Exception:
         for (state, _, _, _), intent in zip(writes, replaced, strict=True):
             state.intent = intent
         raise
+
+
+def _still_landable(replaced: Intent | None, scale: Scale, desired: int) -> tuple[int, ...]:
+    """The counts of the earlier writes a new one replaces that may still land: those sent
+    over the resourceVersion the new one carries (the object unchanged since; at most one of
+    them all can land). The store keeps one intent a target: forgetting them, a late landing
+    of one would read as someone else's count and its step go uncounted."""
+    if replaced is None or replaced.resource_version != scale.resource_version:
+        return ()
+    return tuple(dict.fromkeys(
+        count for count in (replaced.desired, *replaced.also)
+        if count not in (desired, scale.spec_replicas)))
 
 
 class Outcome(Enum):
@@ -89,8 +102,8 @@ def outcome_of(intent: Intent, scale: Scale) -> Outcome:
     """
     if scale.resource_version == intent.resource_version:
         return Outcome.NOT_LANDED
-    if scale.spec_replicas == intent.desired:
-        return Outcome.LANDED
+    if scale.spec_replicas == intent.desired or scale.spec_replicas in intent.also:
+        return Outcome.LANDED  # ours, or an earlier write of ours it replaced
     if scale.spec_replicas == intent.previous:
         return Outcome.NOT_LANDED
     return Outcome.OVERRIDDEN
@@ -130,11 +143,12 @@ def settle_intent(state: TargetState, target: TargetConfig, scale: Scale, *, now
             return None
         state.intent = intent
         return intent
-    count_scale(state, target, previous=intent.previous, new=intent.desired, now=now,
+    # The count that landed: the intent's, or one of the earlier writes it replaced.
+    count_scale(state, target, previous=intent.previous, new=scale.spec_replicas, now=now,
                 settings=settings)
     state.expected_replicas = scale.spec_replicas
     log.warning("an earlier scale write whose answer was lost landed: counted now",
-                target=target.key, previous=intent.previous, desired=intent.desired,
+                target=target.key, previous=intent.previous, desired=scale.spec_replicas,
                 replicas=scale.spec_replicas)
     return None
 
