@@ -244,6 +244,7 @@ class HistoryKeeper:
 
     @staticmethod
     def _apply(state: TargetState, saved: SavedTarget | None, *, bridge_gap: bool) -> None:
+        state.on_record = saved is not None
         saved = saved or SavedTarget()
         state.history, state.intent, state.zero = saved.history, saved.intent, saved.zero
         state.forecasts = dict(saved.forecasts)

@@ -146,6 +146,9 @@ class Reconciler:
         self.telemetry = telemetry
         self.clock = clock
         """``now`` for the core, the history and the conditions (the daemon's timeline)."""
+        self.started = clock()
+        """This run's start: the initial cooldown of a target read from the store counts
+        from it."""
         self.wall = wall or clock
         """The wall clock: what schedules' windows are read against."""
         self.states: dict[str, TargetState] = {}
@@ -511,7 +514,7 @@ class Reconciler:
         now = self.clock()
         state = in_pass(self.states, target.key)
         if state.first_seen is None:
-            state.first_seen = now
+            state.first_seen = self.started if state.on_record else now
 
         # Predictive scaling (issue #27): its one call site (autoscaler/runtime/prediction.py).
         core: Decide = decide if not target.predictions else functools.partial(
