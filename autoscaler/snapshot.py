@@ -104,6 +104,9 @@ class SavedTarget:
     """Scale to zero: whether we took the target to 0 (only then do we wake it up)."""
     forecasts: Mapping[str, Series] = field(default_factory=dict)
     """Each predicted metric's history, by ``metric_key``."""
+    first_seen: float | None = None
+    """When a run first decided on the target (``"fs"``): a target a reload added after its
+    daemon started counts its initial cooldown from it, wherever it moves."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +200,8 @@ def encode_target(target: SavedTarget) -> str:
         parts.append(f'"z":[{"true" if zero.scaled_to_zero else "false"},{last}]')
         if zero.adopted_from is not None:
             parts.append(f'"za":{json.dumps(zero.adopted_from)}')
+    if target.first_seen is not None:
+        parts.append(f'"fs":{float(target.first_seen)!r}')
     if target.forecasts:
         parts.append('"f":' + json.dumps({key: _series_to_json(series)
                                           for key, series in target.forecasts.items()},
@@ -350,9 +355,11 @@ def _target_from_json(value: Any) -> SavedTarget:
                               adopted_from=None if adopted is None else str(adopted))
         forecasts = {str(key): _series_from_json(raw)
                      for key, raw in (value.get("f") or {}).items()}
+        first_seen = None if value.get("fs") is None else _time(value["fs"])
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         raise StateFormatError(f"state has a malformed history: {error!r}") from error
-    return SavedTarget(history=history, intent=intent, zero=zero, forecasts=forecasts)
+    return SavedTarget(history=history, intent=intent, zero=zero, forecasts=forecasts,
+                       first_seen=first_seen)
 
 
 def _event(raw: Any) -> ScaleEvent:

@@ -120,7 +120,8 @@ class HistoryKeeper:
         self._asked = self._carried = 0
         """Writes asked for, and how many of those asks the last write carried."""
         self._wait = retry_wait or wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
-        self._fragments: dict[str, tuple[object, object, object, object, object, str]] = {}
+        self._fragments: dict[
+            str, tuple[object, object, object, object, object, float | None, str]] = {}
         """Per target: its recommendations, scale events, intent and zero memory at the last
         write (compared by identity) and the entry written for them."""
         self._written: tuple[list[str], Interval | None, bool] | None = None
@@ -244,9 +245,9 @@ class HistoryKeeper:
 
     @staticmethod
     def _apply(state: TargetState, saved: SavedTarget | None, *, bridge_gap: bool) -> None:
-        state.on_record = saved is not None
         saved = saved or SavedTarget()
         state.history, state.intent, state.zero = saved.history, saved.intent, saved.zero
+        state.first_seen = saved.first_seen
         state.forecasts = dict(saved.forecasts)
         state.predictor = None  # rebuilt over the restored series at the next pass
         state.bridge_gap = bridge_gap and (state.history.seeded or saved.zero.scaled_to_zero)
@@ -348,7 +349,8 @@ class HistoryKeeper:
             ours = kept.saved if kept is not None else SavedTarget()
             self._retired[key] = _Retired(saved=SavedTarget(
                 history=_union(ours.history, theirs.history), intent=ours.intent or theirs.intent,
-                zero=ours.zero, forecasts=ours.forecasts or theirs.forecasts), bridge_gap=True)
+                zero=ours.zero, forecasts=ours.forecasts or theirs.forecasts,
+                first_seen=_earliest(ours.first_seen, theirs.first_seen)), bridge_gap=True)
 
     def _entries(self, now: float, *, fresh: bool) -> list[str]:
         """Every target's entry, as JSON text, the current targets' then the removed ones'.
@@ -371,11 +373,12 @@ class HistoryKeeper:
                 history.scale_down_events
             kept = None if fresh or state.forecasts else cache.get(key)
             if kept is not None and kept[0] is recs and kept[1] is up and kept[2] is down \
-                    and kept[3] is intent and kept[4] is zero:
+                    and kept[3] is intent and kept[4] is zero and kept[5] == state.first_seen:
                 self._fragments[key] = kept
                 continue
-            self._fragments[key] = (recs, up, down, intent, zero, encode_entry(key, _saved(state)))
-        entries = [fragment[5] for fragment in self._fragments.values()]
+            self._fragments[key] = (recs, up, down, intent, zero, state.first_seen,
+                                    encode_entry(key, _saved(state)))
+        entries = [fragment[6] for fragment in self._fragments.values()]
         expired = [key for key, entry in self._retired.items()
                    if _newest(entry.saved) < now - RETAIN_REMOVED]
         for key in expired:
@@ -431,7 +434,11 @@ def _events(ours: tuple[ScaleEvent, ...], theirs: tuple[ScaleEvent, ...]) -> tup
 
 def _saved(state: TargetState) -> SavedTarget:
     return SavedTarget(history=state.history, intent=state.intent, zero=state.zero,
-                       forecasts=state.forecasts)
+                       forecasts=state.forecasts, first_seen=state.first_seen)
+
+
+def _earliest(ours: float | None, theirs: float | None) -> float | None:
+    return theirs if ours is None else ours if theirs is None else min(ours, theirs)
 
 
 def _worth_keeping(state: TargetState) -> bool:

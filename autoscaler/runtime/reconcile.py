@@ -147,8 +147,7 @@ class Reconciler:
         self.clock = clock
         """``now`` for the core, the history and the conditions (the daemon's timeline)."""
         self.started = clock()
-        """This run's start: the initial cooldown of a target read from the store counts
-        from it."""
+        """This run's start: no target's initial cooldown counts from earlier."""
         self.wall = wall or clock
         """The wall clock: what schedules' windows are read against."""
         self.states: dict[str, TargetState] = {}
@@ -514,7 +513,7 @@ class Reconciler:
         now = self.clock()
         state = in_pass(self.states, target.key)
         if state.first_seen is None:
-            state.first_seen = self.started if state.on_record else now
+            state.first_seen = now
 
         # Predictive scaling (issue #27): its one call site (autoscaler/runtime/prediction.py).
         core: Decide = decide if not target.predictions else functools.partial(
@@ -528,7 +527,8 @@ class Reconciler:
                                  status_replicas=scale.status_replicas),
                 metrics=values, pods=pods, history=history, now=now,
                 settings=self.options.algorithm, bounds=self._bounds(target)),
-            rules=target.scale_to_zero, memory=state.zero, first_seen=state.first_seen,
+            rules=target.scale_to_zero, memory=state.zero,
+            first_seen=max(self.started, state.first_seen),
             core=core,
         )
         state.zero, state.activity, state.idle_until = (

@@ -110,12 +110,9 @@ class TargetState:
     stranded: str | None = None
     """At a zero not ours while work waits: what is said of it (``zero_owner``)."""
     first_seen: float | None = None
-    """When this run first decided on the target (the initial cooldown counts from it); this
-    run's start for a target read from the store (``on_record``)."""
-    on_record: bool = False
-    """Its history was read from the store (a restart, a takeover, a ring claim, a reload
-    bringing it back): it was seen before, so a move does not start its initial cooldown
-    again (``initialCooldownPeriod`` counts from the daemon's start, not from a move)."""
+    """When a run first decided on the target, kept in the store across restarts, takeovers
+    and ring moves: the initial cooldown counts from it or from this run's start, whichever
+    is later (so a move does not start it again, and a restart does)."""
     activity: Activity | None = None
     idle_until: float | None = None
     """When the target may go to zero if it stays inactive."""

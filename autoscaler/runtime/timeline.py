@@ -141,7 +141,9 @@ def restamp(saved: SavedTarget, *, shift: float, now: float) -> tuple[SavedTarge
     zero = saved.zero
     if zero.last_active is not None:
         zero = dataclasses.replace(zero, last_active=at(zero.last_active))
-    return dataclasses.replace(saved, history=moved, intent=intent, zero=zero), clamped
+    first_seen = None if saved.first_seen is None else at(saved.first_seen)
+    return dataclasses.replace(saved, history=moved, intent=intent, zero=zero,
+                               first_seen=first_seen), clamped
 
 
 def _event(event: ScaleEvent, stamp: float) -> ScaleEvent:

@@ -1,9 +1,10 @@
-"""``initialCooldownPeriod`` counts from the daemon's start (config/README.md), not from a
-move: a target whose history this run read from the store (a ring claim, a takeover, a
-restart) was seen before, so its initial cooldown counts from this run's start. Before, a
-bucket moved away and back (its states dropped and read again) started it over: scale to
-zero came up to the whole initial cooldown late (review). A target this run sees first
-(added by a reload) still waits the whole initial cooldown from its first pass."""
+"""``initialCooldownPeriod`` counts from the daemon's start (config/README.md), or from the
+target's first pass if that is later (a target a reload added), which the store keeps: a
+ring move or a takeover does not start it again, a restart does. Before, it counted from
+the first pass over each target state, and a bucket moved away and back (its states
+dropped and read again) started it over: scale to zero came up to the whole initial
+cooldown late (review); and counting a move from the run's start alone (a first fix) let a
+target a reload added go to zero early (review)."""
 
 from __future__ import annotations
 
@@ -85,4 +86,68 @@ async def test_a_target_first_seen_after_the_start_waits_its_whole_initial_coold
         assert cluster.replicas > 0, now
     clock.now = 1_600.0
     await one_pass(reconciler)
+    assert cluster.replicas == 0
+
+
+async def test_a_target_added_after_the_start_keeps_its_initial_cooldown_across_a_move() -> None:
+    """The run started at 0; a reload adds the target at 1000 (first pass, inactive); at
+    1100 its bucket moves away and back. Its first pass is kept in the store (``"fs"``), so
+    its initial cooldown still counts from 1000, not from the run's start: not at 0 at
+    1400 (the cooldown has passed, the initial cooldown has not), at 0 from 1600."""
+    cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
+        MemoryStateStore()
+    clock.now = 0.0
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
+                            owners=Quiet(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics(), clock=clock)
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore([])
+    clock.now = 1_000.0
+    await one_pass(reconciler)
+    await keeper.persist()
+
+    clock.now = 1_100.0
+    reconciler.remove(WORKER.key)
+    claimed = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=claimed.persist)
+    await claimed.restore([WORKER.key])
+    assert reconciler.states[WORKER.key].first_seen == 1_000.0
+
+    clock.now = 1_400.0
+    await one_pass(reconciler)
+    assert cluster.replicas > 0
+    clock.now = 1_600.0
+    await one_pass(reconciler)
+    assert cluster.replicas == 0
+
+
+async def test_a_restart_counts_the_initial_cooldown_from_its_own_start() -> None:
+    """As documented: a daemon started at 2000 over a store that says the target was first
+    seen at 1000 holds it up until 2600 (its own start plus the initial cooldown)."""
+    store = MemoryStateStore()
+    first, clock = Workload(replicas=2), Clock()
+    before = Reconciler(scales=first, pods=NoPods(), metrics=QueueDepth(0), events=Quiet(),
+                        owners=Quiet(), options=ReconcileOptions(),
+                        telemetry=DaemonMetrics(), clock=clock)
+    keeper = HistoryKeeper(store, before.states, clock=clock, retry_wait=wait_none())
+    before.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore([WORKER.key])
+    await one_pass(before)
+    await keeper.persist()
+
+    clock.now = 2_000.0
+    cluster = Workload(replicas=2)
+    after = Reconciler(scales=cluster, pods=NoPods(), metrics=QueueDepth(0), events=Quiet(),
+                       owners=Quiet(), options=ReconcileOptions(),
+                       telemetry=DaemonMetrics(), clock=clock)
+    restarted = HistoryKeeper(store, after.states, clock=clock, retry_wait=wait_none())
+    after.options = ReconcileOptions(persist=restarted.persist)
+    await restarted.restore([WORKER.key])
+    for now in (2_000.0, 2_599.0):
+        clock.now = now
+        await one_pass(after)
+        assert cluster.replicas > 0, now
+    clock.now = 2_600.0
+    await one_pass(after)
     assert cluster.replicas == 0
