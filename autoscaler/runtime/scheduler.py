@@ -224,8 +224,11 @@ class Scheduler:
     async def _pass(self, targets: Sequence[TargetConfig], deadline: float) -> None:
         try:
             # Asked again as the pass starts: the gate may have closed since the launch (a
-            # ring bucket lost meanwhile), and a target it refuses must not get a state again.
-            allowed = [t for t in targets if self._may_run(t.key)]
+            # ring bucket lost meanwhile), and a reload may have removed a target (it must
+            # not get a state again, nor a write) or changed it (its config now is used).
+            allowed = [current for t in targets
+                       if (current := self._targets.get(t.key)) is not None
+                       and self._may_run(t.key)]
             if allowed:
                 await self._run_pass(allowed, deadline)
         except Exception:  # the reconciler contains its faults; this is the last net

@@ -142,6 +142,7 @@ async def test_the_gate_is_asked_again_as_a_pass_starts() -> None:
     recorder = Recorder()
     allowed = {"a", "b"}
     scheduler = scheduler_for(recorder, jitter=0, may_run=lambda key: key in allowed)
+    scheduler.set_targets([Target("a", 10), Target("b", 10)])
     scheduler._start([Target("a", 10), Target("b", 10)], 10, now())
     allowed.discard("b")
     await scheduler.drain(2)
@@ -149,6 +150,27 @@ async def test_the_gate_is_asked_again_as_a_pass_starts() -> None:
     scheduler._start([Target("b", 10)], 10, now())
     await scheduler.drain(2)
     assert recorder.passes == [["a"]]
+
+
+async def test_a_pass_leaves_out_a_target_a_reload_removed_since_its_launch() -> None:
+    """A pass launched, then a reload removes one of its targets before the pass's first
+    step: the reconciler would give it a state again, decide on an empty history and write
+    a workload no longer autoscaled (review). A target changed meanwhile runs with its new
+    table."""
+    recorder = Recorder()
+    seen: list[list[Target]] = []
+
+    async def run_pass(targets: Sequence[Any], deadline: float) -> None:
+        seen.append(list(targets))
+        await recorder(targets, deadline)
+
+    scheduler = scheduler_for(run_pass, jitter=0)
+    scheduler.set_targets([Target("a", 10), Target("b", 10)])
+    scheduler._start([Target("a", 10), Target("b", 10)], 10, now())
+    scheduler.set_targets([Target("a", 20)])
+    await scheduler.drain(2)
+    assert recorder.passes == [["a"]]
+    assert seen == [[Target("a", 20)]]
 
 
 async def test_the_jitter_spreads_a_group_within_its_share_of_the_period() -> None:
