@@ -51,7 +51,7 @@ _FAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ERROR_REASONS = ("observe_timeout", "metrics_fetch", "reconcile", "update_scale", "state_save",
                  "state_set_aside")
 """The ``reason`` label of ``autoscaler_errors_total``."""
-RELOAD_RESULTS = ("applied", "restart_required", "rejected")
+RELOAD_RESULTS = ("applied", "restart_required", "rejected", "failed")
 CLOCK_STEP_SOURCES = ("machine", "history")
 """The ``source`` label of ``autoscaler_clock_steps_total``."""
 QUERY_ERROR_REASONS = ("timeout", "unavailable", "throttled", "access_denied", "bad_query",
@@ -227,7 +227,7 @@ class DaemonMetrics:
         """The config was loaded (``result`` None: at start) or a reload ended in ``result``."""
         if result is not None:
             self.config_reloads.labels(result=result).inc()
-        applied = result != "rejected"
+        applied = result not in ("rejected", "failed")
         self.last_reload_successful.set(1 if applied else 0)
         if applied:
             self.last_reload_success.set(time.time() if at is None else at)

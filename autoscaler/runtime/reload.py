@@ -120,7 +120,17 @@ class ConfigReloader:
         self.config = dataclasses.replace(
             fresh, daemon=daemon, kubernetes=self.config.kubernetes,
             prometheus_servers=self.config.prometheus_servers, prometheus=self.config.prometheus)
-        targets = await self.apply(self.config)
+        try:
+            targets = await self.apply(self.config)
+        except Exception as error:
+            # Valid, and in force as far as it got (the targets, say) before a step failed
+            # (a watch): not "rejected", and the running config is the new one.
+            log.error("config reload applied in part: the new config is running, but "
+                      "applying it failed; the next reload applies it again",
+                      file=str(self.path), trigger=trigger,
+                      error=f"{type(error).__name__}: {error}")
+            self.telemetry.config_loaded("failed")
+            return False
         if pending:
             self.telemetry.config_loaded("restart_required")
             log.warning("config reloaded, but some changes take effect only on restart",
