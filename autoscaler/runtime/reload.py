@@ -1,9 +1,10 @@
 """Config reloads: SIGHUP, or a change of the config file, replaces the running config.
 
 A kubelet-mounted ConfigMap swaps a symlink, and nobody sends SIGHUP for it: the file is
-polled (``config/watch.py``). All or nothing: a config that does not load, whatever the
-parser raises, changes nothing, is logged with its errors and counted, and leaves the next
-reload free to work. Settings that need new connections (``RESTART_ONLY``) keep their running
+polled (``config/watch.py``). A config that does not load, whatever the parser raises,
+changes nothing, is logged with its errors and counted, and leaves the next reload free to
+work; one that loads but whose applying fails part way is in force as far as it got, and
+said and counted as such (``failed``). Settings that need new connections (``RESTART_ONLY``) keep their running
 values, and the log says a restart is needed for them.
 """
 
@@ -91,8 +92,8 @@ class ConfigReloader:
         return suspect_changes(self.config, self.prepare(fresh))
 
     async def reload(self, *, trigger: str = "SIGHUP", data: bytes | None = None) -> bool:
-        """All or nothing: a config that does not load, for any reason, changes nothing and
-        leaves the next reload free to work. ``data``: the file's bytes, as the watcher
+        """A config that does not load, for any reason, changes nothing and leaves the next
+        reload free to work (one whose applying fails part way: ``_reload``). ``data``: the file's bytes, as the watcher
         read them."""
         async with self._reloading:
             try:
@@ -126,7 +127,7 @@ class ConfigReloader:
             # Valid, and in force as far as it got (the targets, say) before a step failed
             # (a watch): not "rejected", and the running config is the new one.
             log.error("config reload applied in part: the new config is running, but "
-                      "applying it failed; the next reload applies it again",
+                      "applying it failed; SIGHUP (or a change of the file) applies it again",
                       file=str(self.path), trigger=trigger,
                       error=f"{type(error).__name__}: {error}")
             self.telemetry.config_loaded("failed")
