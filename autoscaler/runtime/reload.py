@@ -4,8 +4,8 @@ A kubelet-mounted ConfigMap swaps a symlink, and nobody sends SIGHUP for it: the
 polled (``config/watch.py``). A config that does not load, whatever the parser raises,
 changes nothing, is logged with its errors and counted, and leaves the next reload free to
 work; one that loads but whose applying fails part way is in force as far as it got, and
-said and counted as such (``failed``). Settings that need new connections (``RESTART_ONLY``) keep their running
-values, and the log says a restart is needed for them.
+said and counted as such (``failed``). Settings that need new connections
+(``RESTART_ONLY``) keep their running values, and the log says a restart is needed for them.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ class ConfigReloader:
 
     async def reload(self, *, trigger: str = "SIGHUP", data: bytes | None = None) -> bool:
         """A config that does not load, for any reason, changes nothing and leaves the next
-        reload free to work (one whose applying fails part way: ``_reload``). ``data``: the file's bytes, as the watcher
-        read them."""
+        reload free to work (one whose applying fails part way: ``_reload``). ``data``: the
+        file's bytes, as the watcher read them."""
         async with self._reloading:
             try:
                 return await self._reload(trigger, data)
