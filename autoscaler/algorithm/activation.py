@@ -19,7 +19,8 @@ every trigger has been inactive for ``cooldownPeriod``. Here:
   (rate limits apply); otherwise it stays at 0.
 - **Above 0**: every metric inactive for ``cooldown`` seconds (counted from the last pass
   any was active or unknown, or from when this run first saw the target, whichever is
-  later) and ``initial_cooldown`` seconds since this run first saw the target -> 0,
+  later) and ``initial_cooldown`` seconds since ``first_seen`` (the caller's: the later of
+  the daemon's start and the target's first pass, kept across moves) -> 0,
   directly, as KEDA does. Unlike KEDA, time without a valid reading does not count toward
   the cooldown: an outage says nothing about the queue, so after one the target needs a
   whole cooldown of inactive readings (KEDA moves its ``lastActiveTime`` only for an active

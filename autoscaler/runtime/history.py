@@ -264,6 +264,7 @@ class HistoryKeeper:
         retired = self._retired.pop(state.key, None)
         if retired is not None:
             self._apply(state, retired.saved, bridge_gap=retired.bridge_gap)
+            state.first_seen = None  # added again: its initial cooldown starts again (KEDA's)
 
     # --- writing ----------------------------------------------------------------------
 

@@ -512,8 +512,9 @@ class Reconciler:
     ) -> Decision:
         now = self.clock()
         state = in_pass(self.states, target.key)
-        if state.first_seen is None:
-            state.first_seen = now
+        rules = target.scale_to_zero
+        if state.first_seen is None and rules is not None and rules.initial_cooldown > 0:
+            state.first_seen = now  # kept in the store only where an initial cooldown needs it
 
         # Predictive scaling (issue #27): its one call site (autoscaler/runtime/prediction.py).
         core: Decide = decide if not target.predictions else functools.partial(
@@ -527,8 +528,8 @@ class Reconciler:
                                  status_replicas=scale.status_replicas),
                 metrics=values, pods=pods, history=history, now=now,
                 settings=self.options.algorithm, bounds=self._bounds(target)),
-            rules=target.scale_to_zero, memory=state.zero,
-            first_seen=max(self.started, state.first_seen),
+            rules=rules, memory=state.zero,
+            first_seen=max(self.started, now if state.first_seen is None else state.first_seen),
             core=core,
         )
         state.zero, state.activity, state.idle_until = (

@@ -110,9 +110,10 @@ class TargetState:
     stranded: str | None = None
     """At a zero not ours while work waits: what is said of it (``zero_owner``)."""
     first_seen: float | None = None
-    """When a run first decided on the target, kept in the store across restarts, takeovers
-    and ring moves: the initial cooldown counts from it or from this run's start, whichever
-    is later (so a move does not start it again, and a restart does)."""
+    """When a run first decided on the target (one with an initial cooldown), kept in the
+    store across restarts, takeovers and ring moves: the initial cooldown counts from it or
+    from this run's start, whichever is later (so a move does not start it again, a restart
+    does, and so does a reload adding the target back)."""
     activity: Activity | None = None
     idle_until: float | None = None
     """When the target may go to zero if it stays inactive."""

@@ -19,7 +19,8 @@ from autoscaler.config import parse_config
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
-from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload
+from autoscaler.snapshot import decode
+from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload, targets
 
 [WORKER] = list(parse_config("""
 [[autoscaler]]
@@ -151,3 +152,54 @@ async def test_a_restart_counts_the_initial_cooldown_from_its_own_start() -> Non
     clock.now = 2_600.0
     await one_pass(after)
     assert cluster.replicas == 0
+
+
+async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() -> None:
+    """Removed at 1100 and added back at 2000 (its history kept for an hour): added again,
+    it waits its initial cooldown again, as KEDA's does for a ScaledObject made again;
+    not at 0 before 2600."""
+    cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
+        MemoryStateStore()
+    clock.now = 0.0
+    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
+                            owners=Quiet(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics(), clock=clock)
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore([])
+    clock.now = 1_000.0
+    await one_pass(reconciler)
+    clock.now = 1_100.0
+    state = reconciler.remove(WORKER.key)
+    assert state is not None
+    keeper.retire(state)
+    clock.now = 2_000.0
+    keeper.revive(reconciler.state(WORKER.key))
+    for now in (2_000.0, 2_599.0):
+        clock.now = now
+        await one_pass(reconciler)
+        assert cluster.replicas > 0, now
+    clock.now = 2_600.0
+    await one_pass(reconciler)
+    assert cluster.replicas == 0
+
+
+async def test_only_a_target_with_an_initial_cooldown_keeps_its_first_pass() -> None:
+    """The store keeps ``"fs"`` only where it counts (10,000 targets: 117 KB of store
+    would grow to 209 KB with it on every target), to the second, rounded up."""
+    store = MemoryStateStore()
+    clock = Clock()
+    clock.now = 1_000.25
+    reconciler = Reconciler(scales=Workload(replicas=2), pods=NoPods(), metrics=QueueDepth(20),
+                            events=Quiet(), owners=Quiet(), options=ReconcileOptions(),
+                            telemetry=DaemonMetrics(), clock=clock)
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    [web] = targets("web")
+    await keeper.restore([WORKER.key, web.key])
+    async with asyncio.timeout(10):
+        await reconciler.run_pass([WORKER, web], deadline=time.monotonic() + 5)
+    await keeper.persist()
+    saved = decode(store._data).targets  # type: ignore[arg-type]
+    assert saved[WORKER.key].first_seen == 1_001.0
+    assert saved[web.key].first_seen is None
