@@ -35,10 +35,40 @@ metrics = [{ type = "External", external = { metric = { name = "depth" }, target
 pytestmark = pytest.mark.asyncio
 
 
+def daemon(cluster: Workload, clock: Clock, depth: QueueDepth) -> Reconciler:
+    """A reconciler whose run starts now (``clock``)."""
+    return Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
+                      owners=Quiet(), options=ReconcileOptions(), telemetry=DaemonMetrics(),
+                      clock=clock)
+
+
+async def read_history(reconciler: Reconciler, store: MemoryStateStore, clock: Clock,
+                       keys: list[str]) -> HistoryKeeper:
+    """A keeper over ``store`` (a start, a claim, a takeover): it reads the history of
+    ``keys`` and writes every pass's."""
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore(keys)
+    return keeper
+
+
 async def one_pass(reconciler: Reconciler) -> None:
     async with asyncio.timeout(10):
         await reconciler.run_pass([WORKER], deadline=time.monotonic() + 5)
         await asyncio.sleep(0.01)
+
+
+async def to_zero_at(reconciler: Reconciler, cluster: Workload, clock: Clock, moment: float,
+                     *, not_before: tuple[float, ...]) -> None:
+    """Passes at each of ``not_before`` leave the target up; the one at ``moment`` takes it
+    to 0."""
+    for now in not_before:
+        clock.now = now
+        await one_pass(reconciler)
+        assert cluster.replicas > 0, now
+    clock.now = moment
+    await one_pass(reconciler)
+    assert cluster.replicas == 0
 
 
 async def test_a_move_does_not_start_the_initial_cooldown_again() -> None:
@@ -49,12 +79,8 @@ async def test_a_move_does_not_start_the_initial_cooldown_again() -> None:
     pass following the move)."""
     cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(20), \
         MemoryStateStore()
-    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
-                            owners=Quiet(), options=ReconcileOptions(),
-                            telemetry=DaemonMetrics(), clock=clock)
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([WORKER.key])
+    reconciler = daemon(cluster, clock, depth)
+    await read_history(reconciler, store, clock, [WORKER.key])
     await one_pass(reconciler)
     depth.units = 0
     clock.now = 1_100.0
@@ -63,9 +89,7 @@ async def test_a_move_does_not_start_the_initial_cooldown_again() -> None:
 
     clock.now = 1_650.0
     reconciler.remove(WORKER.key)  # the bucket lost: its state dropped
-    claimed = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=claimed.persist)
-    await claimed.restore([WORKER.key])  # and claimed again: its history read
+    await read_history(reconciler, store, clock, [WORKER.key])  # claimed again: read
     assert reconciler.states[WORKER.key].zero.last_active is not None
 
     clock.now = 1_700.0
@@ -78,16 +102,8 @@ async def test_a_target_first_seen_after_the_start_waits_its_whole_initial_coold
     inactive, at 1000: not at 0 before 1600 (1000 + 600), at 0 from then on."""
     cluster, clock, depth = Workload(replicas=2), Clock(), QueueDepth(0)
     clock.now = 0.0
-    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
-                            owners=Quiet(), options=ReconcileOptions(),
-                            telemetry=DaemonMetrics(), clock=clock)
-    for now in (1_000.0, 1_400.0, 1_599.0):
-        clock.now = now
-        await one_pass(reconciler)
-        assert cluster.replicas > 0, now
-    clock.now = 1_600.0
-    await one_pass(reconciler)
-    assert cluster.replicas == 0
+    reconciler = daemon(cluster, clock, depth)
+    await to_zero_at(reconciler, cluster, clock, 1_600.0, not_before=(1_000.0, 1_400.0, 1_599.0))
 
 
 async def test_a_target_added_after_the_start_keeps_its_initial_cooldown_across_a_move() -> None:
@@ -98,29 +114,18 @@ async def test_a_target_added_after_the_start_keeps_its_initial_cooldown_across_
     cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
         MemoryStateStore()
     clock.now = 0.0
-    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
-                            owners=Quiet(), options=ReconcileOptions(),
-                            telemetry=DaemonMetrics(), clock=clock)
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([])
+    reconciler = daemon(cluster, clock, depth)
+    keeper = await read_history(reconciler, store, clock, [])
     clock.now = 1_000.0
     await one_pass(reconciler)
     await keeper.persist()
 
     clock.now = 1_100.0
     reconciler.remove(WORKER.key)
-    claimed = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=claimed.persist)
-    await claimed.restore([WORKER.key])
+    await read_history(reconciler, store, clock, [WORKER.key])
     assert reconciler.states[WORKER.key].first_seen == 1_000.0
 
-    clock.now = 1_400.0
-    await one_pass(reconciler)
-    assert cluster.replicas > 0
-    clock.now = 1_600.0
-    await one_pass(reconciler)
-    assert cluster.replicas == 0
+    await to_zero_at(reconciler, cluster, clock, 1_600.0, not_before=(1_400.0,))
 
 
 async def test_a_restart_counts_the_initial_cooldown_from_its_own_start() -> None:
@@ -128,30 +133,16 @@ async def test_a_restart_counts_the_initial_cooldown_from_its_own_start() -> Non
     seen at 1000 holds it up until 2600 (its own start plus the initial cooldown)."""
     store = MemoryStateStore()
     first, clock = Workload(replicas=2), Clock()
-    before = Reconciler(scales=first, pods=NoPods(), metrics=QueueDepth(0), events=Quiet(),
-                        owners=Quiet(), options=ReconcileOptions(),
-                        telemetry=DaemonMetrics(), clock=clock)
-    keeper = HistoryKeeper(store, before.states, clock=clock, retry_wait=wait_none())
-    before.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([WORKER.key])
+    before = daemon(first, clock, QueueDepth(0))
+    keeper = await read_history(before, store, clock, [WORKER.key])
     await one_pass(before)
     await keeper.persist()
 
     clock.now = 2_000.0
     cluster = Workload(replicas=2)
-    after = Reconciler(scales=cluster, pods=NoPods(), metrics=QueueDepth(0), events=Quiet(),
-                       owners=Quiet(), options=ReconcileOptions(),
-                       telemetry=DaemonMetrics(), clock=clock)
-    restarted = HistoryKeeper(store, after.states, clock=clock, retry_wait=wait_none())
-    after.options = ReconcileOptions(persist=restarted.persist)
-    await restarted.restore([WORKER.key])
-    for now in (2_000.0, 2_599.0):
-        clock.now = now
-        await one_pass(after)
-        assert cluster.replicas > 0, now
-    clock.now = 2_600.0
-    await one_pass(after)
-    assert cluster.replicas == 0
+    after = daemon(cluster, clock, QueueDepth(0))
+    await read_history(after, store, clock, [WORKER.key])
+    await to_zero_at(after, cluster, clock, 2_600.0, not_before=(2_000.0, 2_599.0))
 
 
 async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() -> None:
@@ -161,12 +152,8 @@ async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() ->
     cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
         MemoryStateStore()
     clock.now = 0.0
-    reconciler = Reconciler(scales=cluster, pods=NoPods(), metrics=depth, events=Quiet(),
-                            owners=Quiet(), options=ReconcileOptions(),
-                            telemetry=DaemonMetrics(), clock=clock)
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([])
+    reconciler = daemon(cluster, clock, depth)
+    keeper = await read_history(reconciler, store, clock, [])
     clock.now = 1_000.0
     await one_pass(reconciler)
     clock.now = 1_100.0
@@ -175,13 +162,7 @@ async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() ->
     keeper.retire(state)
     clock.now = 2_000.0
     keeper.revive(reconciler.state(WORKER.key))
-    for now in (2_000.0, 2_599.0):
-        clock.now = now
-        await one_pass(reconciler)
-        assert cluster.replicas > 0, now
-    clock.now = 2_600.0
-    await one_pass(reconciler)
-    assert cluster.replicas == 0
+    await to_zero_at(reconciler, cluster, clock, 2_600.0, not_before=(2_000.0, 2_599.0))
 
 
 async def test_only_a_target_with_an_initial_cooldown_keeps_its_first_pass() -> None:
@@ -190,13 +171,9 @@ async def test_only_a_target_with_an_initial_cooldown_keeps_its_first_pass() -> 
     store = MemoryStateStore()
     clock = Clock()
     clock.now = 1_000.25
-    reconciler = Reconciler(scales=Workload(replicas=2), pods=NoPods(), metrics=QueueDepth(20),
-                            events=Quiet(), owners=Quiet(), options=ReconcileOptions(),
-                            telemetry=DaemonMetrics(), clock=clock)
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    reconciler = daemon(Workload(replicas=2), clock, QueueDepth(20))
     [web] = targets("web")
-    await keeper.restore([WORKER.key, web.key])
+    keeper = await read_history(reconciler, store, clock, [WORKER.key, web.key])
     async with asyncio.timeout(10):
         await reconciler.run_pass([WORKER, web], deadline=time.monotonic() + 5)
     await keeper.persist()
