@@ -123,7 +123,7 @@ class HistoryKeeper:
         self._fragments: dict[
             str, tuple[object, object, object, object, object, float | None, str]] = {}
         """Per target: its recommendations, scale events, intent and zero memory at the last
-        write (compared by identity) and the entry written for them."""
+        write (compared by identity), its first pass, and the entry written for them."""
         self._written: tuple[list[str], Interval | None, bool] | None = None
         """The entries, skew and clean flag of our last write since the store was read."""
         self.restored = asyncio.Event()
