@@ -200,8 +200,8 @@ def encode_target(target: SavedTarget) -> str:
         parts.append(f'"z":[{"true" if zero.scaled_to_zero else "false"},{last}]')
         if zero.adopted_from is not None:
             parts.append(f'"za":{json.dumps(zero.adopted_from)}')
-    if target.first_seen is not None:  # to the second, rounded later: the cooldown no shorter
-        parts.append(f'"fs":{math.ceil(target.first_seen)}')
+    if target.first_seen is not None:
+        parts.append(f'"fs":{float(target.first_seen)!r}')
     if target.forecasts:
         parts.append('"f":' + json.dumps({key: _series_to_json(series)
                                           for key, series in target.forecasts.items()},

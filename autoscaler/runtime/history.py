@@ -374,10 +374,11 @@ class HistoryKeeper:
                 history.scale_down_events
             kept = None if fresh or state.forecasts else cache.get(key)
             if kept is not None and kept[0] is recs and kept[1] is up and kept[2] is down \
-                    and kept[3] is intent and kept[4] is zero and kept[5] == state.first_seen:
+                    and kept[3] is intent and kept[4] is zero \
+                    and kept[5] == _kept_first_seen(state):
                 self._fragments[key] = kept
                 continue
-            self._fragments[key] = (recs, up, down, intent, zero, state.first_seen,
+            self._fragments[key] = (recs, up, down, intent, zero, _kept_first_seen(state),
                                     encode_entry(key, _saved(state)))
         entries = [fragment[6] for fragment in self._fragments.values()]
         expired = [key for key, entry in self._retired.items()
@@ -435,7 +436,11 @@ def _events(ours: tuple[ScaleEvent, ...], theirs: tuple[ScaleEvent, ...]) -> tup
 
 def _saved(state: TargetState) -> SavedTarget:
     return SavedTarget(history=state.history, intent=state.intent, zero=state.zero,
-                       forecasts=state.forecasts, first_seen=state.first_seen)
+                       forecasts=state.forecasts, first_seen=_kept_first_seen(state))
+
+
+def _kept_first_seen(state: TargetState) -> float | None:
+    return state.first_seen if state.keeps_first_seen else None
 
 
 def _earliest(ours: float | None, theirs: float | None) -> float | None:

@@ -513,8 +513,10 @@ class Reconciler:
         now = self.clock()
         state = in_pass(self.states, target.key)
         rules = target.scale_to_zero
-        if state.first_seen is None and rules is not None and rules.initial_cooldown > 0:
-            state.first_seen = now  # kept in the store only where an initial cooldown needs it
+        if state.first_seen is None:
+            state.first_seen = now
+        # Kept in the store only where an initial cooldown needs it (a reload may add one).
+        state.keeps_first_seen = rules is not None and rules.initial_cooldown > 0
 
         # Predictive scaling (issue #27): its one call site (autoscaler/runtime/prediction.py).
         core: Decide = decide if not target.predictions else functools.partial(
@@ -529,7 +531,7 @@ class Reconciler:
                 metrics=values, pods=pods, history=history, now=now,
                 settings=self.options.algorithm, bounds=self._bounds(target)),
             rules=rules, memory=state.zero,
-            first_seen=max(self.started, now if state.first_seen is None else state.first_seen),
+            first_seen=max(self.started, state.first_seen),
             core=core,
         )
         state.zero, state.activity, state.idle_until = (

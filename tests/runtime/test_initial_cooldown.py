@@ -22,7 +22,7 @@ from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
 from autoscaler.snapshot import decode
 from tests.runtime.doubles import Clock, NoPods, QueueDepth, Quiet, Workload, targets
 
-[WORKER] = list(parse_config("""
+TABLE = """
 [[autoscaler]]
 namespace = "jobs"
 scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "worker" }
@@ -31,7 +31,10 @@ maxReplicas = 10
 cooldownPeriod = "300s"
 initialCooldownPeriod = "600s"
 metrics = [{ type = "External", external = { metric = { name = "depth" }, target = { type = "AverageValue", averageValue = "10" }, query = "sum(depth)" } }]
-""").targets)
+"""
+[WORKER] = list(parse_config(TABLE).targets)
+[WITHOUT_INITIAL] = list(parse_config(TABLE.replace('initialCooldownPeriod = "600s"\n', ""))
+                         .targets)
 pytestmark = pytest.mark.asyncio
 
 
@@ -167,7 +170,7 @@ async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() ->
 
 async def test_only_a_target_with_an_initial_cooldown_keeps_its_first_pass() -> None:
     """The store keeps ``"fs"`` only where it counts (10,000 targets: 117 KB of store
-    would grow to 209 KB with it on every target), to the second, rounded up."""
+    would grow to 209 KB with it on every target)."""
     store = MemoryStateStore()
     clock = Clock()
     clock.now = 1_000.25
@@ -178,5 +181,22 @@ async def test_only_a_target_with_an_initial_cooldown_keeps_its_first_pass() -> 
         await reconciler.run_pass([WORKER, web], deadline=time.monotonic() + 5)
     await keeper.persist()
     saved = decode(store._data).targets  # type: ignore[arg-type]
-    assert saved[WORKER.key].first_seen == 1_001.0
+    assert saved[WORKER.key].first_seen == 1_000.25
     assert saved[web.key].first_seen is None
+
+
+async def test_an_initial_cooldown_a_reload_adds_counts_from_the_first_pass() -> None:
+    """The run and the target's first pass at 1000, no initial cooldown; active until 4400.
+    At 4500 a reload gives it a 600 s initial cooldown, and it goes inactive: that cooldown
+    counts from the daemon's start and the target's first pass (1000), long past, so the
+    target goes to 0 once its cooldown has (4400 + 300), not at 4500 + 600 (review)."""
+    cluster, clock, depth = Workload(replicas=2), Clock(), QueueDepth(20)
+    reconciler = daemon(cluster, clock, depth)
+    for now in (1_000.0, 4_400.0):
+        clock.now = now
+        async with asyncio.timeout(10):
+            await reconciler.run_pass([WITHOUT_INITIAL], deadline=time.monotonic() + 5)
+    assert WORKER.scale_to_zero is not None
+    assert WORKER.scale_to_zero.initial_cooldown == 600
+    depth.units = 0
+    await to_zero_at(reconciler, cluster, clock, 4_700.0, not_before=(4_500.0, 4_699.0))
