@@ -11,7 +11,7 @@ import pytest
 from tenacity import wait_none
 
 from autoscaler.algorithm import History, ScaleEvent
-from autoscaler.config import parse_config
+from autoscaler.config import TargetConfig, parse_config
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime.history import HistoryKeeper
 from autoscaler.runtime.reconcile import ReconcileOptions, Reconciler
@@ -25,6 +25,23 @@ pytestmark = pytest.mark.asyncio
 [WEB] = POLICED  # +2 pods per 60 s
 
 
+async def after_their_step(target: TargetConfig, event: ScaleEvent, workload: Workload
+                           ) -> tuple[Reconciler, HistoryKeeper, Shared]:
+    """A reconciler whose history store holds another writer's (B's) ``event`` for
+    ``target``, written after our read: our next save conflicts and folds it in."""
+    clock = Clock()  # 1000.0
+    store = Shared(reads=[None, Snapshot(targets={target.key: SavedTarget(
+        history=History(scale_up_events=(event,)))}, clean=False, saved_at=990.0)])
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
+        owners=Owners(), telemetry=DaemonMetrics(), clock=clock, options=ReconcileOptions())
+    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
+    reconciler.options = ReconcileOptions(persist=keeper.persist)
+    await keeper.restore([target.key])
+    store.before_save = ["theirs"]  # B wrote the store after our read: our save is a 409
+    return reconciler, keeper, store
+
+
 @pytest.mark.parametrize(("on_its_way", "theirs"), [(False, 4), (True, 5)],
                          ids=["a-new-decision", "a-new-decision-over-a-write-on-its-way"])
 async def test_a_fold_in_before_the_409_is_kept_by_the_redecision(
@@ -34,22 +51,12 @@ async def test_a_fold_in_before_the_409_is_kept_by_the_redecision(
     conflicts in the store: B's event is folded into state.history. Our PUT is a 409 (web at
     ``theirs`` now): the re-decision must see B's step (period start 2, limit 4) and write
     nothing; with B's event dropped it writes 6: 2 -> 6 within 60 s."""
-    clock = Clock()  # 1000.0
     b_event = ScaleEvent(change=theirs - 2, timestamp=990.0)
-    store = Shared(reads=[None, Snapshot(targets={WEB.key: SavedTarget(
-        history=History(scale_up_events=(b_event,)))}, clean=False, saved_at=990.0)])
     workload = Workload(faults=[f"conflict->{theirs}"])
-    reconciler = Reconciler(
-        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
-        owners=Owners(), telemetry=DaemonMetrics(), clock=clock,
-        options=ReconcileOptions())
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([WEB.key])
+    reconciler, keeper, store = await after_their_step(WEB, b_event, workload)
     if on_its_way:  # our own earlier write 2 -> 4, not landed, still possibly on its way
         reconciler.state(WEB.key).intent = Intent(previous=2, desired=4,
                                                   resource_version="1", at=995.0)
-    store.before_save = ["theirs"]  # B wrote the store after our read: our save is a 409
     async with asyncio.timeout(10):
         await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
         await asyncio.sleep(0.01)
@@ -76,20 +83,11 @@ pausedReplicas = 3
 metrics = [{ type = "External", external = { metric = { name = "depth" }, target = { type = "AverageValue", averageValue = "10" }, query = "sum(depth)" } }]
 behavior = { scaleUp = { policies = [{ type = "Pods", value = 2, periodSeconds = 60 }] } }
 """).targets)
-    clock = Clock()
     b_event = ScaleEvent(change=3, timestamp=990.0)
-    store = Shared(reads=[None, Snapshot(targets={paused.key: SavedTarget(
-        history=History(scale_up_events=(b_event,)))}, clean=False, saved_at=990.0)])
     workload = Workload(faults=["conflict->5"])
-    reconciler = Reconciler(
-        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
-        owners=Owners(), telemetry=DaemonMetrics(), clock=clock, options=ReconcileOptions())
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([paused.key])
+    reconciler, keeper, store = await after_their_step(paused, b_event, workload)
     reconciler.state(paused.key).intent = Intent(previous=2, desired=4, resource_version="1",
                                                  at=995.0)
-    store.before_save = ["theirs"]
     async with asyncio.timeout(10):
         await reconciler.run_pass([paused], deadline=time.monotonic() + 5)
         await asyncio.sleep(0.01)
@@ -145,18 +143,9 @@ async def test_a_second_409_keeps_what_the_first_one_folded_in() -> None:
     """Another writer's 2 -> 3 (at 990) is folded in as the pass goes on record; the PUT
     meets two 409s (web at 3). Both redos decide with that step: +2 per 60 s from 2 allows
     4, never 5."""
-    clock = Clock()
     b_event = ScaleEvent(change=1, timestamp=990.0)
-    store = Shared(reads=[None, Snapshot(targets={WEB.key: SavedTarget(
-        history=History(scale_up_events=(b_event,)))}, clean=False, saved_at=990.0)])
     workload = Workload(faults=["conflict->3", "conflict->3"])
-    reconciler = Reconciler(
-        scales=workload, pods=NoPods(), metrics=Depths({"web": depth(60)}), events=Events(),
-        owners=Owners(), telemetry=DaemonMetrics(), clock=clock, options=ReconcileOptions())
-    keeper = HistoryKeeper(store, reconciler.states, clock=clock, retry_wait=wait_none())
-    reconciler.options = ReconcileOptions(persist=keeper.persist)
-    await keeper.restore([WEB.key])
-    store.before_save = ["theirs"]
+    reconciler, keeper, store = await after_their_step(WEB, b_event, workload)
     async with asyncio.timeout(10):
         await reconciler.run_pass([WEB], deadline=time.monotonic() + 5)
         await asyncio.sleep(0.01)

@@ -74,6 +74,18 @@ async def to_zero_at(reconciler: Reconciler, cluster: Workload, clock: Clock, mo
     assert cluster.replicas == 0
 
 
+async def added_at_1000(cluster: Workload, clock: Clock, store: MemoryStateStore
+                        ) -> tuple[Reconciler, HistoryKeeper]:
+    """A run started at 0 over ``store``; a reload adds the target, inactive, at 1000 (its
+    first pass)."""
+    clock.now = 0.0
+    reconciler = daemon(cluster, clock, QueueDepth(0))
+    keeper = await read_history(reconciler, store, clock, [])
+    clock.now = 1_000.0
+    await one_pass(reconciler)
+    return reconciler, keeper
+
+
 async def test_a_move_does_not_start_the_initial_cooldown_again() -> None:
     """Active at 1000 (this run's start), inactive from 1100; at 1650 the target's bucket
     moves away and back (its state dropped, its history read again by a new claim's
@@ -114,13 +126,8 @@ async def test_a_target_added_after_the_start_keeps_its_initial_cooldown_across_
     1100 its bucket moves away and back. Its first pass is kept in the store (``"fs"``), so
     its initial cooldown still counts from 1000, not from the run's start: not at 0 at
     1400 (the cooldown has passed, the initial cooldown has not), at 0 from 1600."""
-    cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
-        MemoryStateStore()
-    clock.now = 0.0
-    reconciler = daemon(cluster, clock, depth)
-    keeper = await read_history(reconciler, store, clock, [])
-    clock.now = 1_000.0
-    await one_pass(reconciler)
+    cluster, clock, store = Workload(replicas=2), Clock(), MemoryStateStore()
+    reconciler, keeper = await added_at_1000(cluster, clock, store)
     await keeper.persist()
 
     clock.now = 1_100.0
@@ -152,13 +159,8 @@ async def test_a_target_a_reload_adds_back_waits_its_initial_cooldown_again() ->
     """Removed at 1100 and added back at 2000 (its history kept for an hour): added again,
     it waits its initial cooldown again, as KEDA's does for a ScaledObject made again;
     not at 0 before 2600."""
-    cluster, clock, depth, store = Workload(replicas=2), Clock(), QueueDepth(0), \
-        MemoryStateStore()
-    clock.now = 0.0
-    reconciler = daemon(cluster, clock, depth)
-    keeper = await read_history(reconciler, store, clock, [])
-    clock.now = 1_000.0
-    await one_pass(reconciler)
+    cluster, clock, store = Workload(replicas=2), Clock(), MemoryStateStore()
+    reconciler, keeper = await added_at_1000(cluster, clock, store)
     clock.now = 1_100.0
     state = reconciler.remove(WORKER.key)
     assert state is not None
