@@ -274,6 +274,8 @@ class RingMember:
                                        return_exceptions=True)
         failure: BaseException | None = None
         for claim, result in zip(claims, results, strict=True):
+            if self.claims.get(claim.bucket) is not claim:
+                continue  # dropped while its write was on its way: already let go, and counted
             if isinstance(result, (FencedError, RejectedError)):
                 # Someone else stamped the bucket's state, or it cannot be stored at all: the
                 # bucket is not ours to act for; its targets' writes are refused from now

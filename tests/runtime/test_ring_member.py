@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from autoscaler.config import TargetConfig
+from autoscaler.errors import FencedError
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.runtime import ring
 from autoscaler.runtime.history import Restored
@@ -391,3 +392,41 @@ async def test_a_target_added_while_its_bucket_is_claimed_runs_when_the_claim_en
     assert ran == [subject._keys(bucket)]
     assert added.key in ran[0]
     assert added.key in claim.awaiting_pass
+
+
+@dataclass
+class KeeperFencedOnceReleased:
+    """A bucket's history keeper whose write waits, then finds another writer's stamp."""
+
+    restored: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.restored.set()
+
+    async def persist(self, clean: bool = False) -> None:
+        await self.release.wait()
+        raise FencedError("another writer stamped the bucket's state")
+
+    def invalidate(self) -> None:
+        pass
+
+
+async def test_a_bucket_lost_while_its_history_is_written_is_let_go_once() -> None:
+    """A bucket whose Lease names another member while a pass writes its history is dropped
+    then; the write's refusal that follows does not drop it again. Before, the loss was
+    logged and counted in ``ring_moves{reason="lost"}`` twice."""
+    now, leases = [100.0], Leases()
+    subject = member(now, leases)
+    bucket = subject.bucket_of(targets("web")[0])
+    keeper = KeeperFencedOnceReleased()
+    subject.claims[bucket] = Claim(bucket=bucket, epoch=1, state=ClaimState.ACTIVE,
+                                   keeper=keeper)  # type: ignore[arg-type]
+    persisting = asyncio.create_task(subject.persist())
+    await asyncio.sleep(0)  # the history write is on its way
+    leases.view[bucket] = Observed(BucketLease(holder="b"), epoch=2)
+    subject._drop_lost()
+    keeper.release.set()
+    await persisting  # the refusal of a bucket already let go fails nothing
+    assert subject.telemetry.registry.get_sample_value(
+        "autoscaler_ring_moves_total", {"ring": "r", "reason": "lost"}) == 1
