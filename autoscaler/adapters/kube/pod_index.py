@@ -7,23 +7,30 @@ roughly the pods selected, not targets x pods. Only the label keys some selector
 are indexed (a key is indexed on first use): labels no selector names, such as
 ``pod-template-hash``, cost no index entries. Answers are memoised per selector until the
 next change.
+
+A label value carried by a few pods (a workload's ``app=web``: its replicas) keeps their
+names in a tuple, a set only past ``_SMALL``: a set of five names takes 728 bytes, a tuple
+80, and a fleet has one such entry per target (``bench/daemon_scale.py``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from autoscaler.adapters.kube.labels import Operator, Selector
 from autoscaler.algorithm import Pod
 
 Entry = tuple[Mapping[str, str], Pod]
+Names = tuple[str, ...] | set[str]
+"""The pods carrying one label value: a tuple while there are few, else a set."""
+
+_SMALL = 16
 
 
 class PodIndex:
     def __init__(self) -> None:
         self._pods: dict[str, Entry] = {}
-        self._by_label: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self._by_label: dict[tuple[str, str], Names] = {}
         self._indexed: set[str] = set()
         """The label keys in ``_by_label``: those selectors have asked for."""
         self._memo: dict[str, list[Pod]] = {}
@@ -47,7 +54,7 @@ class PodIndex:
         self._pods[name] = entry
         for item in entry[0].items():
             if item[0] in self._indexed:
-                self._by_label[item].add(name)
+                self._add(item, name)
 
     def delete(self, name: str) -> None:
         self._memo.clear()
@@ -58,9 +65,21 @@ class PodIndex:
             names = self._by_label.get(item)
             if names is None:
                 continue
-            names.discard(name)
+            if isinstance(names, set):
+                names.discard(name)
+            else:
+                names = self._by_label[item] = tuple(n for n in names if n != name)
             if not names:
                 del self._by_label[item]
+
+    def _add(self, item: tuple[str, str], name: str) -> None:
+        names = self._by_label.get(item, ())
+        if isinstance(names, set):
+            names.add(name)
+        elif len(names) < _SMALL:
+            self._by_label[item] = (*names, name)
+        else:
+            self._by_label[item] = {*names, name}
 
     def select(self, selector: Selector) -> list[Pod]:
         """The pods matching ``selector``, sorted by name."""
@@ -81,7 +100,7 @@ class PodIndex:
                 self._index_key(requirement.key)
             names: set[str] = set()
             for value in requirement.values:
-                names |= self._by_label.get((requirement.key, value), set())
+                names.update(self._by_label.get((requirement.key, value), ()))
             if best is None or len(names) < len(best):
                 best = names
         return self._pods.keys() if best is None else best
@@ -91,4 +110,4 @@ class PodIndex:
         for name, (labels, _) in self._pods.items():
             value = labels.get(key)
             if value is not None:
-                self._by_label[(key, value)].add(name)
+                self._add((key, value), name)
