@@ -36,7 +36,9 @@ class Operator(StrEnum):
 class Requirement:
     key: str
     operator: Operator
-    values: frozenset[str] = frozenset()
+    values: tuple[str, ...] = ()
+    """Sorted, each once: a tuple of one value takes 48 bytes, a frozenset 216, and a
+    fleet keeps a parsed selector a target."""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
@@ -89,11 +91,11 @@ def _parse_requirement(part: str, text: str) -> Requirement:
         if not all(_VALUE_ONLY.match(v) for v in values):
             raise BadDataError(f"label selector {text!r}: bad value in {part!r}")
         operator = Operator.IN if match["op"] == "in" else Operator.NOT_IN
-        return Requirement(key=match["key"], operator=operator, values=frozenset(values))
+        return Requirement(key=match["key"], operator=operator, values=tuple(sorted(set(values))))
     if match := _COMPARE.match(part):
         operator = Operator.NOT_IN if match["op"] == "!=" else Operator.IN
         return Requirement(key=match["key"], operator=operator,
-                           values=frozenset({match["value"]}))
+                           values=(match["value"],))
     if match := _EXISTS.match(part):
         operator = Operator.DOES_NOT_EXIST if match["neg"] else Operator.EXISTS
         return Requirement(key=match["key"], operator=operator)
