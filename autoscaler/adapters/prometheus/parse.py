@@ -271,6 +271,7 @@ def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
     answer = PodAnswer()
     by_pod = answer.by_pod
     interned: dict[str | None, str] = {}
+    stamp = math.nan  # the last timestamp read: one evaluation time stamps every series
     for item in result:
         # The plain case, read inline (this loop runs once per pod of every target): a
         # series with string namespace/pod(/container) labels and a [ts, "v"] value in range.
@@ -303,6 +304,8 @@ def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
             ns = interned[namespace] = sys.intern(namespace)
         if name is None and container is not None:
             name = interned[container] = sys.intern(container)
+        # Kept with each pod's sample: one float object for the answer, not one a series.
+        stamp = timestamp = stamp if timestamp == stamp else timestamp
         answer.size += 1
         series = _new_series(PodSeries, (ns, name, round(value * 1000), None, timestamp))
         entries = by_pod.get(pod)
