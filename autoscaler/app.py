@@ -217,6 +217,7 @@ class Daemon:
                 parts=self._ring_parts(components, reconciler), timings=Timings.of(
                     self.config.daemon.sharding),
                 placement=self.config.daemon.sharding.placement,
+                standby=self.config.daemon.sharding.standby == "warm",
                 targets=lambda: self.scheduler_targets, ready=lambda: self.synced,
                 run_now=scheduler.run_now, gained=self._gained, lost=self._lost,
                 idle=scheduler.idle,

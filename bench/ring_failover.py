@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                kubeconfig=info["kubeconfig"], concurrency=10,
                                shared_query=args.shared_query)
             text = text.replace("dryRun = true\n", 'listenAddress = "127.0.0.1:__PORT__"\n')
-            text = text.replace("[prometheus]", RING + "\n[prometheus]", 1)
+            text = text.replace(
+                "[prometheus]", RING + f'standby = "{args.standby}"\n\n[prometheus]', 1)
             config = workdir / "ring.toml"
             config.write_text(text)
             replicas = [Replica(f"r{i}", config, workdir) for i in range(args.replicas)]
@@ -269,6 +270,8 @@ def main() -> None:
     parser.add_argument("--second-fault", action="store_true",
                         help="strike once the buckets are steady, not waiting for every "
                              "standby to be cached (a fault soon after the last one)")
+    parser.add_argument("--standby", choices=("warm", "none"), default="warm",
+                        help="daemon.sharding.standby: cache what a member may inherit, or not")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()

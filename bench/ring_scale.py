@@ -416,7 +416,8 @@ def daemon_config(args: argparse.Namespace, *, targets: int, ring: bool, prometh
     text = text.replace('syncPeriod = "15s"', f'syncPeriod = "{args.period:g}s"')
     text = text.replace('requestTimeout = "10s"\n', 'requestTimeout = "10s"\n'
                         'watchScope = "cluster"\n')
-    text = text.replace("[prometheus]", RING + "\n[prometheus]", 1) if ring else text
+    ring_table = RING + f'standby = "{args.standby}"\n'
+    text = text.replace("[prometheus]", ring_table + "\n[prometheus]", 1) if ring else text
     if len(text.encode()) > MAX_CONFIG_BYTES:
         raise SystemExit(f"{targets:,} targets need {len(text.encode()) / 2**20:.1f} MiB of "
                          f"config; the daemon reads at most {MAX_CONFIG_BYTES / 2**20:g} MiB")
@@ -427,7 +428,8 @@ def daemon_config(args: argparse.Namespace, *, targets: int, ring: bool, prometh
 def ring_config_file(targets: int, *, prefix: str) -> Iterator[Path]:
     """A ring member's config over the first ``targets`` of the simulated fleet, 100 a
     namespace, in a throwaway file; its servers unreachable (for benches that only load it)."""
-    args = argparse.Namespace(namespaces=max(1, targets // 100), shared_query=True, period=15)
+    args = argparse.Namespace(namespaces=max(1, targets // 100), shared_query=True, period=15,
+                              standby="warm")
     text = daemon_config(args, targets=targets, ring=True, prometheus="http://127.0.0.1:9",
                          kubeconfig="/nonexistent").replace("__PORT__", "9")
     with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
@@ -561,6 +563,8 @@ def main() -> None:
                         help="seconds to wait for the ring to settle")
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="skip the single process over one replica's share")
+    parser.add_argument("--standby", choices=("warm", "none"), default="warm",
+                        help="daemon.sharding.standby: cache what a member may inherit, or not")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--workdir", type=Path,
                         help="where the replicas' configs and logs go, kept after the run "

@@ -100,6 +100,7 @@ class LeaderElectionModel(Model):
 class ShardingModel(Model):
     mode: Literal["leader", "dynamic"] | None = None
     placement: Literal["namespace", "target"] | None = None
+    standby: Literal["warm", "none"] | None = None
     lease_duration: LeaseDuration | None = None
     renew_deadline: PositiveUpToAnHour | None = None
     retry_period: PositiveUpToAnHour | None = None

@@ -84,7 +84,8 @@ def _leader_election(
 def _sharding(model: ShardingModel | None, problems: Problems) -> ShardingSettings:
     m = model or ShardingModel()
     settings = ShardingSettings(**given(
-        mode=m.mode, placement=m.placement, lease_duration=m.lease_duration,
+        mode=m.mode, placement=m.placement, standby=m.standby,
+        lease_duration=m.lease_duration,
         renew_deadline=m.renew_deadline, retry_period=m.retry_period))
     problem = settings.timing_problem()
     if problem is not None:

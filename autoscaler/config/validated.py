@@ -46,6 +46,7 @@ class LeaderElectionSettings:
 
 ShardingMode = Literal["leader", "dynamic"]
 RingPlacement = Literal["namespace", "target"]
+RingStandby = Literal["warm", "none"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +59,10 @@ class ShardingSettings:
 
     mode: ShardingMode = "leader"
     placement: RingPlacement = "namespace"
+    standby: RingStandby = "warm"
+    """``warm``: a member also caches the pods of what it would inherit if any one other
+    member left (about 2/N of the fleet), so a failover needs no LIST; ``none``: its share
+    only (1/N), and a failover relists what it inherits before deciding it."""
     lease_duration: float = 3.0
     renew_deadline: float = 2.0
     retry_period: float = 1.0

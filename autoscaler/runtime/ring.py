@@ -179,7 +179,7 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
 
 
 def warm_buckets(weights: Mapping[int, int], members: Iterable[str], *, me: str,
-                 holders: Mapping[int, str]) -> frozenset[int]:
+                 holders: Mapping[int, str], standby: bool = True) -> frozenset[int]:
     """The buckets member ``me`` keeps its caches warm for: those it holds or is preferred
     for now, and its standby, those it would be preferred for if any one other member left
     (so a failover finds its targets' pods already cached). ``members``: the live members,
@@ -188,12 +188,13 @@ def warm_buckets(weights: Mapping[int, int], members: Iterable[str], *, me: str,
 
     About 2/N of the buckets in a ring of N: its own share, and a 1/(N-1) share of each
     other member's. Two members leaving at once can give it a bucket it does not cache; that
-    bucket's first pass then waits for a relist."""
+    bucket's first pass then waits for a relist. Without ``standby`` (``standby = "none"``),
+    its own share only (1/N): every inherited bucket waits for that relist."""
     live = sorted(set(members) | {me})
     current = preferences(weights, live, holders=holders)
     warm = {b for b, p in current.items() if p.owner == me}
     warm.update(b for b, holder in holders.items() if holder == me and weights.get(b, 0) > 0)
-    for gone in live:
+    for gone in live if standby else ():
         if gone == me:
             continue
         rest = [m for m in live if m != gone]

@@ -153,6 +153,9 @@ class RingMember:
     monotonic: Callable[[], float]
     telemetry: DaemonMetrics
     ring_name: str
+    standby: bool = True
+    """Cache what we would inherit if any one other member left (``daemon.sharding.standby``
+    ``"warm"``); without it, a claim relists its namespaces before its first pass."""
     claims: dict[int, Claim] = field(default_factory=dict)
     planner: RingPlanner | None = None
     moves: int = 0
@@ -461,7 +464,7 @@ class RingMember:
             if inputs != self._warm_inputs:
                 self._warm_inputs = inputs
                 self._warm_buckets = ring.warm_buckets(weights, members, me=self.me,
-                                                       holders=holders)
+                                                       holders=holders, standby=self.standby)
             namespaces = frozenset().union(*(
                 by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
             current, now = self.warm_namespaces, self.monotonic()

@@ -128,6 +128,8 @@ CASES = [
      "daemon.sharding.retryPeriod", "must be at most leaseDuration - renewDeadline (0.5s)"),
     ("ring-mode", '[daemon.sharding]\nmode = "static"\n', 2, "daemon.sharding.mode",
      'must be one of "leader", "dynamic", got "static"'),
+    ("ring-standby", '[daemon.sharding]\nstandby = "cold"\n', 2, "daemon.sharding.standby",
+     'must be one of "warm", "none", got "cold"'),
     ("lease-timings", "[daemon.leaderElection]\nleaseDuration = \"5s\"\n", 2,
      "daemon.leaderElection.leaseDuration", "must be greater than renewDeadline (10s), got 5s"),
     ("in-cluster-with-kubeconfig", '[kubernetes]\ninCluster = true\nkubeconfig = "/k"\n', 2,

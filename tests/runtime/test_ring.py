@@ -267,6 +267,22 @@ def test_warm_buckets_cover_every_single_failover(count: int) -> None:
         assert max(shares) <= min(1.0, 2.5 / count)
 
 
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_without_standby_a_member_warms_its_share_only(count: int) -> None:
+    """``standby = "none"``: each member keeps warm what it holds or is preferred for now,
+    and nothing it would inherit: the members' warm buckets do not overlap, and together
+    they are the ring."""
+    weights = {b: 1 + ring.fnv1a64(f"w/{b}") % 20 for b in range(BUCKETS)}
+    members = [f"m-{i}" for i in range(count)]
+    holders = _owners(ring.preferences(weights, members))
+    warm = [ring.warm_buckets(weights, members, me=m, holders=holders, standby=False)
+            for m in members]
+    assert sum(len(w) for w in warm) == len(frozenset().union(*warm)) == BUCKETS
+    for m, cold in zip(members, warm, strict=True):
+        assert cold == {b for b, holder in holders.items() if holder == m}
+        assert cold < ring.warm_buckets(weights, members, me=m, holders=holders)
+
+
 def test_a_joiner_warms_what_it_would_be_given() -> None:
     """A member not yet among the live ones (still syncing its caches) warms the buckets it
     would be preferred for once it counts, and the buckets its Lease names stay warm."""

@@ -68,14 +68,16 @@ def member(now: list[float], leases: Leases, *, membership: Membership | None = 
            configured: list[TargetConfig] | None = None,
            warm: Callable[[frozenset[str]], Awaitable[None]] = unused,
            ready: Callable[[], bool] = lambda: True,
-           lost: Callable[[Sequence[str]], None] = lambda _: None) -> RingMember:
+           lost: Callable[[Sequence[str]], None] = lambda _: None,
+           standby: bool = True) -> RingMember:
     configured = targets("web") if configured is None else configured
     return RingMember(
         parts=RingParts(membership=membership or Membership(), leases=leases,  # type: ignore[arg-type]
                         store=unused, keeper=unused),
         timings=ring.Timings(), placement="namespace", targets=lambda: configured,
         ready=ready, run_now=unused, gained=unused, lost=lost, idle=unused, warm=warm,
-        cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r")
+        cached=unused, monotonic=lambda: now[0], telemetry=DaemonMetrics(), ring_name="r",
+        standby=standby)
 
 
 @dataclass
@@ -92,10 +94,11 @@ class ThreeMembers:
     async def warm(self, namespaces: frozenset[str]) -> None:
         self.warmed.append(frozenset(namespaces))
 
-    def member(self, ready: Callable[[], bool] = lambda: True) -> RingMember:
+    def member(self, ready: Callable[[], bool] = lambda: True, *,
+               standby: bool = True) -> RingMember:
         self.leases.synced.set()
         return member(self.now, self.leases, membership=self.membership,
-                      configured=self.spread, warm=self.warm, ready=ready)
+                      configured=self.spread, warm=self.warm, ready=ready, standby=standby)
 
 
 @pytest.fixture
@@ -202,6 +205,22 @@ async def test_a_standby_grows_only_once_the_ring_has_been_steady_for_the_settle
     await subject._keep_warm()
     assert len(warmed) == 2
     assert warmed[1] > warmed[0]
+
+
+async def test_without_standby_a_member_caches_the_namespaces_of_its_share_only(
+        three: ThreeMembers) -> None:
+    """``daemon.sharding.standby = "none"``: a member caches the namespaces of the buckets
+    it is preferred for, none of what it would inherit; with a warm standby it caches
+    more."""
+    subject = three.member(standby=False)
+    await subject._keep_warm()
+    preferred = ring.preferences(subject._layout().weights, ["a", "b", "c"])
+    share = frozenset(t.namespace for t in three.spread
+                      if preferred[subject.bucket_of(t)].owner == "a")
+    assert three.warmed == [share]
+    warm = ThreeMembers()
+    await warm.member()._keep_warm()
+    assert share < warm.warmed[0]
 
 
 async def test_a_claim_adds_its_namespaces_at_once_and_leaves_the_standby_to_wait(
