@@ -336,6 +336,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             import tracemalloc
             gc.collect()
             retained = tracemalloc.take_snapshot().compare_to(before_passes, "traceback")
+            print("tracemalloc retained MB",
+                  round(sum(stat.size_diff for stat in retained) / 2**20, 1), file=sys.stderr)
             for stat in retained[:12]:
                 print(f"tracemalloc {stat}", file=sys.stderr)
                 for frame in stat.traceback.format()[-12:]:
