@@ -15,6 +15,7 @@ so a ScaledToZero from before an edit says so.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 
 from autoscaler.algorithm import Condition, ConditionType, Reason
@@ -44,7 +45,7 @@ def merge_conditions(
             at[condition.type] = len(merged)
             merged.append(StatusCondition(
                 type=condition.type, status=condition.status, reason=condition.reason,
-                message=condition.message, last_transition_time=now))
+                message=_shared(condition.message), last_transition_time=now))
             continue
         old = merged[index]
         if (old.status, old.reason, old.message) == (
@@ -55,11 +56,17 @@ def merge_conditions(
             continue
         merged[index] = StatusCondition(
             type=condition.type, status=condition.status, reason=condition.reason,
-            message=condition.message,
+            message=_shared(condition.message),
             last_transition_time=old.last_transition_time if old.status == condition.status
             else now,
         )
     return merged
+
+
+def _shared(message: str) -> str:
+    """One copy of a message kept by many targets ("... from cpu resource utilization
+    (percentage of request)"): about 150 bytes a target. Set only when a condition changes."""
+    return sys.intern(message)
 
 
 def unable_to_scale(existing: list[StatusCondition], reason: str, message: str,

@@ -67,3 +67,13 @@ def test_conditions_carry_the_generation_of_the_pass_that_set_them() -> None:
     assert [(c.type, c.observed_generation, c.last_transition_time) for c in second] == [
         (ABLE, "bbbbbbbbbbbb", 10.0), (zero, "aaaaaaaaaaaa", 10.0),
         (LIMITED, "bbbbbbbbbbbb", 50.0)]
+
+
+def test_targets_with_the_same_message_keep_one_copy_of_it() -> None:
+    """A message many targets carry (each decision formats its own) is kept once."""
+    kept = [merge_conditions([], (Condition(
+        type=ConditionType.SCALING_ACTIVE, status=True, reason=Reason.VALID_METRIC_FOUND,
+        message="".join(["from cpu resource utilization ", "(percentage of request)"])),),
+        now=1.0)[0].message for _ in range(2)]
+    assert kept[0] == kept[1]
+    assert kept[0] is kept[1]
