@@ -67,6 +67,8 @@ class PodIndex:
                 continue
             if isinstance(names, set):
                 names.discard(name)
+                if len(names) <= _SMALL // 2:  # a workload scaled down: back to a tuple
+                    names = self._by_label[item] = tuple(names)
             else:
                 names = self._by_label[item] = tuple(n for n in names if n != name)
             if not names:
