@@ -62,7 +62,9 @@ class ShardingSettings:
     standby: RingStandby = "warm"
     """``warm``: a member also caches the pods of what it would inherit if any one other
     member left (about 2/N of the fleet), so a failover needs no LIST; ``none``: its share
-    only (1/N), and a failover relists what it inherits before deciding it."""
+    only (1/N), and a bucket it gains by a failover or a leave waits for a LIST before its
+    first pass (cluster-wide watches relist everything the member watches, the gained
+    namespaces added)."""
     lease_duration: float = 3.0
     renew_deadline: float = 2.0
     retry_period: float = 1.0

@@ -66,8 +66,9 @@ RESTORE_BOUND = 30.0
 again, backing off): a read that keeps failing must not hold the bucket forever."""
 CACHE_WAIT = 10.0
 """Seconds a gained bucket waits for its namespaces' caches before it is served (they are
-warm unless it was no one's standby); past it its targets are decided once the caches have
-synced (a target whose pods are not cached is not decided, never scaled)."""
+warm unless it was no one's standby, or the ring runs without one); past it its targets are
+decided once the caches have synced (a target whose pods are not cached is not decided,
+never scaled)."""
 WARM_SETTLE = 10.0
 """Seconds, at least, the wanted caches and the ring must stay the same before a change
 that only concerns the standby is applied: growing them relists the cluster-wide watches,
@@ -155,7 +156,7 @@ class RingMember:
     ring_name: str
     standby: bool = True
     """Cache what we would inherit if any one other member left (``daemon.sharding.standby``
-    ``"warm"``); without it, a claim relists its namespaces before its first pass."""
+    ``"warm"``); without it, a bucket gained by a failover or a leave waits for a relist."""
     claims: dict[int, Claim] = field(default_factory=dict)
     planner: RingPlanner | None = None
     moves: int = 0
