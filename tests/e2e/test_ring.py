@@ -341,7 +341,8 @@ async def first_step_then_more_load(rig: Rig, loads: dict[str, LoadModel]) -> No
         model.demand = 1000
 
 
-@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long", "partition"])
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP", "SIGSTOP-long", "partition",
+                                   "SIGKILL-no-standby"])
 async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_history(
     rig: Rig, loads: dict[str, LoadModel], tmp_path: Path, fault: str,
 ) -> None:
@@ -354,11 +355,13 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
     the next step is due, so only its fence (its renewal older than the renew deadline by its
     own clock) keeps it from writing. "partition" cuts it off from the API server instead
     (its requests stall; it keeps running and deciding) until then: whatever it sent would
-    land at the heal."""
+    land at the heal. "SIGKILL-no-standby": the members run with ``standby = "none"``, so
+    each inheritor relists its caches before its first pass over what it gained."""
     series = Series.watching(rig)
     watcher = asyncio.create_task(series.run())
+    mode = RING + 'standby = "none"\n' if fault.endswith("-no-standby") else RING
     try:
-        async with members(rig, tmp_path, ["a", "b", "c"]) as running:
+        async with members(rig, tmp_path, ["a", "b", "c"], mode=mode) as running:
             await scaled_to_four(rig, loads, running)
             victim = max(running.values(), key=lambda m: len(m.owned()))
             moved = victim.owned()
@@ -367,7 +370,8 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
             if fault == "partition":
                 rig.api.partition(victim.user, mode="stall")
             else:
-                victim.process.process.send_signal(getattr(signal, fault.removesuffix("-long")))
+                victim.process.process.send_signal(
+                    getattr(signal, fault.removesuffix("-long").removesuffix("-no-standby")))
             survivors = {n: m for n, m in running.items() if m is not victim}
 
             def taken_over() -> bool:
@@ -396,7 +400,7 @@ async def test_a_dead_or_frozen_members_targets_move_in_seconds_and_keep_their_h
                     f"{ns}: 4 -> 6 came {second - first:.1f}s after 2 -> 4 (late)")
             assert series.forbidden() == []
             assert non_owner_writes(rig, running) == []
-            if fault != "SIGKILL":  # woken or healed, it rejoins and the ring settles again
+            if not fault.startswith("SIGKILL"):  # woken or healed: it rejoins, the ring settles
                 await eventually(lambda: every_target_has_one_owner(running), timeout=20,
                                  what="one owner per target after the frozen member woke")
     finally:
