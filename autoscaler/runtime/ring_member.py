@@ -466,8 +466,12 @@ class RingMember:
                 self._warm_inputs = inputs
                 self._warm_buckets = ring.warm_buckets(weights, members, me=self.me,
                                                        holders=holders, standby=self.standby)
+            # A claim counts once its Lease write succeeded: at a leave, several members race
+            # for each bucket, and a loser's namespaces would be relisted for nothing (at
+            # 50,000 targets over 5 a receiver's cached namespaces grew from 105 to 181).
+            claimed = {b for b, c in self.claims.items() if c.epoch >= 0}
             namespaces = frozenset().union(*(
-                by_bucket.get(b, frozenset()) for b in self._warm_buckets | self.claims.keys()))
+                by_bucket.get(b, frozenset()) for b in self._warm_buckets | claimed))
             current, now = self.warm_namespaces, self.monotonic()
             # The wish is always the latest (a standby that went back to what is cached
             # wants nothing more, and a later change waits its own settle time).
@@ -475,7 +479,7 @@ class RingMember:
                 self._warm_wanted = (namespaces, now)
             if namespaces == current:
                 return
-            held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in self.claims))
+            held = frozenset().union(*(by_bucket.get(b, frozenset()) for b in claimed))
             settle = WARM_SETTLE * (1 + ring.fnv1a64(self.me) % 1000 / 1000)
             if current is not None and now - max(self._warm_wanted[1], unsteady) < settle:
                 if held <= current:
