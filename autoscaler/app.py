@@ -36,6 +36,7 @@ from autoscaler.observability.addresses import status_address
 from autoscaler.observability.http import HTTP_SHUTDOWN_GRACE, Probes, serve_endpoints
 from autoscaler.observability.metrics import DaemonMetrics
 from autoscaler.observability.sdnotify import Notifier
+from autoscaler.observability.status_json import Entries
 from autoscaler.runtime.backfill import HistoryBackfill
 from autoscaler.runtime.clock import wall_clock
 from autoscaler.runtime.heap import settle_heap
@@ -517,6 +518,9 @@ class Daemon:
         running, member = self.running, self.ring
         shown = self.scheduler_targets if member is None else [
             t for t in self.scheduler_targets if member.may_write(t.key)]
+        # Each target's status is built as it is written (``Entries``): the targets shown
+        # are those of this instant, each as it stands when its turn comes.
+        by_key, planned = {t.key: t for t in shown}, self.config.daemon.dry_run
         status: dict[str, Any] = {
             "identity": self.identity if member is None else member.me,
             "leader": self.leadership.leads() if member is None else member.leads(),
@@ -525,9 +529,8 @@ class Daemon:
             "totalShards": self.overrides.total_shards,
             "config": str(self.config_path),
             "history": running.keeper.status() if member is None else None,
-            "targets": {t.key: target_status(running.reconciler.state(t.key), t,
-                                             planned=self.config.daemon.dry_run)
-                        for t in shown},
+            "targets": Entries([t.key for t in shown], lambda key: target_status(
+                running.reconciler.state(key), by_key[key], planned=planned)),
         }
         if member is not None:
             status["ring"] = member.status()

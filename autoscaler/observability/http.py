@@ -11,7 +11,6 @@ that is not loopback (``autoscaler.observability.addresses`` holds that rule).
 from __future__ import annotations
 
 import asyncio
-import json
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from aiohttp import web
 from autoscaler.observability.addresses import split_address
 from autoscaler.observability.listener import IDLE_TIMEOUT, CappedSite, connection_cap
 from autoscaler.observability.metrics import DaemonMetrics
+from autoscaler.observability.status_json import encode, pieces, wants_pretty
 
 CONTENT_TYPE_LATEST = "text/plain; version=0.0.4; charset=utf-8"
 log = structlog.get_logger("autoscaler.http")
@@ -89,17 +89,25 @@ def status_app(probes: Probes) -> web.Application:
 
 
 def _status_handler(probes: Probes) -> Callable[[web.Request], Any]:
-    async def status(request: web.Request) -> web.Response:
+    async def status(request: web.Request) -> web.StreamResponse:
         body = probes.status()
+        pretty = wants_pretty(request.query, request.headers.get("User-Agent", ""))
         target = request.query.get("target")
         if target is not None:
             found = body.get("targets", {}).get(target)
             if found is None:
                 return web.json_response({"error": f"no target {target!r}"}, status=404)
-            body = found
-        return web.Response(
-            text=json.dumps(body, indent=2, default=str) + "\n", content_type="application/json"
-        )
+            return web.Response(text=encode(found, pretty=pretty) + "\n",
+                                content_type="application/json")
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        response.charset = "utf-8"
+        await response.prepare(request)
+        for piece in pieces(body, pretty=pretty):
+            await response.write(piece.encode())
+            await asyncio.sleep(0)  # a pass, a Lease renewal: the loop runs between pieces
+        await response.write_eof()
+        return response
 
     return status
 
