@@ -530,7 +530,7 @@ class Daemon:
             "config": str(self.config_path),
             "history": running.keeper.status() if member is None else None,
             "targets": Entries([t.key for t in shown], lambda key: target_status(
-                running.reconciler.state(key), by_key[key], planned=planned)),
+                running.reconciler.viewed(key), by_key[key], planned=planned)),
         }
         if member is not None:
             status["ring"] = member.status()

@@ -182,6 +182,13 @@ class Reconciler:
             state = self.states[key] = TargetState(key=key)
         return state
 
+    def viewed(self, key: str) -> TargetState:
+        """The state a view shows (``/status``): the target's own, or a pending one that is
+        not kept. A view never makes a state: /status is written a target at a time, and
+        one made for a target a reload or a move removed meanwhile would hide the history
+        kept for it."""
+        return self.states.get(key) or TargetState(key=key)
+
     def remove(self, key: str) -> TargetState | None:
         """A target left the config (a reload; its state is returned, to be kept) or this
         ring member's holdings (dropped: its next owner reads its history). A pass

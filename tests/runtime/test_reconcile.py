@@ -314,6 +314,17 @@ async def test_a_target_removed_by_a_reload_mid_pass_is_neither_recreated_nor_wr
     assert not metrics.removed.in_flight
 
 
+async def test_a_view_of_a_removed_target_does_not_make_it_a_state() -> None:
+    """/status is written a target at a time; a target a reload removed meanwhile is shown
+    pending, and no empty state is made for it (it would hide the history kept for it)."""
+    reconciler, _ = rig(Workload(), depth(60))
+    kept = await run_passes(reconciler)
+    assert reconciler.viewed(WEB.key) is kept
+    assert reconciler.remove(WEB.key) is kept
+    assert reconciler.viewed(WEB.key).last_outcome == "pending"
+    assert WEB.key not in reconciler.states
+
+
 @pytest.mark.parametrize("during_record", ["target removed", "leadership lost"],
                          ids=["reload-removes", "leadership-lost"])
 async def test_the_retry_after_a_conflict_is_not_sent_if_things_changed_while_on_record(
