@@ -100,6 +100,11 @@ class Claim:
     """Targets gained with the bucket that no completed pass has decided yet."""
     gained_at: float = 0.0
 
+    @property
+    def lease_written(self) -> bool:
+        """Our claim's Lease write succeeded (until then ``epoch`` is -1)."""
+        return self.epoch >= 0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Layout:
@@ -469,7 +474,7 @@ class RingMember:
             # A claim counts once its Lease write succeeded: at a leave, several members race
             # for each bucket, and a loser's namespaces would be relisted for nothing (at
             # 50,000 targets over 5 a receiver's cached namespaces grew from 105 to 181).
-            claimed = {b for b, c in self.claims.items() if c.epoch >= 0}
+            claimed = {b for b, c in self.claims.items() if c.lease_written}
             namespaces = frozenset().union(*(
                 by_bucket.get(b, frozenset()) for b in self._warm_buckets | claimed))
             current, now = self.warm_namespaces, self.monotonic()
@@ -619,7 +624,7 @@ class RingMember:
 
     def _drop_lost(self) -> None:
         for claim in list(self.claims.values()):
-            if claim.epoch < 0:
+            if not claim.lease_written:
                 continue  # its claim write is under way
             observed = self.parts.leases.get(claim.bucket)
             if observed is None or observed.lease.holder != self.me or \
