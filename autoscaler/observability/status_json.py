@@ -79,35 +79,33 @@ def pieces(document: Mapping[str, Any], *, pretty: bool) -> Iterator[str]:
 
 
 def _parts(document: Mapping[str, Any], *, pretty: bool) -> Iterator[str]:
-    if not document:
-        yield "{}"
-        return
-    # Pretty: two spaces a level, as json.dumps(indent=2); a value at depth d has each of
-    # its lines after the first indented by 2*d more (JSON strings hold no raw newline).
-    open_field, between, close = (("\n  ", ",\n  ", "\n}") if pretty else ("", ", ", "}"))
-    yield "{"
-    for index, (name, value) in enumerate(document.items()):
-        yield (open_field if index == 0 else between) + encode(name, pretty=False) + ": "
-        if isinstance(value, Entries):
-            yield from _entries(value, pretty=pretty)
-        else:
-            yield _nested(encode(value, pretty=pretty), depth=1, pretty=pretty)
-    yield close
+    """The document's top-level fields; an ``Entries`` field is itself written an entry at
+    a time."""
+    def fields() -> Iterator[tuple[str, Iterator[str]]]:
+        for name, value in document.items():
+            if isinstance(value, Entries):
+                yield name, _object(((key, iter((_nested(value[key], 2, pretty),)))
+                                     for key in value), depth=1, pretty=pretty)
+            else:
+                yield name, iter((_nested(value, 1, pretty),))
+    yield from _object(fields(), depth=0, pretty=pretty)
 
 
-def _entries(entries: Entries, *, pretty: bool) -> Iterator[str]:
-    if not len(entries):
-        yield "{}"
-        return
-    open_entry, between, close = (("\n    ", ",\n    ", "\n  }") if pretty
-                                  else ("", ", ", "}"))
-    yield "{"
-    for index, key in enumerate(entries):
-        value = entries[key]
-        yield ((open_entry if index == 0 else between) + encode(key, pretty=False) + ": "
-               + _nested(encode(value, pretty=pretty), depth=2, pretty=pretty))
-    yield close
+def _object(members: Iterator[tuple[str, Iterator[str]]], *, depth: int,
+            pretty: bool) -> Iterator[str]:
+    """A JSON object at ``depth`` whose members' values come as text pieces. Pretty: two
+    spaces a level, as json.dumps(indent=2); compact: json.dumps's separators."""
+    inner, outer = ("\n" + "  " * (depth + 1), "\n" + "  " * depth) if pretty else ("", "")
+    first = True
+    for key, value in members:
+        yield ("{" + inner if first else "," + (inner or " ")) + encode(key, pretty=False) + ": "
+        yield from value
+        first = False
+    yield "{}" if first else outer + "}"
 
 
-def _nested(text: str, *, depth: int, pretty: bool) -> str:
+def _nested(value: Any, depth: int, pretty: bool) -> str:
+    """``value`` encoded at ``depth``: each of its lines after the first indented by 2*depth
+    more (JSON strings hold no raw newline)."""
+    text = encode(value, pretty=pretty)
     return text.replace("\n", "\n" + "  " * depth) if pretty else text
