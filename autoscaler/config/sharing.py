@@ -6,6 +6,11 @@ its own equal copy of all of it (a ring member loads every target of the fleet: 
 targets those copies were most of what the config cost). Config values are frozen, so
 equal parts can be one object: ``SharedParts`` hands out the first instance it saw of each.
 Only equality is relied on (nothing compares config values by identity).
+
+The strings a target keeps of its own (its namespace and name, above all) are copies, not the
+parsed document's objects. The document is garbage once the config is built, but Python frees
+its memory to the system only by whole arenas (1 MiB), and one kept string in each of them
+holds them all: at 50,000 targets the names alone kept 77 MB over the imports instead of 36.
 """
 
 from __future__ import annotations
@@ -42,8 +47,14 @@ class SharedParts:
         """``target`` with its common parts shared with the targets seen before it."""
         parts = {name: self(getattr(target, name)) for name in SHARED_FIELDS}
         ref = target.scale_target_ref
-        ref = dataclasses.replace(ref, api_version=sys.intern(ref.api_version),
-                                  kind=sys.intern(ref.kind))
+        ref = dataclasses.replace(ref, api_version=sys.intern(own(ref.api_version)),
+                                  kind=sys.intern(own(ref.kind)), name=own(ref.name))
         return dataclasses.replace(
-            target, namespace=sys.intern(target.namespace), scale_target_ref=ref,
-            prometheus=sys.intern(target.prometheus), **parts)
+            target, namespace=sys.intern(own(target.namespace)), scale_target_ref=ref,
+            prometheus=sys.intern(own(target.prometheus)), **parts)
+
+
+def own(text: str) -> str:
+    """A string equal to ``text`` that is not the parsed document's object (the module's
+    docstring says why)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")

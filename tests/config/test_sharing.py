@@ -66,3 +66,20 @@ def test_sharing_changes_no_target() -> None:
     for target in parse_config(text).targets:
         again = SharedParts().target(target)
         assert dataclasses.asdict(again) == dataclasses.asdict(target)
+
+
+def test_a_target_keeps_no_string_of_the_parsed_document() -> None:
+    """The document's strings are copied: one kept in each of its arenas would keep all of
+    its memory (``config/sharing.py``). Built at run time, so none is a literal's object."""
+    parsed = parse_config(HEAD + TARGET.format(namespace="shop", name="web")).targets[0]
+    document = {"namespace": "".join(["sh", "op"]), "name": "".join(["w", "eb"]),
+                "kind": "".join(["Deploy", "ment"]), "api_version": "".join(["apps/", "v1"]),
+                "prometheus": "".join(["def", "ault"])}
+    ref = dataclasses.replace(parsed.scale_target_ref, api_version=document["api_version"],
+                              kind=document["kind"], name=document["name"])
+    given = dataclasses.replace(parsed, namespace=document["namespace"], scale_target_ref=ref,
+                                prometheus=document["prometheus"])
+    kept = SharedParts().target(given)
+    assert kept == given
+    for value in (kept.namespace, kept.prometheus, *dataclasses.astuple(kept.scale_target_ref)):
+        assert all(value is not parsed_value for parsed_value in document.values()), value
