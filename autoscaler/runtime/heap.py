@@ -1,5 +1,6 @@
 """The cyclic garbage collector: paused around reconcile passes, tuned once the caches
-hold their first full LIST; and large blocks handed back to the kernel as they are freed.
+hold their first full LIST; large blocks handed back to the kernel as they are freed, and the
+C heap's free pages after each pass.
 
 A pass keeps what it builds alive until it ends (both answers indexed by pod, every target's
 samples and decision), and every young collection during it walks all of that only to find
@@ -14,7 +15,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import platform
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 
@@ -35,8 +37,10 @@ class _CollectorPause:
             yield
         finally:
             self.depth -= 1
-            if self.depth == 0 and self.resume:
-                gc.enable()
+            if self.depth == 0:
+                if self.resume:
+                    gc.enable()
+                free_pages.hand_back()
 
 
 collector_paused = _CollectorPause()
@@ -55,6 +59,7 @@ def settle_heap() -> None:
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
     return_large_blocks()
+    free_pages.start()
 
 
 _M_MMAP_THRESHOLD = -3
@@ -78,3 +83,45 @@ def return_large_blocks() -> None:
         ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
     except (OSError, AttributeError):  # no symbol table to search: keep the defaults
         return
+
+
+class _FreePages:
+    """glibc's ``malloc_trim(0)`` once the last pass in flight ends, in a thread of its own.
+
+    glibc hands memory back to the kernel only from the top of each heap, and a pass frees
+    most of what it built in the middle of them (blocks of 512 bytes to 1 MiB: the large
+    dicts and lists of an answer indexed by pod, watch events, /metrics and /status pieces).
+    At 10,000 targets a replica kept 49-57 MB of such free memory (glibc's ``mallinfo2``);
+    ``malloc_trim(0)`` gave back 35-47 MB of RSS. It walks the free blocks (~10 ms on a
+    130 MB heap, ~30 ms when it returns 100 MB); ctypes lets go of the GIL, so a thread runs
+    it beside the loop. One at a time; none before the caches settle; other C libraries:
+    nothing to do (as for ``return_large_blocks``).
+    """
+
+    def __init__(self) -> None:
+        self._trim: Callable[[int], int] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._running: Future[int] | None = None
+        self.handed_back = 0
+        """Trims started: the tests read it."""
+
+    def start(self) -> None:
+        if platform.libc_ver()[0] != "glibc" or self._trim is not None:
+            return
+        try:
+            self._trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="free-pages")
+
+    def hand_back(self) -> None:
+        if self._trim is None or self._executor is None:
+            return
+        if self._running is not None and not self._running.done():
+            return
+        self.handed_back += 1
+        self._running = self._executor.submit(self._trim, 0)
+
+
+free_pages = _FreePages()
+"""Started by ``settle_heap``; ``collector_paused`` hands pages back after each pass."""
