@@ -15,8 +15,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import platform
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 
@@ -94,14 +94,14 @@ class _FreePages:
     At 10,000 targets a replica kept 49-57 MB of such free memory (glibc's ``mallinfo2``);
     ``malloc_trim(0)`` gave back 35-47 MB of RSS. It walks the free blocks (~10 ms on a
     130 MB heap, ~30 ms when it returns 100 MB); ctypes lets go of the GIL, so a thread runs
-    it beside the loop. One at a time; none before the caches settle; other C libraries:
-    nothing to do (as for ``return_large_blocks``).
+    it beside the loop. A daemon thread: the exit never waits for it (``commands/run.py``
+    warns of any other thread left at exit). One at a time; none before the caches settle;
+    other C libraries: nothing to do (as for ``return_large_blocks``).
     """
 
     def __init__(self) -> None:
         self._trim: Callable[[int], int] | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._running: Future[int] | None = None
+        self._running: threading.Thread | None = None
         self.handed_back = 0
         """Trims started: the tests read it."""
 
@@ -112,15 +112,14 @@ class _FreePages:
             self._trim = ctypes.CDLL(None).malloc_trim
         except (OSError, AttributeError):
             return
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="free-pages")
 
     def hand_back(self) -> None:
-        if self._trim is None or self._executor is None:
-            return
-        if self._running is not None and not self._running.done():
+        if self._trim is None or (self._running is not None and self._running.is_alive()):
             return
         self.handed_back += 1
-        self._running = self._executor.submit(self._trim, 0)
+        self._running = threading.Thread(target=self._trim, args=(0,), name="free-pages",
+                                         daemon=True)
+        self._running.start()
 
 
 free_pages = _FreePages()
