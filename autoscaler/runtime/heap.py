@@ -67,6 +67,16 @@ LARGE_BLOCK = 1 << 20
 """Bytes from which a block is mapped on its own and unmapped when freed."""
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The process's C library if it is glibc and its symbols can be searched; else None."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
 def return_large_blocks() -> None:
     """Blocks of ``LARGE_BLOCK`` or more (an answer's bytes, its text) are mapped and
     unmapped on their own (glibc: a fixed ``M_MMAP_THRESHOLD``).
@@ -77,11 +87,12 @@ def return_large_blocks() -> None:
     targets the daemon stayed 97 MB above its RSS at rest; 1 MB with the threshold fixed
     (issue 40). Other C libraries: nothing to do.
     """
-    if platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         return
     try:
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
-    except (OSError, AttributeError):  # no symbol table to search: keep the defaults
+        libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
+    except AttributeError:  # no symbol table to search: keep the defaults
         return
 
 
@@ -106,11 +117,12 @@ class _FreePages:
         """Trims started: the tests read it."""
 
     def start(self) -> None:
-        if platform.libc_ver()[0] != "glibc" or self._trim is not None:
+        libc = _glibc()
+        if libc is None or self._trim is not None:
             return
         try:
-            self._trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
+            self._trim = libc.malloc_trim
+        except AttributeError:
             return
 
     def hand_back(self) -> None:
