@@ -47,6 +47,7 @@ from autoscaler.runtime.ports import (
     RingMembershipPort,
 )
 from autoscaler.runtime.ring_plan import FORMATION_WAIT, Plan, RingPlanner, RingView
+from autoscaler.runtime.workers import WorkerPool
 
 if TYPE_CHECKING:
     from autoscaler.config import TargetConfig
@@ -78,6 +79,12 @@ name), so the members' relists after a membership change do not reach the API se
 once (at 10,000 targets over 5 replicas, together they held it long enough for renewals to
 lapse). Namespaces of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
+
+HISTORY_WRITES_AT_ONCE = 8
+"""Buckets whose history one member writes at once. Each write in flight needs its own
+HTTP/1.1 connection, and asyncio gives each TLS connection a 256 KiB read buffer: a member
+holding ~75 buckets opened ~80 connections at every pass (20 MB of buffers, and as many TLS
+handshakes once the 15 s keep-alive had closed them)."""
 """The longest wait before a bucket whose claims keep failing is tried again."""
 
 
@@ -198,6 +205,9 @@ class RingMember:
     _candidates: tuple[_Layout | None, frozenset[int], frozenset[str]] = (
         None, frozenset(), frozenset())
     """The layout and active buckets ``candidates()`` last answered for, and its answer."""
+    _history_writes: WorkerPool = field(
+        default_factory=lambda: WorkerPool(HISTORY_WRITES_AT_ONCE))
+    """Bounds the history writes in flight, whichever pass asked for them."""
 
     def __post_init__(self) -> None:
         self.planner = RingPlanner(self.timings)
@@ -279,8 +289,7 @@ class RingMember:
         claims = [claim for claim in self.claims.values()
                   if claim.state is ClaimState.ACTIVE and claim.keeper is not None
                   and claim.keeper.restored.is_set()]
-        results = await asyncio.gather(*(c.keeper.persist() for c in claims if c.keeper),
-                                       return_exceptions=True)
+        results = await self._history_writes.each(claims, self._persisted)
         failure: BaseException | None = None
         for claim, result in zip(claims, results, strict=True):
             if self.claims.get(claim.bucket) is not claim:
@@ -294,6 +303,17 @@ class RingMember:
                 failure = result
         if failure is not None:
             raise failure
+
+    async def _persisted(self, claim: Claim) -> BaseException | None:
+        """The bucket's history written: None, or why not. A bucket let go while it waited
+        for its turn is not written (its claim was dropped: the loop above skips it)."""
+        if self.claims.get(claim.bucket) is not claim or claim.keeper is None:
+            return None
+        try:
+            await claim.keeper.persist()
+        except Exception as error:
+            return error
+        return None
 
     def passed(self, keys: Sequence[str]) -> None:
         """A pass over ``keys`` completed: say when a gained bucket's targets were all first
@@ -713,3 +733,4 @@ class RingMember:
         if problem is not None and problem != self._last_problem:
             log.error("not taking part in the ring", problem=problem)
         self._last_problem = problem
+

@@ -19,6 +19,7 @@ from autoscaler.runtime import ring
 from autoscaler.runtime.history import Restored
 from autoscaler.runtime.ring import BucketLease
 from autoscaler.runtime.ring_member import (
+    HISTORY_WRITES_AT_ONCE,
     WARM_SETTLE,
     Claim,
     ClaimState,
@@ -472,3 +473,40 @@ async def test_a_bucket_lost_while_its_history_is_written_is_let_go_once() -> No
     await persisting  # the refusal of a bucket already let go fails nothing
     assert subject.telemetry.registry.get_sample_value(
         "autoscaler_ring_moves_total", {"ring": "r", "reason": "lost"}) == 1
+
+
+@dataclass
+class CountingKeeper:
+    """A bucket's history keeper that counts the writes in flight across all its peers."""
+
+    flight: list[int]
+    """[in flight now, most at once, written]: shared by the keepers of one member."""
+    restored: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.restored.set()
+
+    async def persist(self, clean: bool = False) -> None:
+        self.flight[0] += 1
+        self.flight[1] = max(self.flight[1], self.flight[0])
+        for _ in range(3):  # a request's round trip
+            await asyncio.sleep(0)
+        self.flight[0] -= 1
+        self.flight[2] += 1
+
+
+async def test_a_member_writes_a_bounded_number_of_bucket_histories_at_once() -> None:
+    """A member holding many buckets writes each one's history, at most
+    ``HISTORY_WRITES_AT_ONCE`` at a time. Before, one ``gather`` sent them all at once: each
+    write in flight needs its own connection, and each TLS connection a 256 KiB buffer (~80
+    connections at every pass of a member holding ~75 buckets)."""
+    now, leases = [100.0], Leases()
+    subject = member(now, leases)
+    flight = [0, 0, 0]
+    held = 5 * HISTORY_WRITES_AT_ONCE
+    for bucket in range(held):
+        subject.claims[bucket] = Claim(bucket=bucket, epoch=1, state=ClaimState.ACTIVE,
+                                       keeper=CountingKeeper(flight))  # type: ignore[arg-type]
+    await asyncio.gather(subject.persist(), subject.persist())  # two passes' writes overlap
+    assert flight[1] == HISTORY_WRITES_AT_ONCE
+    assert flight[2] == 2 * held  # every bucket written, for each pass
