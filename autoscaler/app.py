@@ -29,6 +29,7 @@ import structlog
 from autoscaler.adapters.kube.configmap_store import ConfigMapStateStore
 from autoscaler.adapters.kube.leader import default_identity
 from autoscaler.adapters.kube.membership import MembershipThread
+from autoscaler.adapters.kube.target_cache import kinds_of
 from autoscaler.adapters.local_state import MemoryStateStore
 from autoscaler.adapters.store_lock import StoreLock
 from autoscaler.config import Config, TargetConfig
@@ -408,6 +409,8 @@ class Daemon:
         self.telemetry.set_periods({t.sync_period for t in targets})
         self.telemetry.set_dry_run(config.daemon.dry_run)
         running.backfill.want(targets)
+        await running.components.target_cache.set_kinds(
+            kinds_of(t.scale_target_ref for t in config.targets))
         if self.ring is None:  # a ring member's upkeep narrows its caches to its share
             await watch_namespaces(running.components, {t.namespace for t in targets})
         return len(targets)

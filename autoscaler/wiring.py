@@ -40,7 +40,7 @@ from autoscaler.adapters.kube.session import (
     pod_namespace,
     wants_in_cluster,
 )
-from autoscaler.adapters.kube.target_cache import TargetCache
+from autoscaler.adapters.kube.target_cache import TargetCache, kinds_of
 from autoscaler.adapters.local_state import FileStateStore, MemoryStateStore, ReadOnceStore
 from autoscaler.adapters.prometheus import PrometheusSource
 from autoscaler.adapters.prometheus.port import PrometheusHistory, PrometheusMetrics
@@ -94,10 +94,11 @@ async def connect(config: Config, *, telemetry: DaemonMetrics | None = None,
             on_request=None if telemetry is None else telemetry.kube_request) as session:
         client = session.api_client
         discovery = Discovery(client)
-        # Deployments, StatefulSets and ReplicaSets are watched, so a pass reads their /scale
-        # from memory; other kinds fall back to GET /scale.
+        # The Deployments, StatefulSets and ReplicaSets among the targets' kinds are watched,
+        # so a pass reads their /scale from memory; other kinds fall back to GET /scale.
         scope = config.kubernetes.watch_scope
-        target_cache = TargetCache(client, scope=scope)
+        target_cache = TargetCache(
+            client, scope=scope, kinds=kinds_of(t.scale_target_ref for t in config.targets))
         scales = ScaleClient(client, discovery, targets=target_cache)
         pod_cache = PodCache(client, scope=scope)
         owners = OwnerCache(client, scope=scope)

@@ -328,7 +328,8 @@ async def test_pause_by_annotation_holds_then_releases(rig: Rig, tmp_path: Path)
 
 
 async def test_steady_state_reads_come_from_watches(rig: Rig, tmp_path: Path) -> None:
-    """Once synced, passes make no pod or workload LIST and no GET of /scale: watches only."""
+    """Once synced, passes make no pod or workload LIST and no GET of /scale: watches only,
+    of the targets' kinds only."""
     rig.load.demand = 200
     with daemon(config(rig, tmp_path), tmp_path) as proc:
         await eventually(lambda: proc.target().get("lastOutcome") == "ok", timeout=30,
@@ -340,3 +341,6 @@ async def test_steady_state_reads_come_from_watches(rig: Rig, tmp_path: Path) ->
         # At most the very first pass, before the workload watch synced, asked the server.
         assert rig.api.count(verb="get", resource="deployments/scale") == scale_gets <= 1
         assert rig.api.count(verb="get") - before["get"] <= 2  # discovery refreshes at most
+        # Only the targets' kind is watched: not the Deployment's ReplicaSets.
+        assert rig.api.count(verb="list", resource="replicasets") == 0
+        assert rig.api.count(verb="list", resource="statefulsets") == 0

@@ -20,8 +20,9 @@ are compared for equality only). A relist replaces everything, as it is newer st
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -43,6 +44,18 @@ API_VERSION = "apps/v1"
 KINDS: Mapping[str, str] = MappingProxyType(
     {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"})
 """The kinds this cache serves, with their plurals."""
+
+
+def served_kinds(kinds: Iterable[str]) -> frozenset[str]:
+    """Those of ``kinds`` this cache can serve."""
+    return frozenset(kinds) & KINDS.keys()
+
+
+def kinds_of(refs: Iterable[ScaleTargetRef]) -> frozenset[str]:
+    """The kinds to watch for targets with these references: a Deployment's ReplicaSets are
+    not watched unless a target is a ReplicaSet (a Deployment keeps up to
+    ``revisionHistoryLimit`` + 1 of them: the cache would hold ten times its targets)."""
+    return frozenset(ref.kind for ref in refs if TargetCache.serves(ref))
 
 
 @dataclass(slots=True)
@@ -155,27 +168,60 @@ class TargetCache(WatchCache):
         backoff: Backoff | None = None,
         max_staleness: float | None = None,
         scope: WatchScope = "cluster",
+        kinds: Iterable[str] = KINDS,
     ) -> None:
         apps = AppsV1Api(api_client)
-        options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
-                               backoff=backoff or Backoff())
+        self._options = WatchOptions(watch_timeout=watch_timeout, page_size=page_size,
+                                     backoff=backoff or Backoff())
+        self._scope = scope
         # A healthy watch hears from the server at least when it ends (watch_timeout) or at
         # each bookmark; longer silence means it is failing, and the server must be asked.
         self._max_staleness = (watch_timeout + 60.0) if max_staleness is None \
             else max_staleness
         self._sinks: dict[tuple[str, str], _TargetSink] = {}
         self.counters = TargetCounters()
-        calls = {"Deployment": (apps.list_namespaced_deployment,
-                                apps.list_deployment_for_all_namespaces),
-                 "StatefulSet": (apps.list_namespaced_stateful_set,
-                                 apps.list_stateful_set_for_all_namespaces),
-                 "ReplicaSet": (apps.list_namespaced_replica_set,
-                                apps.list_replica_set_for_all_namespaces)}
-        kinds = [WatchedKind(resource=plural, namespaced=calls[kind][0],
-                             cluster=calls[kind][1], sink_for=self._sink_maker(kind))
-                 for kind, plural in KINDS.items()]
-        self._informers = Informers(kinds, owner="the target cache", scope=scope,
-                                    counters=self.counters, options=options)
+        self._calls = {"Deployment": (apps.list_namespaced_deployment,
+                                      apps.list_deployment_for_all_namespaces),
+                       "StatefulSet": (apps.list_namespaced_stateful_set,
+                                       apps.list_stateful_set_for_all_namespaces),
+                       "ReplicaSet": (apps.list_namespaced_replica_set,
+                                      apps.list_replica_set_for_all_namespaces)}
+        self.kinds = served_kinds(kinds)
+        self._informers = self._watching(self.kinds)
+        self._changing = asyncio.Lock()
+        """Held while the namespaces or the kinds change: a change of kinds hands the
+        namespaces watched to new watches, so neither may be half done under the other."""
+
+    def _watching(self, kinds: frozenset[str]) -> Informers:
+        watched = [WatchedKind(resource=plural, namespaced=self._calls[kind][0],
+                               cluster=self._calls[kind][1], sink_for=self._sink_maker(kind))
+                   for kind, plural in KINDS.items() if kind in kinds]
+        return Informers(watched, owner="the target cache", scope=self._scope,
+                         counters=self.counters, options=self._options)
+
+    async def set_kinds(self, kinds: Iterable[str]) -> None:
+        """Watch these kinds only (those of the configured targets; others are ignored).
+
+        A change starts the watches over: the namespaces watched now are listed again for
+        the new kinds (lookups ask the server until they have synced), and the objects of a
+        kind no longer wanted are dropped.
+        """
+        wanted = served_kinds(kinds)
+        async with self._changing:
+            if wanted == self.kinds:
+                return
+            log.info("watching other workload kinds", kinds=sorted(wanted),
+                     before=sorted(self.kinds))
+            old, namespaces = self._informers, self._informers.namespaces
+            self.kinds, self._informers = wanted, self._watching(wanted)
+            for key in [key for key in self._sinks if key[1] not in wanted]:
+                del self._sinks[key]
+            self._informers.add_many(sorted(namespaces))
+            await old.close()
+
+    async def set_namespaces(self, namespaces: Iterable[str]) -> None:
+        async with self._changing:
+            await super().set_namespaces(namespaces)
 
     @staticmethod
     def serves(ref: ScaleTargetRef) -> bool:
@@ -186,9 +232,9 @@ class TargetCache(WatchCache):
         """The target's Scale from memory, or ``None``: ask the server.
 
         A namespace not watched yet is added (its watch starts now), so the next pass
-        finds it synced.
+        finds it synced. A kind not watched (``set_kinds``) is always asked of the server.
         """
-        if not self.serves(ref):
+        if not self.serves(ref) or ref.kind not in self.kinds:
             return None
         self.add_namespace(namespace)
         sink = self._sinks.get((namespace, ref.kind))

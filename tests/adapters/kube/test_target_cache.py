@@ -288,3 +288,36 @@ async def test_who_last_set_the_replicas_is_known_from_the_watch(
     apiserver.set_replicas("Deployment", "shop", "web", 3, manager="kubectl", via_scale=True)
     await eventually(lambda: caught_up(cache, apiserver))
     assert (await scales.get_scale("shop", Ref())).replicas_managers == ("kubectl",)
+
+
+async def test_only_the_targets_kinds_are_watched(kube: KubeSession, apiserver: SimApiServer,
+                                                  cache: TargetCache) -> None:
+    """With Deployment targets only, no ReplicaSet or StatefulSet is listed or kept (a
+    Deployment's ReplicaSets would outnumber the targets); a kind added later is listed then
+    and served from memory, and a kind dropped is forgotten."""
+    apiserver.create_deployment("shop", "web", replicas=2)  # with its ReplicaSet
+    apiserver.create_workload("StatefulSet", "shop", "db", replicas=1)
+    await cache.set_kinds(["Deployment", "Rollout"])  # a kind it cannot serve is ignored
+    assert cache.kinds == {"Deployment"}
+    await synced(cache)
+    await eventually(lambda: apiserver.open_watches == 1)
+    assert apiserver.count(verb="list", resource="replicasets") == 0
+    assert apiserver.count(verb="list", resource="statefulsets") == 0
+    assert cache.lookup("shop", Ref()) is not None
+    assert cache.lookup("shop", Ref(kind="StatefulSet", name="db")) is None  # asked of the server
+
+    await cache.set_kinds(["Deployment", "StatefulSet"])
+    await synced(cache)
+    await eventually(lambda: cache.lookup("shop", Ref(kind="StatefulSet", name="db")) is not None)
+    assert cache.lookup("shop", Ref()) is not None
+    assert apiserver.count(verb="list", resource="replicasets") == 0
+    await eventually(lambda: apiserver.open_watches == 2)
+
+    await cache.set_kinds(["StatefulSet"])
+    assert cache.lookup("shop", Ref()) is None
+    assert cache.lookup("shop", Ref(kind="StatefulSet", name="db")) is None  # until relisted
+    await synced(cache)
+    await eventually(lambda: cache.lookup("shop", Ref(kind="StatefulSet", name="db")) is not None)
+    if cache.scope == "namespaces":
+        apiserver.set_replicas("Deployment", "shop", "web", 3)  # a closed watch notices on write
+    await eventually(lambda: apiserver.open_watches == 1)
