@@ -71,21 +71,21 @@ warm unless it was no one's standby, or the ring runs without one); past it its 
 decided once the caches have synced (a target whose pods are not cached is not decided,
 never scaled)."""
 WARM_SETTLE = 10.0
-"""Seconds, at least, the wanted caches and the ring must stay the same before a change
-that only concerns the standby is applied: growing them relists the cluster-wide watches,
+"""Seconds, at least, the wanted caches and the ring must stay the same before the standby
+grows (narrowing is applied at once: it relists nothing): growing relists the cluster-wide watches,
 which must not compete with a failover's passes (what is inherited was warm already), nor
 churn while the ring settles. Each member waits between one and two of these (by its
 name), so the members' relists after a membership change do not reach the API server at
 once (at 10,000 targets over 5 replicas, together they held it long enough for renewals to
 lapse). Namespaces of a bucket we hold or claim are added at once."""
 CLAIM_BACKOFF_MAX = 8.0
+"""The longest wait before a bucket whose claims keep failing is tried again."""
 
 HISTORY_WRITES_AT_ONCE = 8
 """Buckets whose history one member writes at once. Each write in flight needs its own
 HTTP/1.1 connection, and asyncio gives each TLS connection a 256 KiB read buffer: a member
 holding ~75 buckets opened ~80 connections at every pass (20 MB of buffers, and as many TLS
 handshakes once the 15 s keep-alive had closed them)."""
-"""The longest wait before a bucket whose claims keep failing is tried again."""
 
 
 class ClaimState(enum.Enum):
@@ -736,4 +736,3 @@ class RingMember:
         if problem is not None and problem != self._last_problem:
             log.error("not taking part in the ring", problem=problem)
         self._last_problem = problem
-
