@@ -513,20 +513,26 @@ async def test_a_member_writes_a_bounded_number_of_bucket_histories_at_once() ->
 
 
 @pytest.mark.parametrize("standby", [True, False], ids=["warm", "none"])
-async def test_a_member_that_saw_itself_alone_narrows_its_caches_as_soon_as_peers_appear(
+async def test_a_member_that_saw_itself_alone_narrows_its_caches_once_its_wish_held(
         standby: bool, three: ThreeMembers) -> None:
     """The first member of a ring to start sees no peer yet and caches the whole fleet (it
-    would be preferred for everything). Once b and c appear it narrows at once, to what a
-    member of a ring of three caches, although the ring has not been steady for the settle
-    time. Before, narrowing waited like growing: at 50,000 targets over 5 the first member
-    cached all 500 namespaces for two minutes (445 MB; its peers 240-390)."""
+    would be preferred for everything). Once b and c appear and its wish has held for the
+    settle time, it narrows to what a member of a ring of three caches, although the ring is
+    still not steady (a bucket without an owner, as while a ring forms). Before, narrowing
+    waited for a steady ring: at 50,000 targets over 5 the first member cached all 500
+    namespaces for two minutes (445 MB; its peers 250-390). Not at once either: during a
+    join the wish turns with each hand-over, and a claim relists what was dropped."""
     now, membership, warmed = three.now, three.membership, three.warmed
     membership.live = ("a",)
     subject = three.member(standby=standby)
     await subject._keep_warm()
     assert warmed == [frozenset(t.namespace for t in three.spread)]
+    subject.unowned = (7,)  # the ring forming: not steady for as long as this test runs
     membership.live = ("a", "b", "c")
-    now[0] += 1.0  # well within the settle time, the ring not steady (its members changed)
+    now[0] += 1.0
+    await subject._keep_warm()
+    assert len(warmed) == 1  # the wish is new
+    now[0] += 2 * WARM_SETTLE  # doubled at most, by the member's name
     await subject._keep_warm()
     assert len(warmed) == 2
     of_three = ThreeMembers()
