@@ -1,8 +1,9 @@
 """A list-and-watch cache of scale targets: apps/v1 Deployments, StatefulSets, ReplicaSets.
 
 Polling ``GET /scale`` for every target on every pass is the daemon's main cost at scale
-(10,000 targets: 10,000 requests per pass). This cache watches the three built-in scalable
-kinds of the namespaces that have targets (``informer``: LIST once, WATCH with bookmarks,
+(10,000 targets: 10,000 requests per pass). This cache watches those of the three built-in
+scalable kinds that targets have (``set_kinds``: not a Deployment's ReplicaSets unless a
+target is one), in the namespaces that have targets (``informer``: LIST once, WATCH with bookmarks,
 relist on 410 Gone, never die of an error) and derives from each object exactly what its
 ``/scale`` would return: ``spec.replicas`` (1 when absent, the API's default),
 ``status.replicas`` (0 when absent), ``status.selector`` (``format_label_selector`` of
