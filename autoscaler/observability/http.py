@@ -51,13 +51,18 @@ def build_app(probes: Probes, metrics: DaemonMetrics, *,
     async def metrics_handler(request: web.Request) -> web.StreamResponse:
         # Off the event loop: 10,000 targets are ~260,000 lines (bench/daemon_scale.py).
         gzip = "gzip" in request.headers.get("Accept-Encoding", "")
-        pieces = await asyncio.to_thread(_exposition, metrics, gzip=gzip)
+        exposition = Exposition(metrics, gzip=gzip)
+        batch = await asyncio.to_thread(exposition.next_batch)
         response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
         if gzip:
             response.headers["Content-Encoding"] = "gzip"
         await response.prepare(request)
-        for piece in pieces:
-            await response.write(piece)
+        while True:
+            for piece in batch:
+                await response.write(piece)
+            if exposition.done:
+                break
+            batch = await asyncio.to_thread(exposition.next_batch)
         await response.write_eof()
         return response
 
@@ -70,16 +75,42 @@ def build_app(probes: Probes, metrics: DaemonMetrics, *,
     return app
 
 
-def _exposition(metrics: DaemonMetrics, *, gzip: bool) -> list[bytes]:
-    """The text format in pieces, gzipped as it is written if asked (level 1: 10,000
-    targets' 29 MB become ~1.2 MB; higher levels cost several times the time for a few
-    percent less), so no copy of the whole exposition is ever held."""
-    if not gzip:
-        return list(metrics.exposition())
-    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip wrapper
-    packed = [packer.compress(piece) for piece in metrics.exposition()]
-    packed.append(packer.flush())
-    return [piece for piece in packed if piece]  # zlib holds most pieces back: b""
+EXPOSITION_BATCH = 1 << 20
+"""Bytes of text rendered per trip to a worker thread, and so at most held by a scrape (plus
+one piece: a family's ``per_target._CHUNK`` targets)."""
+
+
+class Exposition:
+    """The text format in batches of about ``EXPOSITION_BATCH`` bytes, each rendered (and
+    gzipped, if asked) in a worker thread, written before the next is rendered: a scrape
+    holds one batch, never the whole exposition. (Rendered whole, a plain-text scrape held
+    all ~33 MB of 11,400 targets' text at once: a ring member's peak RSS at 50,000 targets
+    over 5, bench/ring_scale.py.) gzip at level 1: 10,000 targets' 29 MB become ~1.2 MB;
+    higher levels cost several times the time for a few percent less."""
+
+    def __init__(self, metrics: DaemonMetrics, *, gzip: bool) -> None:
+        self._pieces = metrics.exposition()
+        self._packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if gzip \
+            else None  # 16+: a gzip wrapper
+        self.done = False
+
+    def next_batch(self) -> list[bytes]:
+        """The next batch (maybe empty: zlib holds most pieces back); ``done`` once the last
+        has been returned. One caller at a time, from any thread."""
+        batch: list[bytes] = []
+        size = 0
+        if self.done:
+            return batch
+        for piece in self._pieces:
+            size += len(piece)
+            batch.append(piece if self._packer is None else self._packer.compress(piece))
+            if size >= EXPOSITION_BATCH:
+                break
+        else:
+            self.done = True
+            if self._packer is not None:
+                batch.append(self._packer.flush())
+        return [piece for piece in batch if piece]
 
 
 def status_app(probes: Probes) -> web.Application:

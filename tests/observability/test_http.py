@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator
 from gzip import decompress as gzip_decompress
 
@@ -11,6 +13,8 @@ import aiohttp
 import pytest
 
 from autoscaler.observability.http import (
+    EXPOSITION_BATCH,
+    Exposition,
     Probes,
     bound_port,
     build_app,
@@ -151,3 +155,61 @@ async def test_metrics_are_gzipped_when_asked(
     assert response.headers.get("Content-Encoding") == ("gzip" if gzip else None)
     text = (gzip_decompress(body) if gzip else body).decode()
     assert 'autoscaler_desired_replicas{namespace="ns",kind="Deployment",name="web"} 7' in text
+
+
+def _fill(metrics: DaemonMetrics, targets: int) -> None:
+    """Targets whose series make ~1.4 KB of text each."""
+    for i in range(targets):
+        series = metrics.target(f"namespace-{i % 50}/Deployment/workload-{i:06d}")
+        series.current, series.desired, series.recommended = 3, 4, 4
+        series.bounds, series.last_reconcile, series.reconciles = (1, 10), 1.7e9 + i, {"ok": 5}
+        series.metrics = (MetricReading("cpu", "Resource", True, 80.0, 50.0),
+                          MetricReading("requests_per_second", "Pods", True, 12.5, 10.0))
+
+
+@pytest.mark.parametrize("gzip", [True, False], ids=["gzip", "identity"])
+def test_the_exposition_comes_in_bounded_batches_that_add_up_to_it(gzip: bool) -> None:
+    """Each batch is about ``EXPOSITION_BATCH`` of text at most (plus one piece), and the
+    batches are the whole exposition, compressed as one gzip stream if asked."""
+    metrics = DaemonMetrics()
+    _fill(metrics, 3000)
+    exposition, batches = Exposition(metrics, gzip=gzip), []
+    while not exposition.done:
+        batches.append(exposition.next_batch())
+    assert exposition.next_batch() == []  # asked again once done: nothing, no second flush
+    assert len(batches) > 3
+    body = b"".join(piece for batch in batches for piece in batch)
+    text = zlib.decompress(body, 16 + zlib.MAX_WBITS) if gzip else body
+    per_target = b"# HELP autoscaler_current_replicas"  # before it, process_* moves on
+    assert text[text.index(per_target):] == (whole := metrics.render())[whole.index(per_target):]
+    if not gzip:
+        assert max(sum(map(len, batch)) for batch in batches) < EXPOSITION_BATCH + 200_000
+
+
+@pytest.mark.parametrize("gzip", [True, False], ids=["gzip", "identity"])
+async def test_a_scrape_holds_a_batch_of_the_exposition_not_all_of_it(
+    endpoint: tuple[str, Probes, DaemonMetrics], gzip: bool,
+) -> None:
+    """Rendered whole, a plain scrape held all of the text at once (~33 MB at 11,400
+    targets: a ring member's peak RSS). Now the server holds about a batch, whatever the
+    exposition's size: the most Python allocates during the scrape (server and client, the
+    client reading in small chunks) stays a few batches while the text is over ten."""
+    url, _, metrics = endpoint
+    _fill(metrics, 9000)
+    whole = len(metrics.render())
+    assert whole > 10 * EXPOSITION_BATCH
+    headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+    received = 0
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        tracemalloc.start()
+        try:
+            async with session.get(url + "/metrics", headers=headers) as response:
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    received += len(chunk)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert response.status == 200
+    # (process_* series move on between two renders: the plain length is within a few bytes)
+    assert abs(received - whole) < 1000 if not gzip else 0 < received < whole / 10
+    assert peak < 5 * EXPOSITION_BATCH, f"held {peak / 2**20:.1f} MB of a {whole / 2**20:.1f} MB text"
