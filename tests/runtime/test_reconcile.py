@@ -150,7 +150,7 @@ async def test_dry_run_says_what_it_would_write_and_writes_nothing() -> None:
     assert (reason, warning) == ("WouldScale", False)
     assert message.startswith("New size: 4; reason: ")
     assert message.endswith(" (dry-run)")
-    assert reconciler.telemetry.target(WEB.key).would_scale_events == [1, 0]
+    assert reconciler.telemetry.target(WEB.key).would_scale_events == (1, 0)
     assert state.last_outcome == "ok"
 
 
