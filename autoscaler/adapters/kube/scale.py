@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -28,7 +27,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from autoscaler.adapters.kube.api_errors import api_errors
 from autoscaler.adapters.kube.discovery import Discovery, ResourceInfo
-from autoscaler.adapters.kube.structs import ObjectRef, Scale, replicas_managers
+from autoscaler.adapters.kube.structs import ObjectRef, Scale, annotations_of, replicas_managers
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AccessDeniedError, BadDataError, NotFoundError
 from autoscaler.runtime.ports import FIELD_MANAGER
@@ -126,7 +125,7 @@ class ScaleClient:
         annotations = metadata.get("annotations") or {} if isinstance(metadata, dict) else {}
         if not isinstance(annotations, dict):
             raise BadDataError(f"{what}: metadata.annotations is not a map")
-        return (MappingProxyType({str(k): str(v) for k, v in annotations.items()}),
+        return (annotations_of(annotations),
                 replicas_managers(metadata) if isinstance(metadata, dict) else None)
 
     async def update_scale(

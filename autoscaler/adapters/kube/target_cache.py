@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,7 +34,7 @@ from kubernetes_asyncio.client import ApiClient, AppsV1Api
 
 from autoscaler.adapters.kube.informer import Backoff, RawObject, WatchCounters, WatchOptions
 from autoscaler.adapters.kube.labels import format_label_selector
-from autoscaler.adapters.kube.structs import ObjectRef, Scale, replicas_managers
+from autoscaler.adapters.kube.structs import ObjectRef, Scale, annotations_of, replicas_managers
 from autoscaler.adapters.kube.watch_cache import Informers, WatchCache, WatchedKind, WatchScope
 from autoscaler.config import ScaleTargetRef
 from autoscaler.errors import AutoscalerError, BadDataError
@@ -76,15 +77,15 @@ def scale_from_object(raw: Mapping[str, Any], *, kind: str) -> Scale:
         replicas = spec.get("replicas")
         return Scale(
             target=ObjectRef(api_version=API_VERSION, kind=kind,
-                             namespace=str(metadata["namespace"]), name=str(metadata["name"]),
+                             namespace=sys.intern(str(metadata["namespace"])),
+                             name=str(metadata["name"]),
                              uid=metadata.get("uid")),
             # spec.replicas defaults to 1 for these kinds (a nil pointer is defaulted to 1).
             spec_replicas=1 if replicas is None else int(replicas),
             status_replicas=int(status.get("replicas") or 0),
             selector=format_label_selector(spec.get("selector")),
             resource_version=str(metadata.get("resourceVersion") or ""),
-            annotations=MappingProxyType(
-                {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()}),
+            annotations=annotations_of(metadata.get("annotations") or {}),
             replicas_managers=replicas_managers(metadata),
         )
     except (AttributeError, KeyError, TypeError, ValueError) as error:
