@@ -125,7 +125,7 @@ def test_preference_ignores_the_order_members_are_given_in(
 @given(weights_strategy, members_strategy)
 def test_preference_is_balanced_within_the_bound(weights: dict[int, int],
                                                  members: list[str]) -> None:
-    """No member exceeds ceil(1.15·W/N), unless one bucket alone is too heavy: then by no
+    """No member exceeds ceil(1.05·W/N), unless one bucket alone is too heavy: then by no
     more than W/N plus the heaviest bucket (the least-loaded fallback)."""
     chosen = ring.preferences(weights, members)
     assert set(chosen) == set(weights)
@@ -170,8 +170,8 @@ def test_unbounded_rendezvous_moves_only_the_leavers_buckets(
 def test_a_leave_or_join_moves_about_one_nth(count: int) -> None:
     """Without the holders (a ring computed from nothing), with bounded loads, over 100 rings of 256 buckets weighing 1-20 targets, a member
     leaving (or joining) moves all its own buckets and a bounded spill: in weight, at most
-    2.5 fair shares (1/N) and a median under 1.6 (measured here: medians 1.24, 1.36, 1.53,
-    1.49 and maxima 1.48, 1.66, 1.91, 2.17 for 4, 5, 6, 8 members). A preference not stable
+    2.5 fair shares (1/N) and a median under 1.9 (measured here: medians 1.29, 1.46, 1.69,
+    1.80 and maxima 1.52, 1.69, 2.05, 2.23 for 4, 5, 6, 8 members). A preference not stable
     under membership changes moves about N-1 shares."""
     ratios = []
     for seed in range(100):
@@ -185,7 +185,7 @@ def test_a_leave_or_join_moves_about_one_nth(count: int) -> None:
         ratios += [sum(weights[b] for b in ring.movement(before, after)) / fair,
                    sum(weights[b] for b in ring.movement(after, before)) / fair]
     assert max(ratios) <= 2.5
-    assert sorted(ratios)[len(ratios) // 2] < 1.6
+    assert sorted(ratios)[len(ratios) // 2] < 1.9
 
 
 def _owners(chosen: dict[int, ring.Preference]) -> dict[int, str]:
@@ -196,8 +196,8 @@ def _owners(chosen: dict[int, ring.Preference]) -> dict[int, str]:
 def test_a_sticky_ring_moves_only_what_it_must(count: int) -> None:
     """With the holders given (the ring as it runs), over 100 rings of 256 buckets weighing
     1-20 targets: the preference is a fixed point; a leave moves exactly the leaver's buckets
-    (at most the 1.15 cap in weight); a join moves at most one fair share W/N (measured: medians
-    0.68, 0.58, 0.46, 0.49, maxima 0.77, 0.81, 0.60, 0.66 for 4, 5, 6, 8 members), some of it
+    (at most the 1.05 cap in weight); a join moves at most one fair share W/N (measured: medians
+    0.85, 0.80, 0.75, 0.72, maxima 0.86, 0.81, 0.82, 0.88 for 4, 5, 6, 8 members), some of it
     to the newcomer (a bucket spilled over the bound goes to the first in its rank with room),
     and every member stays within the bound."""
     joins = []
@@ -218,6 +218,29 @@ def test_a_sticky_ring_moves_only_what_it_must(count: int) -> None:
         joins.append(sum(weights[b] for b in moved) / fair)
         assert max(ring.loads(back, weights, members).values()) <= cap
     assert max(joins) <= 1.0
+
+
+@pytest.mark.parametrize("count", [4, 5, 6, 8])
+def test_a_joiner_gets_about_a_fair_share_and_no_member_much_more(count: int) -> None:
+    """The fleet's memory peak is its most loaded member, and a replica added to relieve the
+    others should take about its share. Sticky, over 100 rings of 256 buckets weighing 1-20
+    targets: no member holds more than ceil(1.05·W/N), and a member joining takes at least
+    0.6 of a fair share W/N, 0.7 in the median (measured: minima 0.85, 0.79, 0.74, 0.65 and
+    medians 0.85, 0.81, 0.76, 0.74 for 4, 5, 6, 8 members; a bound of 1.15 gave minima 0.55,
+    0.57, 0.62, 0.32, medians 0.55, 0.58, 0.70, 0.51, and a member 1.15 fair shares)."""
+    shares = []
+    for seed in range(100):
+        weights = {b: 1 + ring.fnv1a64(f"{seed}/{b}") % 20 for b in range(BUCKETS)}
+        members = [f"m-{seed}-{i}" for i in range(count)]
+        total = sum(weights.values())
+        left = ring.preferences(weights, members[1:], holders=_owners(
+            ring.preferences(weights, members[1:])))
+        joined = ring.preferences(weights, members, holders=_owners(left))
+        loads = ring.loads(joined, weights, members)
+        assert max(loads.values()) <= math.ceil(1.05 * total / count)
+        shares.append(loads[members[0]] / (total / count))
+    assert min(shares) >= 0.6
+    assert sorted(shares)[len(shares) // 2] >= 0.7
 
 
 def test_a_joiner_takes_the_spill() -> None:
