@@ -142,7 +142,8 @@ async def test_many_open_watches_never_starve_requests(apiserver: SimApiServer) 
         apiserver.create_namespace(namespace)
     apiserver.create_deployment("team-000", "web")
     settings = Settings(kubeconfig=apiserver.kubeconfig, request_timeout=3.0)
-    async with KubeSession.connect(settings) as session, PodCache(session.api_client) as pods:
+    async with (KubeSession.connect(settings) as session,
+                PodCache(session.api_client, scope="namespaces") as pods):
         await pods.set_namespaces(namespaces)
         async with asyncio.timeout(20):
             await asyncio.gather(*(pods.wait_synced(ns) for ns in namespaces))
