@@ -20,8 +20,10 @@ the daemon knows the API server's clock (``runtime.timeline``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from asyncio import sslproto
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -220,6 +222,27 @@ async def build_configuration(
     return Connection(configuration=configuration, token=token)
 
 
+TLS_READ_BUFFER = 32 * 1024
+"""Bytes a TLS connection reads from its socket at a time: two full TLS records."""
+
+
+def small_tls_reads() -> None:
+    """TLS connections read ``TLS_READ_BUFFER`` bytes at a time, not asyncio's 256 KiB.
+
+    asyncio gives each TLS connection a read buffer of ``SSLProtocol.max_size`` for its
+    whole life, all of it resident. A replica keeps 15-35 connections to the API server
+    (its watches, its Lease renewals, a keep-alive pool that grows with each burst of
+    requests), and a ring member claiming buckets opens a connection for each claim's
+    requests at once: tracemalloc found 184 such buffers, 23 MB, in a one-replica ring of
+    10,000 targets claiming its 84 buckets. A TLS record carries at most 16 KiB, so a
+    smaller read costs only more turns of the loop on a large LIST (one per 32 KiB). The
+    attribute is the process's: its other TLS connections (Prometheus over https) read as
+    little. Nothing to do where asyncio has no such attribute.
+    """
+    with contextlib.suppress(AttributeError):
+        sslproto.SSLProtocol.max_size = min(sslproto.SSLProtocol.max_size, TLS_READ_BUFFER)
+
+
 def _require_default_kubeconfig() -> None:
     """Without a kubeconfig named in the config, the library reads ``$KUBECONFIG`` or
     ``~/.kube/config``; when neither exists it would complain of a missing key in an empty
@@ -277,6 +300,7 @@ class KubeSession:
         on_request: RequestObserver | None = None,
         on_date: DateObserver | None = None,
     ) -> AsyncIterator[KubeSession]:
+        small_tls_reads()  # before the first connection: each keeps its buffer for life
         connection = await build_configuration(settings, environ=environ, files=files)
         client = SessionApiClient(connection.configuration, token=connection.token,
                                   request_timeout=settings.request_timeout,

@@ -2,6 +2,8 @@
 
 import asyncio
 import time
+import tracemalloc
+from asyncio import sslproto
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +16,7 @@ from autoscaler.adapters.kube.discovery import Discovery
 from autoscaler.adapters.kube.pod_cache import PodCache
 from autoscaler.adapters.kube.scale import ScaleClient
 from autoscaler.adapters.kube.session import (
+    TLS_READ_BUFFER,
     InClusterFiles,
     KubeSession,
     pod_namespace,
@@ -149,6 +152,33 @@ async def test_many_open_watches_never_starve_requests(apiserver: SimApiServer) 
             await asyncio.gather(*(pods.wait_synced(ns) for ns in namespaces))
         scales = ScaleClient(session.api_client, Discovery(session.api_client))
         assert (await scales.get_scale("team-000", Ref())).spec_replicas == 1
+
+
+async def test_open_connections_keep_small_tls_read_buffers(
+        apiserver: SimApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio keeps a TLS read buffer of 256 KiB for each connection's life unless told
+    otherwise; a session's connections read ``TLS_READ_BUFFER`` at a time. 40 open watches
+    (40 connections, both ends in this process: the simulator serves TLS here) hold their
+    buffers in asyncio's sslproto; on the code before, 40 x 2 x 256 KiB = 20 MB."""
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", sslproto.SSLProtocol.max_size)
+    namespaces = [f"team-{i:02d}" for i in range(40)]
+    for namespace in namespaces:
+        apiserver.create_namespace(namespace)
+    settings = Settings(kubeconfig=apiserver.kubeconfig, request_timeout=3.0)
+    tracemalloc.start()
+    try:
+        async with (KubeSession.connect(settings) as session,
+                    PodCache(session.api_client, scope="namespaces") as pods):
+            await pods.set_namespaces(namespaces)
+            async with asyncio.timeout(20):
+                await asyncio.gather(*(pods.wait_synced(ns) for ns in namespaces))
+            in_sslproto = tracemalloc.Filter(True, sslproto.__file__)
+            held = sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(
+                [in_sslproto]).statistics("filename"))
+    finally:
+        tracemalloc.stop()
+    assert 40 * 2 * TLS_READ_BUFFER <= held <= 40 * 2 * 2 * TLS_READ_BUFFER, held
+    assert sslproto.SSLProtocol.max_size == TLS_READ_BUFFER
 
 
 @asynccontextmanager
