@@ -18,7 +18,7 @@ NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 """What an object without annotations has: one for all (most targets have none)."""
 
 
-def annotations_of(annotations: Mapping[Any, Any]) -> Mapping[str, str]:
+def annotations_of(annotations: Mapping[Any, Any] | None) -> Mapping[str, str]:
     """``metadata.annotations`` as a read-only map of strings (``NO_ANNOTATIONS`` if none:
     an empty map of its own held 0.11 KB a target)."""
     if not annotations:

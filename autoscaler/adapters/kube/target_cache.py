@@ -85,7 +85,7 @@ def scale_from_object(raw: Mapping[str, Any], *, kind: str) -> Scale:
             status_replicas=int(status.get("replicas") or 0),
             selector=format_label_selector(spec.get("selector")),
             resource_version=str(metadata.get("resourceVersion") or ""),
-            annotations=annotations_of(metadata.get("annotations") or {}),
+            annotations=annotations_of(metadata.get("annotations")),
             replicas_managers=replicas_managers(metadata),
         )
     except (AttributeError, KeyError, TypeError, ValueError) as error:
