@@ -47,6 +47,7 @@ from autoscaler.algorithm import (
     resolve_behavior,
 )
 from autoscaler.algorithm.activation import decide_with_zero
+from autoscaler.algorithm.behavior import essential_history
 from autoscaler.algorithm.decision import GOT_SCALE
 from autoscaler.algorithm.fallback import fallback_reason, fallback_replicas
 from autoscaler.algorithm.rescale import step_reason
@@ -510,7 +511,8 @@ class Reconciler:
     def _record_decision(
         self, target: TargetConfig, state: TargetState, decision: Decision
     ) -> None:
-        state.history = decision.history
+        # Only what can still decide a window stays in memory, as in the store.
+        state.history = essential_history(decision.history)
         state.conditions = merge_conditions(state.conditions, decision.conditions, self.clock())
 
     def _decide(

@@ -36,6 +36,7 @@ from autoscaler.algorithm import (
     resolve_behavior,
 )
 from autoscaler.algorithm.behavior import (
+    essential_history,
     essential_recommendations,
     normalize_with_behavior,
     stabilize_downscale,
@@ -328,3 +329,41 @@ def test_the_stored_recommendations_decide_every_later_window_as_all_of_them(
                                    down=is_down)
                     == window_release(kept, count=count, window=window, now=now, down=is_down))
     assert len(kept.recommendations) <= len({r.replicas for r in recs}) * 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(passes=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(1, 90)),
+                       min_size=1, max_size=40),
+       up=st.integers(0, 400), down=st.integers(0, 400), with_behavior=st.booleans())
+def test_a_history_cut_to_its_essentials_after_every_pass_decides_every_pass_alike(
+    *, passes: list[tuple[int, int, int]], up: int, down: int, with_behavior: bool,
+) -> None:
+    """What the daemon keeps between passes (``essential_history``, after each) stabilizes
+    every pass of a run as upstream's whole list does, and lets each window go at the same
+    moment: no step earlier, none later."""
+    rules = ResolvedBehavior(
+        scale_up=Rules(stabilization_window_seconds=up, select_policy=SelectPolicy.MAX,
+                       policies=(), tolerance=None),
+        scale_down=Rules(stabilization_window_seconds=down, select_policy=SelectPolicy.MAX,
+                         policies=(), tolerance=None))
+    everything = kept = History()
+    now = 0.0
+    for proposal, current, step in passes:
+        now += step
+        if with_behavior:
+            stabilized, everything = stabilize_with_behavior(
+                everything, proposal, current=current, now=now, behavior=rules)
+            again, kept = stabilize_with_behavior(kept, proposal, current=current, now=now,
+                                                  behavior=rules)
+        else:
+            stabilized, everything = stabilize_downscale(everything, proposal, now=now,
+                                                         window=down)
+            again, kept = stabilize_downscale(kept, proposal, now=now, window=down)
+        assert again == stabilized
+        kept = essential_history(kept)
+        for count in range(9):
+            assert (window_release(everything, count=count, window=float(down), now=now,
+                                   down=True)
+                    == window_release(kept, count=count, window=float(down), now=now,
+                                      down=True))
+    assert len(kept.recommendations) <= 9 * 2

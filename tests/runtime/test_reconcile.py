@@ -525,3 +525,38 @@ async def test_a_paused_target_is_shown_paused_in_the_middle_of_a_pass() -> None
     assert reconciler.states[held].to_json()["paused"] == paused
     assert "paused" not in reconciler.states[fleet[0].key].to_json()
     assert cluster.log == []
+
+
+async def test_memory_keeps_only_the_recommendations_a_window_can_use_and_scales_down_on_time(
+) -> None:
+    """Between passes a target keeps only the recommendations that can still decide a
+    window (as the store does): 1 in a steady run, not upstream's one a pass over the
+    longest window (12 here, 11 at a 30 s period and 5 minutes). The twin: the scale-down
+    held by the default 300 s window lands at the first pass after the last high
+    recommendation left it, not one pass later, and not earlier (depth 60 wants 6, then 20
+    wants 2). Without a ``behavior``, upstream's ``stabilizeRecommendation`` drops only
+    recommendations ``Before`` the cutoff: one exactly 300 s old still holds."""
+    now = [1_000.0]
+    workload = Workload(replicas=6)
+    values = {"web": depth(60)}
+    reconciler = Reconciler(
+        scales=workload, pods=NoPods(), metrics=Depths(values), events=Events(),
+        owners=Owners(), options=ReconcileOptions(), telemetry=DaemonMetrics(),
+        clock=lambda: now[0])
+    kept = []
+    for _ in range(20):  # 570 s of a steady 6
+        state = await run_passes(reconciler)
+        kept.append(len(state.history.recommendations))
+        now[0] += 30
+    assert workload.replicas == 6
+    assert max(kept[:10]) <= 2, kept
+    assert kept[-1] == 1, kept
+    last_high = now[0] - 30
+    values["web"] = depth(20)
+    counts = []
+    while now[0] <= last_high + 330:
+        state = await run_passes(reconciler)
+        counts.append((now[0] - last_high, workload.replicas))
+        assert len(state.history.recommendations) <= 3, state.history.recommendations
+        now[0] += 30
+    assert counts == [(30.0 * n, 6) for n in range(1, 11)] + [(330.0, 2)], counts
