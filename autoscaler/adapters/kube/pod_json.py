@@ -32,10 +32,17 @@ def parse_time(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        return datetime.fromisoformat(text).timestamp()
+        return _seconds_of(text)
     except ValueError:
         log.warning("unparsable timestamp in a pod", value=text)
         return None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _seconds_of(text: str) -> float:
+    """One float per distinct instant: times are whole seconds, and the pods of a rollout
+    start and turn ready in the same ones (52,500 pods held 105,000 floats, 2.5 MB)."""
+    return datetime.fromisoformat(text).timestamp()
 
 
 def requests_of(resources: Any) -> Mapping[str, int]:

@@ -45,6 +45,18 @@ def test_running_ready_pod() -> None:
     assert not converted.deleting
 
 
+def test_pods_that_started_in_the_same_second_share_its_timestamp() -> None:
+    """Times are whole seconds and a rollout's pods share them: one float per instant,
+    however many pods (and its texts, built apart, are equal but not the same objects)."""
+    first, second = (pod_from_json(pod(
+        phase="Running", startTime="".join(["2026-01-02T03:04:", "05Z"]),
+        conditions=[{"type": "Ready", "status": "True",
+                     "lastTransitionTime": "".join(["2026-01-02T03:04:", "35Z"])}]))
+        for _ in range(2))
+    assert first.start_time is second.start_time
+    assert first.ready_transition_time is second.ready_transition_time
+    assert first.start_time == unix("2026-01-02T03:04:05")
+
 def test_only_restartable_init_containers_are_sidecars() -> None:
     """An init container with restartPolicy Always counts; a plain one does not."""
     converted = pod_from_json(pod(phase="Running"))
