@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from autoscaler.adapters.kube.labels import Operator, Selector
 from autoscaler.algorithm import Pod
 
-Entry = tuple[Mapping[str, str], Pod]
+Entry = tuple[Mapping[str, str], Pod, str | None]
+"""A pod's labels, the pod, and the resourceVersion it was converted from (if any)."""
 Names = tuple[str, ...] | set[str]
 """The pods carrying one label value: a tuple while there are few, else a set."""
 
@@ -88,7 +89,7 @@ class PodIndex:
         cached = self._memo.get(selector.text)
         if cached is None:
             pods = (self._pods[name] for name in self._candidates(selector))
-            cached = sorted((pod for labels, pod in pods if selector.matches(labels)),
+            cached = sorted((pod for labels, pod, _ in pods if selector.matches(labels)),
                             key=lambda pod: pod.name)
             self._memo[selector.text] = cached
         return list(cached)
@@ -109,7 +110,7 @@ class PodIndex:
 
     def _index_key(self, key: str) -> None:
         self._indexed.add(key)
-        for name, (labels, _) in self._pods.items():
+        for name, (labels, _, _) in self._pods.items():
             value = labels.get(key)
             if value is not None:
                 self._add((key, value), name)

@@ -28,7 +28,7 @@ def test_index_equals_scan(pods: list[dict[str, str]], changes: list[dict[str, s
     pods: a label value's names are kept in a tuple up to 16 pods, in a set beyond)."""
     index = PodIndex()
     current = {f"p{i}": labels for i, labels in enumerate(pods)}
-    index.replace((name, (labels, Pod(name=name))) for name, labels in current.items())
+    index.replace((name, (labels, Pod(name=name), None)) for name, labels in current.items())
     parsed = parse_selector(selector)
     index.select(parsed)  # fill the memo, which the changes must invalidate
     for i, labels in enumerate(changes):
@@ -38,7 +38,7 @@ def test_index_equals_scan(pods: list[dict[str, str]], changes: list[dict[str, s
             index.delete(name)
         else:
             current[name] = labels
-            index.upsert(name, (labels, Pod(name=name)))
+            index.upsert(name, (labels, Pod(name=name), None))
     expected = sorted(name for name, labels in current.items() if parsed.matches(labels))
     assert [pod.name for pod in index.select(parsed)] == expected
 
@@ -50,11 +50,11 @@ def test_a_label_value_of_many_pods_grows_and_shrinks() -> None:
     web = parse_selector("app=web")
     index.select(web)  # indexes "app"
     for i in range(20):
-        index.upsert(f"p{i:02d}", ({"app": "web"}, Pod(name=f"p{i:02d}")))
+        index.upsert(f"p{i:02d}", ({"app": "web"}, Pod(name=f"p{i:02d}"), None))
     assert len(index.select(web)) == 20
     for i in range(0, 20, 2):
         index.delete(f"p{i:02d}")
-    index.upsert("p01", ({"app": "db"}, Pod(name="p01")))
+    index.upsert("p01", ({"app": "db"}, Pod(name="p01"), None))
     assert [pod.name for pod in index.select(web)] == [f"p{i:02d}" for i in range(3, 20, 2)]
     index.delete("p03")  # 8 left: a tuple again (memory), and select() still exact
     assert isinstance(index._by_label[("app", "web")], tuple)
