@@ -8,6 +8,7 @@ succeeded, calls ``record_scale_event``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -208,7 +209,8 @@ def decide_staged(given: DecisionInput) -> Decision | StagedDecision:
     else:
         active = Condition(
             type=ConditionType.SCALING_ACTIVE, status=True, reason=Reason.VALID_METRIC_FOUND,
-            message=f"the autoscaler was able to compute a replica count from {combined[1]}",
+            message=sys.intern(
+                f"the autoscaler was able to compute a replica count from {combined[1]}"),
         )
     proposal, description, error = combined
     if bounds.gradual and outside:
@@ -219,9 +221,9 @@ def decide_staged(given: DecisionInput) -> Decision | StagedDecision:
                        else "scheduled maxReplicas")
     rescale_reason = ""
     if description.startswith("scheduled"):
-        rescale_reason = f"{description} is {proposal}"
+        rescale_reason = sys.intern(f"{description} is {proposal}")
     elif proposal > current:
-        rescale_reason = f"{description} above target"
+        rescale_reason = sys.intern(f"{description} above target")
     elif proposal < current:
         rescale_reason = "All metrics below target"
 
