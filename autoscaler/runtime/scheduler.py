@@ -66,8 +66,6 @@ class Scheduler:
         self._now = monotonic
         self._rng = rng or random.Random()  # jitter, not security
         self._targets: dict[str, TargetConfig] = {}
-        self._position: dict[str, int] = {}
-        """Each key's place in the configured order: a pass lists its targets in that order."""
         self._groups: dict[float, _Group] = {}
         self._in_flight: set[str] = set()
         self._changed: set[str] = set()
@@ -93,7 +91,6 @@ class Scheduler:
             key for key in self._changed if key not in removed}
         self._parked = {key for key in self._parked if key not in removed} - self._changed
         self._targets = {t.key: t for t in targets}
-        self._position = {t.key: i for i, t in enumerate(targets)}
         groups: dict[float, _Group] = {}
         for target in targets:
             group = groups.setdefault(target.sync_period, _Group(period=target.sync_period))
@@ -170,10 +167,10 @@ class Scheduler:
 
     def _runnable(self, group: _Group, candidates: Set[str] | None) -> list[str]:
         """The group's targets the gate lets run now, in configured order."""
-        if candidates is None:
-            return [key for key in group.keys if self._may_run(key)]
-        return sorted((key for key in self._askable(group, candidates) if self._may_run(key)),
-                      key=self._position.__getitem__)
+        # The group's keys are in configured order: walked, not sorted by an index of every
+        # key's place (a dict and an int a target: 3.3 MB of a ring member at 50,000 targets).
+        return [key for key in group.keys
+                if (candidates is None or key in candidates) and self._may_run(key)]
 
     def _askable(self, group: _Group, candidates: Set[str] | None) -> Iterable[str]:
         """The group's targets worth asking the gate about, in no particular order."""
@@ -204,9 +201,7 @@ class Scheduler:
         if not self._changed:
             return  # all held back: no walk of every group's targets
         for group in self._groups.values():
-            due = sorted((k for k in self._changed if k not in self._in_flight
-                          and self._targets[k].sync_period == group.period),
-                         key=self._position.__getitem__)
+            due = [k for k in group.keys if k in self._changed and k not in self._in_flight]
             self._start([self._targets[k] for k in due], group.period, now)
 
     def _start(self, due: Sequence[TargetConfig], period: float, now: float) -> None:
