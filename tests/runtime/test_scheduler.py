@@ -439,3 +439,32 @@ async def test_the_gate_is_asked_about_the_candidates_only() -> None:
     ((at, ran),) = passes
     assert ran == [keys[7]]
     assert 3.0 <= at - start <= 4.0 + 0.011
+
+
+async def test_passes_list_their_targets_in_configured_order_not_sorted() -> None:
+    """A pass lists its targets as the config does, whether its group started or a reload
+    changed them, and a ring member's candidates come in any order: walked from the group's
+    keys (configured here from t49 down to t00)."""
+    names = [f"t{i:02d}" for i in reversed(range(50))]
+    keys = {name: f"shop/Deployment/{name}" for name in names}
+    held = {keys["t03"], keys["t40"], keys["t17"], keys["t22"]}
+    passes: list[list[str]] = []
+
+    async def run_pass(targets: Sequence[Any], deadline: float) -> None:
+        passes.append([t.key for t in targets])
+
+    scheduler = scheduler_for(run_pass, jitter=0, may_run=lambda key: key in held,
+                              candidates=lambda: held)
+    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 10"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(1.0)
+    configured = [keys[n] for n in ("t40", "t22", "t17", "t03")]
+    assert passes == [configured]
+    changed = {**dict.fromkeys(names, ""), "t03": "minReplicas = 2", "t40": "minReplicas = 2",
+               "t22": "minReplicas = 2"}
+    scheduler.set_targets(targets_with(changed, daemon="syncPeriod = 10"))
+    await asyncio.sleep(1.0)
+    assert passes[1] == [keys[n] for n in ("t40", "t22", "t03")]
+    stop.set()
+    await asyncio.wait_for(task, 2)
