@@ -198,10 +198,11 @@ class Scheduler:
             (candidates is not None and k not in candidates) or not self._may_run(k))}
         self._changed -= held_back
         self._parked |= held_back
-        if not self._changed:
-            return  # all held back: no walk of every group's targets
+        launchable = {k for k in self._changed if k not in self._in_flight}
+        if not launchable:
+            return  # all held back or in flight: no walk of every group's targets
         for group in self._groups.values():
-            due = [k for k in group.keys if k in self._changed and k not in self._in_flight]
+            due = [k for k in group.keys if k in launchable]
             self._start([self._targets[k] for k in due], group.period, now)
 
     def _start(self, due: Sequence[TargetConfig], period: float, now: float) -> None:
