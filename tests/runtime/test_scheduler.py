@@ -468,3 +468,38 @@ async def test_passes_list_their_targets_in_configured_order_not_sorted() -> Non
     assert passes[1] == [keys[n] for n in ("t40", "t22", "t03")]
     stop.set()
     await asyncio.wait_for(task, 2)
+
+
+async def test_a_ring_member_parks_only_its_candidates_and_a_claim_still_runs_the_rest() -> None:
+    """At its start every configured target is changed; a ring member's gate holds back all
+    but its candidates. Only candidates are parked (the fleet's others never run here but by
+    a claim, which makes them due with ``run_now``): a target changed while another
+    member's, whose bucket is then claimed, runs at once, not at its group's next start."""
+    names = [f"t{i:02d}" for i in range(50)]
+    keys = [f"shop/Deployment/{name}" for name in names]
+    held = {keys[3]}
+    allowed = {keys[3]}
+    passes: list[tuple[float, list[str]]] = []
+
+    async def run_pass(targets: Sequence[Any], deadline: float) -> None:
+        passes.append((now(), [t.key for t in targets]))
+
+    scheduler = scheduler_for(run_pass, jitter=0, may_run=lambda key: key in allowed,
+                              candidates=lambda: held)
+    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 30"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    await asyncio.sleep(1.0)
+    assert [ran for _, ran in passes] == [[keys[3]]]
+    assert scheduler._parked == set()
+    scheduler.set_targets(targets_with({**dict.fromkeys(names, ""), "t07": "minReplicas = 2"},
+                                       daemon="syncPeriod = 30"))
+    await asyncio.sleep(1.0)
+    assert scheduler._parked == set()
+    held.add(keys[7])  # its bucket claimed
+    allowed.add(keys[7])
+    scheduler.run_now([keys[7]])
+    await asyncio.sleep(1.0)
+    assert passes[-1] == (pytest.approx(2.0, abs=0.011), [keys[7]])
+    stop.set()
+    await asyncio.wait_for(task, 2)
