@@ -203,6 +203,13 @@ def targets_with(periods: dict[str, str], daemon: str = "") -> list[Any]:
     return list(parse_config(text).targets)
 
 
+def started(scheduler: Scheduler, targets: list[Any]) -> tuple[asyncio.Event, asyncio.Task[None]]:
+    """``scheduler`` over ``targets``, its loop running until the event is set."""
+    scheduler.set_targets(targets)
+    stop = asyncio.Event()
+    return stop, asyncio.create_task(scheduler.run(stop))
+
+
 def starts_of(recorder: Recorder, name: str) -> list[float]:
     """When the passes that included ``shop/Deployment/<name>`` started."""
     key = f"shop/Deployment/{name}"
@@ -455,9 +462,8 @@ async def test_passes_list_their_targets_in_configured_order_not_sorted() -> Non
 
     scheduler = scheduler_for(run_pass, jitter=0, may_run=lambda key: key in held,
                               candidates=lambda: held)
-    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 10"))
-    stop = asyncio.Event()
-    task = asyncio.create_task(scheduler.run(stop))
+    stop, task = started(scheduler, targets_with(dict.fromkeys(names, ""),
+                                                 daemon="syncPeriod = 10"))
     await asyncio.sleep(1.0)
     configured = [keys[n] for n in ("t40", "t22", "t17", "t03")]
     assert passes == [configured]
@@ -486,9 +492,8 @@ async def test_a_ring_member_parks_only_its_candidates_and_a_claim_still_runs_th
 
     scheduler = scheduler_for(run_pass, jitter=0, may_run=lambda key: key in allowed,
                               candidates=lambda: held)
-    scheduler.set_targets(targets_with(dict.fromkeys(names, ""), daemon="syncPeriod = 30"))
-    stop = asyncio.Event()
-    task = asyncio.create_task(scheduler.run(stop))
+    stop, task = started(scheduler, targets_with(dict.fromkeys(names, ""),
+                                                 daemon="syncPeriod = 30"))
     await asyncio.sleep(1.0)
     assert [ran for _, ran in passes] == [[keys[3]]]
     assert scheduler._parked == set()
