@@ -12,7 +12,9 @@ runs dry and the clock stands still, nothing changes afterwards: a steady state.
 It prints one JSON line ``{"url", "kubeconfig", "control", "pods", "seconds"}`` once ready
 (``pods``: every pod as ``[namespace, name]``), and
 serves its request log on ``control`` (loopback HTTP): ``GET /counts`` gives the requests
-since the last ``POST /reset`` grouped by verb and resource. It exits when stdin closes.
+since the last ``POST /reset`` grouped by verb and resource, and ``GET /unwatched`` each
+resource and namespace LISTed since then on which no watch has begun yet. It exits when stdin
+closes.
 """
 
 from __future__ import annotations
@@ -57,9 +59,21 @@ def counts(api: SimApiServer) -> dict[str, int]:
     return dict(sorted(tally.items()))
 
 
+def unwatched(api: SimApiServer) -> list[str]:
+    """Each resource and namespace LISTed (successfully) with no watch begun on it yet: a
+    cache still between its LIST and its watch."""
+    listed = {(r.resource, r.namespace) for r in api.requests(verb="list") if r.status < 300}
+    watched = {(r.resource, r.namespace) for r in api.requests(verb="watch")}
+    return sorted(f"{resource} in {namespace or 'all namespaces'}"
+                  for resource, namespace in listed - watched)
+
+
 async def control_server(api: SimApiServer) -> tuple[web.AppRunner, str]:
     async def get_counts(_: web.Request) -> web.Response:
         return web.json_response(counts(api))
+
+    async def get_unwatched(_: web.Request) -> web.Response:
+        return web.json_response(unwatched(api))
 
     async def reset(_: web.Request) -> web.Response:
         api.log.clear()
@@ -67,6 +81,7 @@ async def control_server(api: SimApiServer) -> tuple[web.AppRunner, str]:
 
     app = web.Application()
     app.router.add_get("/counts", get_counts)
+    app.router.add_get("/unwatched", get_unwatched)
     app.router.add_post("/reset", reset)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -7,18 +7,18 @@ daemon's alone (the simulated API server, the exporter and Prometheus run elsewh
 
 It builds the adapters with ``autoscaler.wiring.connect`` (KubeSession, ScaleClient over
 discovery, the pod watch cache, EventRecorder, OwnerCheck, PrometheusSource), waits for the
-pod caches to sync, then runs ``Reconciler.run_pass`` over every target (dry-run: decisions
-are made and reported, no scale is written) with the deadline the scheduler gives it (0.9 of
-the sync period). Per pass it records wall time, CPU time, the split between observing (GET
-/scale, pods from the cache), fetching metrics and deciding, the queries issued, and the API
-requests the simulator saw, and right after each pass the Prometheus floor (the pass's batched
-queries sent directly, JSON decoded, nothing else; the median of a few), measured from a
-child process so its decoded answers never count toward the daemon's peak RSS. Afterwards, in the
-same process and against the same servers: the per-target baseline (one query per target and
-metric, through the same client class), N GET /scale over HTTP on their own (what the
-workload watch cache saves a pass), and a scrape of the passes' ``/metrics``: the exposition
-rendered in-process (median time, bytes, lines; gzipped at the level the endpoint uses) and
-GET /metrics over loopback HTTP as Prometheus sends it (Accept-Encoding: gzip).
+caches to sync and every watch to begin, then runs ``Reconciler.run_pass`` over every target
+(dry-run: decisions are made and reported, no scale is written) with the deadline the scheduler
+gives it (0.9 of the sync period). Per pass it records wall time, CPU time, the split between
+observing (GET /scale, pods from the cache), fetching metrics and deciding, the queries issued,
+and the API requests the simulator saw, and right after each pass the Prometheus floor (the
+pass's batched queries sent directly, JSON decoded, nothing else; the median of a few),
+measured from a child process so its decoded answers never count toward the daemon's peak RSS.
+Afterwards, in the same process and against the same servers: the per-target baseline (one
+query per target and metric, through the same client class), N GET /scale over HTTP on their
+own (what the workload watch cache saves a pass), and a scrape of the passes' ``/metrics``: the
+exposition rendered in-process (median time, bytes, lines; gzipped at the level the endpoint
+uses) and GET /metrics over loopback HTTP as Prometheus sends it (Accept-Encoding: gzip).
 
 Diagnostics (environment, passed through by ``daemon_scale.py``, which copies their lines to
 its stderr before it deletes the log): ``BENCH_TRACEMALLOC=1`` prints the top allocations at
@@ -112,6 +112,20 @@ def _control(url: str, path: str, *, post: bool = False) -> Any:
     request = urllib.request.Request(url + path, method="POST" if post else "GET")
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.load(answer)
+
+
+async def wait_watching(components: Components, namespaces: set[str], control: str, *,
+                        timeout: float) -> None:
+    """Until every cache, the owner cache too, has LISTed and begun its watch: a watch that
+    began during a measured pass would count as that pass's API request (its stream starts
+    when the loop next runs after the LIST, and a pass of 20 targets lasts ~10 ms)."""
+    await asyncio.wait_for(asyncio.gather(*(components.owners.wait_synced(ns)
+                                            for ns in namespaces)), timeout)
+    deadline = time.monotonic() + timeout
+    while left := await asyncio.to_thread(_control, control, "/unwatched"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no watch began in {timeout:.0f} s on {', '.join(left)}")
+        await asyncio.sleep(0.05)
 
 
 def _requests_of(wanted: Sequence[MetricsWanted]) -> list[TargetRequest]:
@@ -305,6 +319,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await watch_namespaces(components, namespaces)  # pods and workloads, as the daemon
         await asyncio.wait_for(wait_synced(components, namespaces), 600)
         synced = time.monotonic() - started
+        await wait_watching(components, namespaces, args.control, timeout=120)
         peak_after_sync = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         heap_report("synced")
         if os.environ.get("BENCH_TRACEMALLOC") == "sync":  # what the synced caches hold

@@ -205,8 +205,8 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "decide_s": statistics.median(p["decide"] for p in steady),
         "cpu_s": cpu, "cpu_ms_per_target": 1000 * cpu / n, "cores": cpu / wall,
         "queries": sorted({p["queries"] for p in passes}),
-        "api_per_pass": api, "pod_lists_steady": sum(p["api"].get("list pods", 0)
-                                                     for p in steady),
+        "api_per_pass": api, "api_first_pass": passes[0]["api"],
+        "pod_lists_steady": sum(p["api"].get("list pods", 0) for p in steady),
         "decided": min(p["decided"] for p in passes),
         "peak_rss_mb": result["peak_rss_bytes"] / 2**20,
         "sync_rss_mb": result["peak_rss_after_sync_bytes"] / 2**20,
