@@ -139,8 +139,8 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
     Lease now) while it is live and its load stays within ``ceil(overload * W / |members|)``;
     the rest each go to the first member in their rank within that bound (a bucket shed by
     a live holder over the bound: to the least loaded within it, then by rank), else to the
-    least loaded (then by rank). ``weights``: configured targets per bucket; buckets of
-    weight 0 are owned by no one.
+    least loaded (its holder first, then by rank). ``weights``: configured targets per
+    bucket; buckets of weight 0 are owned by no one.
 
     Stickiness is what keeps a membership change from moving more than it must: a join takes
     only what lifts the others above the bound (measured: 0.72-0.85 of a fair share W/N), a
@@ -167,11 +167,15 @@ def preferences(weights: Mapping[int, int], members: Iterable[str], *,
         rank = rendezvous_rank(bucket, live)
         weight = weights[bucket]
         roomy = [m for m in rank if load[m] + weight <= cap]
-        if (holders or {}).get(bucket) in load:
+        holder = (holders or {}).get(bucket)
+        if holder in load:
             # Shed by a live holder over the bound (a member joined): to the least loaded
             # with room, so the newcomer takes the spill rather than another old member.
             roomy.sort(key=lambda m: load[m])  # stable: equals stay in rank order
-        owner = roomy[0] if roomy else min(rank, key=lambda m: load[m])  # first of equals
+        # With room nowhere (the bound leaves less room than the buckets' sizes need), to
+        # the least loaded, its holder first among equals: a spill that must go over the
+        # bound somewhere stays where it is rather than move to another member as full.
+        owner = roomy[0] if roomy else min(rank, key=lambda m: (load[m], m != holder))
         load[owner] += weight
         owners[bucket] = owner
     chosen: dict[int, Preference] = {}
