@@ -141,9 +141,21 @@ class BucketLeases:
     async def refresh(self) -> Mapping[int, ObservedBucket]:
         """One LIST of the ring's bucket Leases, as the new view; ``InvalidConfigError`` if
         one was made with other ring settings."""
-        with api_errors(f"list the bucket Leases of ring {self.ring}"):
-            response: Any = await self._list_call(
-                self.namespace, _preload_content=False, _request_timeout=self._timeout)
+        body = await self._raw(
+            f"list the bucket Leases of ring {self.ring}",
+            lambda: self._list_call(self.namespace, _preload_content=False,
+                                    _request_timeout=self._timeout))
+        self.replace([c for c in map(self.convert, body.get("items") or ())
+                      if c is not None])
+        if self.problem is not None:
+            raise InvalidConfigError(self.problem)
+        return self.view
+
+    async def _raw(self, doing: str, call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+        """The JSON answer of ``call``, a request sent with ``_preload_content=False`` (dicts,
+        not the client's models: ``V1Lease`` would drop MicroTime's fraction)."""
+        with api_errors(doing):
+            response: Any = await call()
             try:
                 body = await response.read()
             finally:
@@ -152,11 +164,7 @@ class BucketLeases:
                 error = ApiException(status=response.status, reason=response.reason)
                 error.body = body.decode(errors="replace")
                 raise error
-        self.replace([c for c in map(self.convert, json.loads(body).get("items") or ())
-                      if c is not None])
-        if self.problem is not None:
-            raise InvalidConfigError(self.problem)
-        return self.view
+        return cast(dict[str, Any], json.loads(body))
 
     def _list_call(self, namespace: str, **query: Any) -> Awaitable[Any]:
         return self._api.list_namespaced_lease(namespace, label_selector=self._selector,
