@@ -7,7 +7,8 @@ renewed, which ``membership.py`` judges, not this module.
 Exclusivity is the API server's compare-and-swap: a claim is a PUT carrying the
 resourceVersion the claimant observed (a POST when it saw none), so of two claimants that
 saw the same version exactly one wins; the other gets 409 and learns it lost. A release is a
-CAS too, on the version of our own claim.
+CAS too, on the version of our own claim. A write that lost reads the Lease again into the
+view, so a view behind the server costs one lost write, not one per try.
 
 A ring is made with ``BUCKETS`` buckets and one placement; both are stamped on every bucket
 Lease, and a Lease that says otherwise is refused with one line (``InvalidConfigError``),
@@ -254,6 +255,7 @@ class BucketLeases:
                     written = await self._api.replace_namespaced_lease(
                         name, self.namespace, cast(Any, body), _request_timeout=self._timeout)
         except (ConflictError, NotFoundError):
+            await self._read_again(bucket, observed)
             return None
         # What the server stored is what we sent, at the version it answered with.
         body["metadata"]["resourceVersion"] = written.metadata.resource_version
@@ -261,6 +263,34 @@ class BucketLeases:
         if self._view.get(bucket, seen).epoch <= seen.epoch:  # the watch may be ahead
             self._view[bucket] = seen
         return seen
+
+    async def _read_again(self, bucket: int, observed: ObservedBucket | None) -> None:
+        """After a lost CAS: the Lease as the server has it now, into the view, unless the
+        view moved on meanwhile (its watch is alive and will say the rest).
+
+        The 409 (or 404) proves the view is behind the server. A view that stays behind (its
+        watch lagging on a struggling server, or resuming) would make every later claim a CAS
+        on the same old version, each refused, for as long as the watch stays behind: so the
+        loser reads the one Lease instead. A read that fails changes nothing (the view is
+        no worse than before)."""
+        name = bucket_lease_name(self.ring, bucket)
+        try:
+            obj: dict[str, Any] | None = await self._raw(
+                f"read Lease {self.namespace}/{name}",
+                lambda: self._api.read_namespaced_lease(
+                    name, self.namespace, _preload_content=False,
+                    _request_timeout=self._timeout))
+        except NotFoundError:
+            obj = None
+        except Exception as error:  # unknown yet: the watch, or the next loss, tells
+            log.debug("bucket Lease not read after a lost write", lease=name, error=str(error))
+            return
+        if self._view.get(bucket) is not observed:
+            return
+        if obj is None:
+            self._view.pop(bucket, None)
+        else:
+            self.upsert(obj)
 
     def _mismatch(self, observed: ObservedBucket) -> str | None:
         """Why a bucket Lease belongs to a ring made with other settings, or None."""

@@ -313,6 +313,55 @@ async def test_a_claim_whose_answer_never_came_is_seen_held_in_the_view(
     assert alpha.held(0x2A) is None
 
 
+@pytest.mark.parametrize("seen", [False, True], ids=["never-seen", "seen-free"])
+async def test_a_claim_lost_to_a_view_behind_the_server_reads_the_lease_again(
+    apiserver: SimApiServer, kube: KubeSession, second: KubeSession, seen: bool,
+) -> None:
+    """A view behind the server (its watch lagging: here it is not watched at all) makes a
+    claim a CAS on an old version (409), or a create of a Lease that exists (409). The loser
+    reads the Lease again, so its next claim is on the version the server has and wins: a
+    view behind costs one lost claim, not one per try until the watch catches up."""
+    alpha, beta = leases(kube, "alpha-1"), leases(second, "beta-1")
+    if seen:
+        assert await beta.claim(0x1F, None) == 1
+        assert await beta.release(0x1F, 1, handed_to="")
+    await alpha.refresh()  # what alpha saw: the Lease free at epoch 1, or no Lease
+    if not seen:
+        assert await beta.claim(0x1F, None) == 1
+        assert await beta.release(0x1F, 1, handed_to="")
+    else:
+        apiserver.touch("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
+    behind = alpha.get(0x1F)
+    assert await alpha.claim(0x1F, behind) is None
+    now = stored(apiserver)
+    assert alpha.get(0x1F) is not None
+    assert alpha.get(0x1F).resource_version == now["metadata"]["resourceVersion"]
+    assert alpha.get(0x1F).lease == BucketLease(holder="")
+    assert await alpha.claim(0x1F, alpha.get(0x1F)) == 2
+    assert stored(apiserver)["spec"]["holderIdentity"] == "alpha-1"
+
+
+async def test_a_lost_claims_read_leaves_a_view_that_moved_on_alone(
+    apiserver: SimApiServer, kube: KubeSession, second: KubeSession,
+) -> None:
+    """The view changed while the write was out (its watch delivered): the read after the
+    409 does not overwrite it, and a read that finds the Lease gone empties the bucket."""
+    alpha, beta = leases(kube, "alpha-1"), leases(second, "beta-1")
+    assert await beta.claim(0x1F, None) == 1
+    observed = (await alpha.refresh())[0x1F]
+    apiserver.touch("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
+    delivered = (await beta.refresh())[0x1F]
+    # The watch delivers while the read after the 409 is out.
+    apiserver.after_next(verb="get", resource="leases",
+                         action=lambda: alpha.replace([(0x1F, delivered)]))
+    assert await alpha.claim(0x1F, observed) is None
+    assert alpha.get(0x1F) is delivered
+    apiserver.delete("coordination.k8s.io/v1", "Lease", NAMESPACE, "autoscaler-bucket-1f")
+    assert await alpha.claim(0x1F, alpha.get(0x1F)) is None
+    assert alpha.get(0x1F) is None
+    assert await alpha.claim(0x1F, None) == 1  # made again: the count restarts
+
+
 async def test_a_hand_over_moves_the_history_and_fences_the_old_holder(
     apiserver: SimApiServer, kube: KubeSession, second: KubeSession,
 ) -> None:
