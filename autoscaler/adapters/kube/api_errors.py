@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -25,7 +26,7 @@ from autoscaler.errors import (
     TransientError,
 )
 
-__all__ = ["RejectedError", "api_errors", "status_message", "translate"]
+__all__ = ["RejectedError", "api_errors", "read_body", "status_message", "translate"]
 
 
 def status_message(error: ApiException) -> str:
@@ -79,3 +80,17 @@ def api_errors(what: str) -> Iterator[None]:
         raise TransientError(f"{what}: timed out") from error
     except (aiohttp.ClientError, OSError) as error:
         raise TransientError(f"{what}: {type(error).__name__}: {error}") from error
+
+
+async def read_body(response: Any) -> bytes:
+    """The body of a raw aiohttp response (a request sent with ``_preload_content=False``),
+    the response released; an error status raises ``ApiException`` as the client would."""
+    try:
+        body: bytes = await response.read()
+    finally:
+        response.release()
+    if response.status >= 300:  # unread bodies skip the client's status check
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = body.decode(errors="replace")  # type: ignore[assignment] # str, as the client sets
+        raise error
+    return body

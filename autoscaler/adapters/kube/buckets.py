@@ -37,9 +37,8 @@ from typing import Any, cast
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors, read_body
 from autoscaler.adapters.kube.informer import Informer, RawObject, WatchCounters, WatchOptions
 from autoscaler.adapters.kube.leader import micro_time
 from autoscaler.errors import ConflictError, InvalidConfigError, NotFoundError, NotLeaderError
@@ -156,15 +155,7 @@ class BucketLeases:
         """The JSON answer of ``call``, a request sent with ``_preload_content=False`` (dicts,
         not the client's models: ``V1Lease`` would drop MicroTime's fraction)."""
         with api_errors(doing):
-            response: Any = await call()
-            try:
-                body = await response.read()
-            finally:
-                response.release()
-            if response.status >= 300:  # unread bodies skip the client's status check
-                error = ApiException(status=response.status, reason=response.reason)
-                error.body = body.decode(errors="replace")
-                raise error
+            body = await read_body(await call())
         return cast(dict[str, Any], json.loads(body))
 
     def _list_call(self, namespace: str, **query: Any) -> Awaitable[Any]:

@@ -25,7 +25,7 @@ import structlog
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from autoscaler.adapters.kube.api_errors import api_errors
+from autoscaler.adapters.kube.api_errors import api_errors, read_body
 from autoscaler.errors import NotFoundError, TransientError
 
 log = structlog.get_logger("autoscaler.kube.watch")
@@ -251,15 +251,11 @@ class Informer:
                 self.namespace, limit=self._options.page_size, _continue=cast(str, token),
                 _preload_content=False)
             try:
-                body = await response.read()
-            finally:
-                response.release()
-            if response.status == 410:  # the continue token expired
-                raise _Expired
-            if response.status >= 300:  # unread bodies skip the client's status check
-                error = ApiException(status=response.status, reason=response.reason)
-                error.body = body.decode(errors="replace")
-                raise error
+                body = await read_body(response)
+            except ApiException as error:
+                if error.status == 410:  # the continue token expired
+                    raise _Expired from error
+                raise
         page = json.loads(body)
         if not isinstance(page, dict):
             raise TransientError(f"{what}: not a list")
