@@ -7,8 +7,9 @@ handed to the parse one at a time as they are decoded (``transport._parse_stream
 The answer is what Prometheus sends for the built-in cpu query over the pods of a replica's
 share (``{"metric":{"namespace":…,"pod":…},"value":[ts,"0.123"]}`` per pod, no spaces),
 parsed into the per-pod index a pass uses (``parse_pod_answer``). Prints, for each way, the
-best round's seconds and the peak of Python's allocations while reading (tracemalloc, in a
-round of its own), the answer's text included.
+best round's seconds, the peak of Python's allocations while reading (tracemalloc, in a
+round of its own), the answer's text included, and what the answer read keeps (the index a
+pass holds until every target has its samples).
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ def measure(read: Callable[[bytes], PodAnswer], body: bytes, rounds: int,
         del got
     tracemalloc.start()
     got = read(body)
-    peak = tracemalloc.get_traced_memory()[1]
+    kept, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert got.size == series
-    return {"seconds": round(best, 3), "peakMB": round(peak / 2**20, 1)}
+    return {"seconds": round(best, 3), "peakMB": round(peak / 2**20, 1),
+            "keptMB": round(kept / 2**20, 1)}
 
 
 def main() -> None:
@@ -81,7 +83,8 @@ def main() -> None:
     print(f"a per-pod answer of {args.series:,} series ({figures['answerMB']} MB):")
     for name in ("whole", "streamed"):
         print(f"  {name:8s} {figures[name]['seconds']:.3f} s (best of {args.rounds}), "
-              f"peak {figures[name]['peakMB']} MB of Python allocations while reading")
+              f"peak {figures[name]['peakMB']} MB of Python allocations while reading, "
+              f"{figures[name]['keptMB']} MB kept by the answer read")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
