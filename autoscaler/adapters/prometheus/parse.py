@@ -246,7 +246,7 @@ class PodAnswer:
             series = PodSeries(namespace, container, sample_milli(raw), None, timestamp)
         except BadDataError as error:
             series = PodSeries(namespace, container, None, str(error), timestamp)
-        _index(self.by_pod, pod, series)
+        _index(self.by_pod, pod, series, self.by_pod.get(pod))
 
     def check_labelled(self) -> None:
         """A series without a pod label spoils every target's share of the answer."""
@@ -314,19 +314,14 @@ def parse_pod_answer(result: Any, fresh: Freshness | None = None) -> PodAnswer:
         stamp = timestamp = stamp if timestamp == stamp else timestamp
         answer.size += 1
         series = _new_series(PodSeries, (ns, name, round(value * 1000), None, timestamp))
-        entries = by_pod.get(pod)
-        if entries is None:
-            by_pod[pod] = series
-        else:
-            _index(by_pod, pod, series, entries)
+        _index(by_pod, pod, series, by_pod.get(pod))
     return answer
 
 
 def _index(by_pod: dict[str, PodSeries | list[PodSeries]], pod: str, series: PodSeries,
-           entries: PodSeries | list[PodSeries] | None = None) -> None:
-    """Add ``series`` to ``pod``'s: alone, or in a list from its second on."""
-    if entries is None:
-        entries = by_pod.get(pod)
+           entries: PodSeries | list[PodSeries] | None) -> None:
+    """Add ``series`` to ``pod``'s ``entries`` (what ``by_pod`` holds for it): alone, or in
+    a list from its second on."""
     if entries is None:
         by_pod[pod] = series
     elif isinstance(entries, list):
