@@ -169,6 +169,11 @@ class Daemon:
         return self.reloads.config
 
     @property
+    def reads_a_share(self) -> bool:
+        """This process acts for a share of the fleet: its queries are cut to the share."""
+        return self.dynamic or self.overrides.total_shards is not None
+
+    @property
     def running(self) -> Running:
         if self._running is None:
             raise RuntimeError("the daemon's adapters are not connected yet")
@@ -185,7 +190,7 @@ class Daemon:
         components = await connections.enter_async_context(
             connect(self.config, telemetry=self.telemetry,
                     on_date=self.timeline.server.observe,
-                    share=self.dynamic or self.overrides.total_shards is not None))
+                    share=self.reads_a_share))
         try:
             return await self._serve(components)
         finally:
