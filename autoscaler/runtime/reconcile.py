@@ -2,9 +2,10 @@
 
 A pass reads every target's ``/scale``, owners and pods (from the caches in one loop, else
 from the API server within half the time left), asks the metrics source once for all of
-them (so shared PromQL is issued once), decides every target in one plain loop, puts the
-pass's scale writes on record with one store write, then sends each target's Events and
-write. Each target's failure stays its own: it becomes a condition, an Event and a log
+them (so shared PromQL is issued once; a share's pass over many pods, once a part, each
+part's answer gone before the next is read: ``observe.read_parts``), decides every target
+in one plain loop, puts the pass's scale writes on record with one store write, then sends
+each target's Events and write. Each target's failure stays its own: it becomes a condition, an Event and a log
 line, never an exception that stops the others.
 
 What a pass touches lives beside it: ``observe`` (reading the targets: scale, owners,
@@ -57,7 +58,7 @@ from autoscaler.runtime.conditions import merge_conditions
 from autoscaler.runtime.heap import collector_paused
 from autoscaler.runtime.history import with_fold_ins
 from autoscaler.runtime.intents import OutcomeRecorder, put_on_record, settle_intent
-from autoscaler.runtime.observe import Observed, Observer, in_pass, with_pods
+from autoscaler.runtime.observe import Observed, Observer, in_pass, read_parts, with_pods
 from autoscaler.runtime.pause import Pause
 from autoscaler.runtime.ports import (
     EventPort,
@@ -233,14 +234,17 @@ class Reconciler:
             observed = await self.observer.observe_all(targets, deadline)
             # A fresh read settled these: the store must not hold their intents any more.
             settled = any(state.intent is None for state in unsettled)
-            fetched = await self._fetch(observed, deadline)
-            # Deciding is CPU only: one plain loop (a coroutine and a worker slot per target
-            # cost ~5 ms a pass at 1,000 targets); only what must write or record an event
-            # goes on to the workers.
-            pending = [p for p in (
-                self._settle(with_pods(o, fetched.pods.get(o.target.key)),
-                             fetched.values.get(o.target.key))
-                for o in observed) if p is not None and self._configured(p.state)]
+            pending: list[_Pending] = []
+            for part in read_parts(observed, self.options.pods_per_read):
+                fetched = await self._fetch(part, deadline)
+                # Deciding is CPU only: one plain loop (a coroutine and a worker slot per
+                # target cost ~5 ms a pass at 1,000 targets); only what must write or record
+                # an event goes on to the workers.
+                pending.extend(p for p in (
+                    self._settle(with_pods(o, fetched.pods.get(o.target.key)),
+                                 fetched.values.get(o.target.key))
+                    for o in part) if p is not None and self._configured(p.state))
+                del fetched  # this part's answer goes before the next part is read
             # Every pass goes on record (its recommendations: a later window may need them),
             # in its intents' write if it has one, else in a write of its own.
             if not await self._make_durable(pending) and (settled or observed):

@@ -23,4 +23,7 @@ class ReconcileOptions:
     persist: Persist | None = None
     """Makes every target's history and intents durable; a pass calls it once before its
     scale writes and sends none of them if it fails (None: nothing is persisted)."""
+    pods_per_read: int | None = None
+    """A pass over more pods reads its metrics in parts (``observe.read_parts``), each part's
+    answer gone before the next is read; None: in one read."""
 
