@@ -5,8 +5,8 @@ from the API server within half the time left), asks the metrics source once for
 them (so shared PromQL is issued once; a share's pass over many pods, once a part, each
 part's answer gone before the next is read: ``observe.read_parts``), decides every target
 in one plain loop, puts the pass's scale writes on record with one store write, then sends
-each target's Events and write. Each target's failure stays its own: it becomes a condition, an Event and a log
-line, never an exception that stops the others.
+each target's Events and write. Each target's failure stays its own: it becomes a
+condition, an Event and a log line, never an exception that stops the others.
 
 What a pass touches lives beside it: ``observe`` (reading the targets: scale, owners,
 pods, drift, intents settled), ``workers`` (the bounded pool all passes share),
