@@ -1,7 +1,8 @@
 """What keeping the explanation costs: the memory a target's last decision holds for /status.
 
-A decision now keeps, for ``status``, the values each metric was computed from (per-pod
-samples and the query text) and the named pod groups; before, those died with the pass.
+A decision keeps, for ``status``, the values each metric was computed from (each pod's
+value and the query text; until 2026-12-02 each pod's sample, with its time and window) and
+the named pod groups; before those were kept, they died with the pass.
 This builds one pass's decisions for N targets (5 pods, 2 per-pod metrics each, as
 ``bench/daemon_scale.py``) and prints the memory the kept decisions hold with and without
 those references, so the difference is what a daemon holds between passes for /status.

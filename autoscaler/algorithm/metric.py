@@ -23,6 +23,7 @@ from autoscaler.algorithm.model import (
     PodMetricValues,
     ScaleState,
     Seconds,
+    kept_values,
 )
 from autoscaler.algorithm.pods import MetricError
 from autoscaler.algorithm.replicas import (
@@ -77,8 +78,9 @@ def evaluate_metric(
         )
     except MetricError as error:
         return MetricOutcome(spec=spec, description=description, error=str(error),
-                             values=values)
-    return MetricOutcome(spec=spec, description=description, proposal=proposal, values=values)
+                             values=kept_values(values))
+    return MetricOutcome(spec=spec, description=description, proposal=proposal,
+                         values=kept_values(values))
 
 
 def _require(value: Milli | int | None, what: str) -> int:

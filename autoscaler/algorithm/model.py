@@ -345,6 +345,38 @@ class MetricUnavailable:
 MetricValues = PodMetricValues | ObjectMetricValue | ExternalMetricValues | MetricUnavailable
 
 
+@dataclass(init=False, slots=True, unsafe_hash=True)
+class PodValues:
+    """A per-pod metric's values as a decision keeps them for status: each pod's value, not
+    its sample. A target's last decision lives until its next pass; its samples (an object,
+    its time and window a pod) held 560 bytes a target of two per-pod metrics over 5 pods."""
+
+    values: Final[Mapping[str, Milli]]
+    query: str | None = field(compare=False)
+    """The PromQL that was run for these values, as sent (for status; not compared)."""
+
+    def __init__(self, *, values: Mapping[str, Milli], query: str | None = None) -> None:
+        self.values = values
+        self.query = query
+
+    def __setattr__(self, name: str, value: object) -> None:
+        refuse_assignment(self, name)  # compiled: some fields are not Final
+
+    def __delattr__(self, name: str) -> None:
+        refuse_assignment(self, name)
+
+
+KeptValues = PodValues | ObjectMetricValue | ExternalMetricValues | MetricUnavailable
+"""What a decision keeps of the values a metric was computed from (``kept_values``)."""
+
+
+def kept_values(values: MetricValues) -> KeptValues:
+    if isinstance(values, PodMetricValues):
+        return PodValues(values={pod: sample.value for pod, sample in values.samples.items()},
+                         query=values.query)
+    return values
+
+
 # --- history (what stabilization windows and policies remember) ----------------------------
 
 

@@ -14,9 +14,9 @@ from typing import Final
 
 from autoscaler.algorithm.model import (
     History,
+    KeptValues,
     MetricSourceType,
     MetricSpec,
-    MetricValues,
     ScalingPolicy,
     SelectPolicy,
 )
@@ -148,8 +148,8 @@ class MetricOutcome:
     """Upstream's name for the metric in messages ("cpu resource utilization (...)")."""
     proposal: Final[MetricProposal | None]
     error: Final[str | None]
-    values: MetricValues | None = field(compare=False)
-    """The values the metric was computed from (per-pod samples, the query), for status."""
+    values: KeptValues | None = field(compare=False)
+    """The values the metric was computed from (each pod's value, the query), for status."""
 
     def __init__(
         self,
@@ -158,7 +158,7 @@ class MetricOutcome:
         description: str,
         proposal: MetricProposal | None = None,
         error: str | None = None,
-        values: MetricValues | None = None,
+        values: KeptValues | None = None,
     ) -> None:
         self.spec = spec
         self.description = description

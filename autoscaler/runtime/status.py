@@ -30,7 +30,7 @@ from autoscaler.algorithm import (
     Decision,
     EventReason,
     History,
-    PodMetricValues,
+    PodValues,
     format_milli,
 )
 from autoscaler.algorithm.decision_values import ForecastReport, StepLimit
@@ -416,18 +416,17 @@ def metric_json(outcome: MetricOutcome) -> dict[str, Any]:
 def _pods_json(outcome: MetricOutcome) -> dict[str, Any] | None:
     """Per-pod values and the named groups of a per-pod metric (None for the others)."""
     values = outcome.values
-    if not isinstance(values, PodMetricValues):
+    if not isinstance(values, PodValues):
         return None
     groups = outcome.proposal.pods if outcome.proposal is not None else None
     unready = groups.unready if groups else frozenset()
     ignored = groups.ignored if groups else frozenset()
     body: dict[str, Any] = {
-        "ready": sorted(set(values.samples) - unready - ignored),
+        "ready": sorted(set(values.values) - unready - ignored),
         "unready": sorted(unready),
         "missing": sorted(groups.missing) if groups else [],
         "ignored": sorted(ignored),
-        "values": {name: format_milli(sample.value)
-                   for name, sample in sorted(values.samples.items())},
+        "values": {name: format_milli(value) for name, value in sorted(values.values.items())},
     }
     if groups is None:
         del body["unready"], body["missing"], body["ignored"]  # unknown: no proposal made

@@ -18,6 +18,7 @@ from autoscaler.algorithm import (
     PodMetricValues,
     PodPhase,
     PodSample,
+    PodValues,
     PolicyType,
     ScaleEvent,
     ScaleState,
@@ -61,6 +62,19 @@ def test_metrics_carry_quantity_strings_query_and_named_pods() -> None:
     assert metric["query"] == 'rps{pod=~"a|b|c|d"}'
     assert metric["pods"] == {"ready": ["a", "b"], "unready": ["c"], "missing": ["d"],
                               "ignored": [], "values": {"a": "400", "b": "400", "c": "400"}}
+
+
+def test_the_kept_decision_holds_each_pods_value_not_its_sample() -> None:
+    """A target's last decision lives until its next pass: per-pod metrics keep each pod's
+    value (what status shows), not the samples they were read as, nor their times."""
+    state = state_after_one_pass()
+    assert state.last_decision is not None
+    (outcome,) = state.last_decision.metrics
+    kept = outcome.values
+    assert isinstance(kept, PodValues)
+    assert kept.values == {"a": Milli(400_000), "b": Milli(400_000), "c": Milli(400_000)}
+    assert kept.query == 'rps{pod=~"a|b|c|d"}'
+    assert all(type(value) is int for value in kept.values.values())
 
 
 def test_bounds_and_each_stage_of_the_decision() -> None:
