@@ -264,8 +264,8 @@ def read_parts(observed: Sequence[Observed],
 
     A namespace's targets stay in one part: a share's query is cut to the namespaces of the
     targets reading it (``adapters.prometheus.share``), so a namespace in two parts would be
-    read twice. One namespace above the bound is a part of its own; paused targets read no
-    metrics and count no pods."""
+    read twice; so a part with a namespace above the bound is above it too. Paused targets
+    read no metrics and count no pods."""
     def weight(one: Observed) -> int:
         return 0 if one.pause is not None else len(one.pods)
 

@@ -58,10 +58,12 @@ def test_a_namespace_is_never_in_two_parts() -> None:
     assert len(made) == 5  # 210 pods over 50: 5 parts
 
 
-def test_a_namespace_above_the_bound_is_a_part_of_its_own() -> None:
-    pass_ = [observed("big", f"b{i}", 10) for i in range(10)] + [observed("small", "s", 5)]
-    made = read_parts(pass_, 30)
-    assert namespaces_of(made) == [{"big"}, {"small"}]
+def test_a_namespace_above_the_bound_is_read_whole() -> None:
+    big = [observed("big", f"b{i}", 10) for i in range(10)]
+    small = [observed("small", "s", 5)]
+    assert namespaces_of(read_parts(big + small, 30)) == [{"big"}, {"small"}]
+    # Below its share of the pods, a part takes the next namespace whatever its size.
+    assert namespaces_of(read_parts(small + big, 30)) == [{"small", "big"}]
 
 
 def test_paused_targets_count_no_pods() -> None:
